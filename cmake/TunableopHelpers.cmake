@@ -1,0 +1,19 @@
+function(tunableop_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+endfunction()
+
+# tunableop_add_test(NAME src... [LABELS l...]) : one GoogleTest executable, tests discovered by ctest.
+function(tunableop_add_test name)
+  cmake_parse_arguments(ARG "" "" "LABELS" ${ARGN})
+  add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
+  target_link_libraries(${name} PRIVATE tunableop tunableop_test_support GTest::gtest_main GTest::gmock fmt::fmt nlohmann_json::nlohmann_json)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  tunableop_warnings(${name})
+  set(_labels ${ARG_LABELS})
+  if(NOT _labels)
+    set(_labels cpu)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${_labels}" ENVIRONMENT "TUNABLEOP_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

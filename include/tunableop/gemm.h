@@ -1,0 +1,94 @@
+// GEMM: C = alpha * op(A) * op(B) + beta * C, column-major (BLAS convention), optionally
+// strided-batched. beta == 0 never reads C (it may hold NaN).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tunableop/context.h"
+#include "tunableop/device.h"
+#include "tunableop/status.h"
+
+namespace tunableop {
+
+enum class DType { kF32, kF64, kBF16, kF16 };
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);           // "fp32", "fp64", "bf16", "fp16" (CLI names)
+const char* dtype_torch_name(DType t);     // "float", "double", "BFloat16", "Half" (signatures)
+StatusOr<DType> parse_dtype(const std::string& s);  // accepts both name sets
+
+struct GemmParams {
+  DType dtype = DType::kF32;  // A, B and C share it; accumulation is fp32 (fp64 for kF64)
+  char transa = 'N', transb = 'N';  // 'N' or 'T'
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // 0 -> dense (rows of the stored matrix)
+  double alpha = 1.0, beta = 0.0;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements; 0 -> dense (ld * cols)
+  bool allow_tf32 = false;  // CUDA fp32 only: permission to use tf32 tensor cores
+
+  // Rows/cols of A and B as stored (before op()).
+  int64_t a_rows() const { return transa == 'N' ? m : k; }
+  int64_t a_cols() const { return transa == 'N' ? k : m; }
+  int64_t b_rows() const { return transb == 'N' ? k : n; }
+  int64_t b_cols() const { return transb == 'N' ? n : k; }
+  // Fills lda/ldb/ldc/strides left at 0 with dense values.
+  GemmParams with_defaults() const;
+  // Checks trans letters, sizes >= 0, ld >= rows, strides large enough, batch >= 1.
+  Status validate() const;
+  // Elements spanned by each operand over the whole batch (what a buffer must hold).
+  int64_t a_span() const;
+  int64_t b_span() const;
+  int64_t c_span() const;
+  double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+};
+
+// PyTorch TunableOp layout: "GemmTunableOp_float_TN" (or "GemmStridedBatchedTunableOp_..."),
+// "tn_1024_512_2048", plus "_ld_LDA_LDB_LDC" when any ld is not dense and "_B_BATCH" (and
+// "_S_SA_SB_SC" for non-dense strides) for batches; tf32 adds "_tf32" to the op name's dtype.
+std::string gemm_op_signature(const GemmParams& p);
+std::string gemm_params_signature(const GemmParams& p);
+// The inverse (for offline tuning): rebuilds params from the two strings.
+StatusOr<GemmParams> parse_gemm_signature(const std::string& op, const std::string& params);
+
+struct GemmOperands {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  void* stream = nullptr;  // cudaStream_t on CUDA; unused on CPU
+  void* workspace = nullptr;  // candidate's workspace (the op allocates it)
+  size_t workspace_bytes = 0;
+};
+
+// One way to compute a GEMM. Backends register these into Registry::list<GemmCandidate>().
+struct GemmCandidate {
+  std::string name;  // stable, self-describing; "Default" for the plain library call
+  DeviceKind device = DeviceKind::kCpu;
+  int min_effort = 0;  // offered when policy.search_effort >= min_effort
+  std::function<Status(const GemmParams&)> supports;
+  std::function<Status(const GemmParams&, const GemmOperands&)> run;
+  std::function<size_t(const GemmParams&)> workspace_bytes;  // optional
+};
+
+// Registers a candidate whose name can expand at run time into several (e.g. one per
+// cuBLASLt algorithm found for the problem). `expand` returns the concrete candidates for p;
+// `resolve` rebuilds one from its stored name (results file), or fails if it no longer applies.
+struct GemmCandidateFamily {
+  std::string prefix;  // names start with it, e.g. "Gemm_Lt_"
+  DeviceKind device = DeviceKind::kCuda;
+  int min_effort = 0;
+  std::function<std::vector<GemmCandidate>(const GemmParams&, int search_effort)> expand;
+  std::function<StatusOr<GemmCandidate>(const GemmParams&, const std::string& name)> resolve;
+};
+
+// Runs the GEMM through the context: tuned solution, tuning on a miss, or Default.
+Status gemm(Context& ctx, const GemmParams& p, const GemmOperands& ops);
+
+// Row-major y[tokens, out] = x[tokens, in] * W[out, in]^T (PyTorch nn.Linear without bias),
+// mapped to the column-major "tn_<out>_<tokens>_<in>" problem.
+Status linear(Context& ctx, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
+              const void* w, void* y, void* stream = nullptr);
+GemmParams linear_params(DType dtype, int64_t tokens, int64_t in, int64_t out);
+
+}  // namespace tunableop

@@ -1,0 +1,75 @@
+// The plain lists backends register into (ggml style): candidates per op, device runtimes,
+// validators. Core never looks inside a candidate type; ops give the lists their meaning.
+#pragma once
+
+#include <any>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+#include "tunableop/device.h"
+#include "tunableop/status.h"
+#include "tunableop/timer.h"
+
+namespace tunableop {
+
+// Memory, copies and timers for one device kind; ops use it so that they stay device-agnostic.
+struct DeviceRuntime {
+  DeviceKind kind = DeviceKind::kCpu;
+  std::function<StatusOr<void*>(size_t bytes)> alloc;
+  std::function<void(void*)> free;
+  enum class Copy { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+  std::function<Status(void* dst, const void* src, size_t bytes, Copy dir, void* stream)> copy;
+  std::function<Status(void* stream)> synchronize;
+  std::function<std::unique_ptr<Timer>(void* stream)> make_timer;
+  std::function<size_t()> last_level_cache_bytes;
+  // After a failed candidate: clear recoverable error state; a non-ok answer means the device
+  // is unusable (sticky fault) and the message says so.
+  std::function<Status()> recover = [] { return Status::ok(); };
+};
+
+// One "Validator,KEY,VALUE" line source. Value() is evaluated when a results file is opened.
+struct ValidatorSource {
+  std::string key;
+  std::function<std::string()> value;
+  DeviceKind device = DeviceKind::kCpu;  // contributes only to contexts of this device kind
+  bool all_devices = false;              // e.g. TUNABLEOP_VERSION
+};
+
+class Registry {
+ public:
+  // The list of candidates of type C (e.g. GemmCandidate); created empty on first use.
+  template <class C>
+  std::vector<C>& list() {
+    auto it = lists_.find(std::type_index(typeid(C)));
+    if (it == lists_.end()) it = lists_.emplace(std::type_index(typeid(C)), std::vector<C>{}).first;
+    return *std::any_cast<std::vector<C>>(&it->second);
+  }
+  template <class C>
+  const std::vector<C>* find_list() const {
+    auto it = lists_.find(std::type_index(typeid(C)));
+    return it == lists_.end() ? nullptr : std::any_cast<std::vector<C>>(&it->second);
+  }
+
+  void add_runtime(DeviceRuntime rt) { runtimes_.push_back(std::move(rt)); }
+  const DeviceRuntime* runtime(DeviceKind kind) const;
+  void add_validator(ValidatorSource v) { validators_.push_back(std::move(v)); }
+  const std::vector<ValidatorSource>& validators() const { return validators_; }
+  // Backends that were built but could not start (library missing at run time, ...): one line
+  // each, printed once at verbose >= 1.
+  void add_note(std::string line) { notes_.push_back(std::move(line)); }
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  std::map<std::type_index, std::any> lists_;
+  std::vector<DeviceRuntime> runtimes_;
+  std::vector<ValidatorSource> validators_;
+  std::vector<std::string> notes_;
+};
+
+using RegisterFn = std::function<void(Registry&)>;
+
+}  // namespace tunableop

@@ -1,0 +1,111 @@
+// Tuning results: the in-memory store and the PyTorch-compatible results file.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tunableop/status.h"
+
+namespace tunableop {
+
+struct Measurement {
+  double min_ms = 0, median_ms = 0, mean_ms = 0, std_ms = 0;
+  int runs = 0;
+};
+
+struct ResultEntry {
+  std::string op;        // GemmTunableOp_float_TN
+  std::string params;    // tn_1024_512_2048
+  std::string solution;  // Default, Gemm_Openblas_t2, ...
+  double time_ms = 0;    // median of the final measurement (4th column of the file)
+  std::optional<Measurement> stats;
+  double tuning_ms = 0;  // wall time spent tuning this problem
+};
+
+using Validators = std::vector<std::pair<std::string, std::string>>;  // ordered KEY, VALUE
+
+// Thread-safe map (op, params) -> entry.
+class ResultsStore {
+ public:
+  std::optional<ResultEntry> lookup(const std::string& op, const std::string& params) const;
+  void insert(ResultEntry e);  // replaces an existing entry for the same key
+  bool contains(const std::string& op, const std::string& params) const;
+  std::vector<ResultEntry> entries() const;  // in insertion order
+  size_t size() const;
+  void clear();
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::map<std::pair<std::string, std::string>, size_t> index_;
+  std::vector<ResultEntry> entries_;
+};
+
+// What reading a results file found.
+struct LoadReport {
+  std::string path;
+  bool existed = false;
+  bool ours = false;  // written by tunableop (has a TUNABLEOP_VERSION validator)
+  Validators validators;               // as found in the file
+  std::vector<std::string> foreign_validators;  // keys we do not produce (PyTorch's, ...)
+  std::vector<std::string> mismatches;          // "KEY: file 'a' vs now 'b'" (ours only)
+  std::vector<std::string> malformed;           // "path:LINE: reason"
+  std::vector<ResultEntry> entries;
+};
+
+// Parses one file's text (no I/O): validators, entries, malformed lines with line numbers.
+LoadReport parse_results(const std::string& text, const std::string& path_for_messages);
+
+// Formats "Validator,K,V" lines and entry lines exactly as PyTorch does.
+std::string format_validators(const Validators& v);
+std::string format_entry(const ResultEntry& e);
+
+// Expands the "%d" naming rule: "%d" -> ordinal; no "%d" -> ordinal before the extension.
+std::string results_path_for(const std::string& pattern, const std::string& ordinal);
+
+// One results file on disk bound to the current environment's validators.
+// - open(): reads the file. If its validators differ from `current`, the file is left untouched
+//   and a sibling "<stem>.env-<hash>.csv" becomes the file this process reads and writes; both
+//   names are reported.
+// - append(): under an exclusive lock (flock), picks up lines other processes appended since,
+//   writes the validator header if the file is new or empty, and appends the entry unless
+//   another process already stored that key. The line is written with one write(2), so a killed
+//   process loses nothing already appended.
+// Extra per-entry statistics go to a sidecar "<file>.stats" (PyTorch's parser wants 4 columns).
+class ResultsFile {
+ public:
+  ResultsFile(std::string path, Validators current);
+  StatusOr<LoadReport> open();
+  Status append(const ResultEntry& e, std::vector<ResultEntry>* picked_up = nullptr);
+  const std::string& path() const { return path_; }            // the file in use
+  const std::string& requested_path() const { return requested_; }  // the one asked for
+  const Validators& validators() const { return current_; }
+
+ private:
+  std::string requested_;
+  std::string path_;
+  Validators current_;
+  size_t read_offset_ = 0;  // bytes of path_ already parsed
+  std::mutex mu_;
+};
+
+// A file of untuned problems ("op,params" lines), deduplicated, appended under a lock.
+class UntunedFile {
+ public:
+  explicit UntunedFile(std::string path) : path_(std::move(path)) {}
+  Status record(const std::string& op, const std::string& params);
+  const std::string& path() const { return path_; }
+  static StatusOr<std::vector<std::pair<std::string, std::string>>> read(const std::string& path);
+
+ private:
+  std::string path_;
+  std::mutex mu_;
+  bool loaded_ = false;
+  std::map<std::pair<std::string, std::string>, bool> seen_;
+};
+
+}  // namespace tunableop
