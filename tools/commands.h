@@ -1,0 +1,14 @@
+// Each subcommand of the `tunableop` CLI lives in its own file and adds itself to the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tunableop::cli {
+
+void add_bench_command(CLI::App& app);  // bench.cc
+void add_tune_command(CLI::App& app);   // tune.cc
+void add_show_command(CLI::App& app);   // show.cc
+void add_merge_command(CLI::App& app);  // merge.cc
+void add_llm_command(CLI::App& app);    // llm_command.cc
+
+}  // namespace tunableop::cli
