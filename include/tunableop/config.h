@@ -81,6 +81,8 @@ class Config {
   // reported in `warnings()` and ignored.
   Config();
   static Config defaults_only();  // ignores the environment (tests)
+  Config(const Config& other);
+  Config& operator=(const Config& other);
 
   Status set(Setting s, std::string_view value);  // validated; InvalidArgument names the setting
   Status set(Setting s, bool value) { return set(s, std::string_view(value ? "1" : "0")); }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <typeindex>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +57,16 @@ class Context {
   // appends to the file unless the key is already stored and `retune` is false.
   StatusOr<TuningReport> tune(TuningProblem& problem, bool retune = false);
 
+  // Per-context state an op keeps between calls (e.g. GEMM's resolved-candidate cache); created
+  // on first use, lives as long as the context.
+  template <class T>
+  T& op_state() {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    auto& slot = op_state_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_shared<T>();
+    return *std::static_pointer_cast<T>(slot);
+  }
+
  private:
   Status ensure_loaded_locked();
   void record_untuned(const std::string& op, const std::string& params);
@@ -70,6 +82,8 @@ class Context {
   std::string loaded_pattern_;
   std::unique_ptr<UntunedFile> untuned_;
   std::string untuned_pattern_;
+  std::mutex state_mu_;
+  std::map<std::type_index, std::shared_ptr<void>> op_state_;
 };
 
 // Every backend compiled into this build, in priority order (defined in src/backends).

@@ -57,7 +57,9 @@ struct GemmOperands {
   const void* b = nullptr;
   void* c = nullptr;
   void* stream = nullptr;  // cudaStream_t on CUDA; unused on CPU
-  void* workspace = nullptr;  // candidate's workspace (the op allocates it)
+  // While tuning, the op allocates workspace_bytes(p) and passes it here; in ordinary dispatch
+  // it is null and a candidate that needs workspace uses its own (as cuBLAS does per handle).
+  void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 

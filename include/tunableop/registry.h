@@ -26,6 +26,12 @@ struct DeviceRuntime {
   std::function<Status(void* stream)> synchronize;
   std::function<std::unique_ptr<Timer>(void* stream)> make_timer;
   std::function<size_t()> last_level_cache_bytes;
+  std::function<int()> device_count = [] { return 1; };
+  // Makes `ordinal` the current device of the calling thread (CUDA: cudaSetDevice).
+  std::function<Status(int ordinal)> set_device = [](int) { return Status::ok(); };
+  // A fresh stream for benchmarks (nullptr: the default stream) and its release.
+  std::function<void*()> create_stream = [] { return static_cast<void*>(nullptr); };
+  std::function<void(void*)> destroy_stream = [](void*) {};
   // After a failed candidate: clear recoverable error state; a non-ok answer means the device
   // is unusable (sticky fault) and the message says so.
   std::function<Status()> recover = [] { return Status::ok(); };

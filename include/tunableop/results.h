@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <utility>
@@ -48,6 +49,9 @@ class ResultsStore {
 // What reading a results file found.
 struct LoadReport {
   std::string path;
+  // The file this process reads and writes from now on: == path, or the "<stem>.env-<hash>"
+  // sibling when path's validators differ from the current ones or path is a foreign file.
+  std::string active_path;
   bool existed = false;
   bool ours = false;  // written by tunableop (has a TUNABLEOP_VERSION validator)
   Validators validators;               // as found in the file
@@ -80,7 +84,9 @@ class ResultsFile {
  public:
   ResultsFile(std::string path, Validators current);
   StatusOr<LoadReport> open();
-  Status append(const ResultEntry& e, std::vector<ResultEntry>* picked_up = nullptr);
+  // `replace`: append even when the key is already in the file (a re-tuned stale entry; the
+  // later line wins on load).
+  Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr);
   const std::string& path() const { return path_; }            // the file in use
   const std::string& requested_path() const { return requested_; }  // the one asked for
   const Validators& validators() const { return current_; }
@@ -90,6 +96,7 @@ class ResultsFile {
   std::string path_;
   Validators current_;
   size_t read_offset_ = 0;  // bytes of path_ already parsed
+  std::set<std::pair<std::string, std::string>> keys_;  // (op, params) already in path_
   std::mutex mu_;
 };
 

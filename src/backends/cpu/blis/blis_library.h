@@ -1,0 +1,57 @@
+// BLIS reached only through its own dlopen handle (RTLD_LOCAL | RTLD_DEEPBIND): BLIS exports
+// cblas_sgemm and sgemm_ just like OpenBLAS, so the candidates call BLIS's native typed API
+// (bli_sgemm_ex / bli_dgemm_ex) through pointers taken from this handle.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tunableop/gemm.h"
+#include "tunableop/status.h"
+
+namespace tunableop {
+
+class BlisLibrary {
+ public:
+  // Where the provider looks, in order: the soname the headers were built for (whatever
+  // threading variant the system's alternatives chose), then the path found at configure time.
+  static std::vector<std::string> default_paths();
+  // Opens the library at `path` or returns the object already made for that loaded file. It is
+  // never closed: BLIS keeps thread pools and memory pools alive for the life of the process.
+  static StatusOr<std::shared_ptr<BlisLibrary>> open(const std::string& path);
+  static StatusOr<std::shared_ptr<BlisLibrary>> open_first(const std::vector<std::string>& paths);
+
+  const std::string& path() const { return path_; }
+  // The real file (symlinks resolved) that defines `symbol` as seen through this handle; ""
+  // when the handle has no such symbol. Proves which library a call lands in.
+  std::string symbol_file(const char* symbol) const;
+  std::string version() const;  // bli_info_get_version_str(): "0.9.0"
+  std::string threading() const;  // "openmp", "pthreads", "openmp+pthreads" or "none"
+  // BLIS's global thread setting (bli_thread_get_num_threads; -1 = unset, which BLIS runs as 1).
+  int num_threads() const;
+  void set_num_threads(int n);  // for tests and callers that manage the global setting
+
+  Status supports(const GemmParams& p) const;
+  // C = alpha op(A) op(B) + beta C with `threads` threads. The count travels in a per-call
+  // runtime object (rntm_t), so BLIS's global setting and OpenMP's are never touched and
+  // concurrent calls need no lock.
+  Status gemm(const GemmParams& p, const GemmOperands& ops, int threads) const;
+
+  ~BlisLibrary();
+  BlisLibrary(const BlisLibrary&) = delete;
+  BlisLibrary& operator=(const BlisLibrary&) = delete;
+
+ private:
+  BlisLibrary();
+  Status bind_symbols();
+
+  // The entry points, typed with blis.h's own types; defined in blis_library.cc so that
+  // blis.h (tens of thousands of lines of macros) stays out of every other file.
+  struct Api;
+  std::string path_;
+  void* handle_ = nullptr;
+  std::unique_ptr<Api> api_;
+};
+
+}  // namespace tunableop

@@ -1,0 +1,255 @@
+// Loop nest, per thread and per (batch, m range, n range) region:
+//   for jc over n step nc         B panel kc x nc packed once per (jc, pc): lives in L3 / L2
+//     for pc over k step kc
+//       for ic over m step mc     A block mc x kc packed: lives in L2
+//         for jr over nc step nr  B sliver kc x nr: stays in L1 across the ir loop
+//           for ir over mc step mr  micro-kernel on one mr x nr tile of C
+// Threads take whole regions (a 2D split of C, or whole batch entries), so they never share a
+// packed buffer and need no barriers; each packs the part of A or B it reads. That duplicates
+// packing of the operand the split does not divide, which costs O(k * rows) against
+// O(k * rows * cols) flops.
+#include "backends/cpu/kernels/blocked_gemm.h"
+
+#include <atomic>
+
+#include "backends/cpu/kernels/driver_common.h"
+#include "backends/cpu/kernels/kernel_table.h"
+
+namespace tunableop::cpu_kernels {
+
+namespace {
+
+// Largest micro-tile (mr * nr elements) a kernel table may declare: edge tiles go through a
+// stack buffer of this size.
+constexpr int kMaxTileElems = 2048;
+// Half-precision C is accumulated in an fp32 buffer (one rounding at the end instead of one per
+// k block); nc shrinks so the buffer stays under this many bytes per thread.
+constexpr int64_t kAccumBytes = int64_t(8) << 20;
+
+// op(A)(i, l) for rows [i0, i0 + mb) and columns [l0, l0 + kb) into slivers of mr rows:
+// sliver s holds element (s*mr + i, l) at out[s*mr*kb + l*mr + i]; rows past mb are zero.
+template <class Tin, class Tc>
+void pack_a(const Tin* a, int64_t lda, bool trans, int64_t i0, int64_t l0, int64_t mb, int64_t kb, int mr, Tc* out) {
+  for (int64_t ir = 0; ir < mb; ir += mr) {
+    const int rows = int(std::min<int64_t>(mr, mb - ir));
+    Tc* o = out + ir * kb;
+    if (!trans) {  // column l of op(A) is contiguous
+      for (int64_t l = 0; l < kb; ++l) {
+        const Tin* col = a + (i0 + ir) + (l0 + l) * lda;
+        Tc* ol = o + l * mr;
+        for (int i = 0; i < rows; ++i) ol[i] = to_acc(col[i]);
+        for (int i = rows; i < mr; ++i) ol[i] = Tc(0);
+      }
+    } else {  // row i of op(A) is contiguous
+      for (int i = 0; i < rows; ++i) {
+        const Tin* row = a + l0 + (i0 + ir + i) * lda;
+        for (int64_t l = 0; l < kb; ++l) o[l * mr + i] = to_acc(row[l]);
+      }
+      for (int64_t l = 0; l < kb && rows < mr; ++l)
+        for (int i = rows; i < mr; ++i) o[l * mr + i] = Tc(0);
+    }
+  }
+}
+
+// op(B)(l, j) for rows [l0, l0 + kb) and columns [j0, j0 + nb) into slivers of nr columns:
+// sliver s holds element (l, s*nr + j) at out[s*nr*kb + l*nr + j]; columns past nb are zero.
+template <class Tin, class Tc>
+void pack_b(const Tin* b, int64_t ldb, bool trans, int64_t l0, int64_t j0, int64_t kb, int64_t nb, int nr, Tc* out) {
+  for (int64_t jr = 0; jr < nb; jr += nr) {
+    const int cols = int(std::min<int64_t>(nr, nb - jr));
+    Tc* o = out + jr * kb;
+    if (!trans) {  // column j of op(B) is contiguous
+      for (int j = 0; j < cols; ++j) {
+        const Tin* col = b + l0 + (j0 + jr + j) * ldb;
+        for (int64_t l = 0; l < kb; ++l) o[l * nr + j] = to_acc(col[l]);
+      }
+      for (int64_t l = 0; l < kb && cols < nr; ++l)
+        for (int j = cols; j < nr; ++j) o[l * nr + j] = Tc(0);
+    } else {  // row l of op(B) is contiguous
+      for (int64_t l = 0; l < kb; ++l) {
+        const Tin* row = b + (j0 + jr) + (l0 + l) * ldb;
+        Tc* ol = o + l * nr;
+        for (int j = 0; j < cols; ++j) ol[j] = to_acc(row[j]);
+        for (int j = cols; j < nr; ++j) ol[j] = Tc(0);
+      }
+    }
+  }
+}
+
+// All tiles of one mb x nb block of C from a packed A block and B panel.
+template <class Tc>
+void macro_kernel(const MicroKernel<Tc>& uk, int64_t mb, int64_t nb, int64_t kb, const Tc* apack, const Tc* bpack,
+                  Tc* c, int64_t ldc, Tc alpha, Tc beta) {
+  const int mr = uk.mr, nr = uk.nr;
+  for (int64_t jr = 0; jr < nb; jr += nr) {
+    const int64_t cols = std::min<int64_t>(nr, nb - jr);
+    const Tc* bp = bpack + jr * kb;
+    for (int64_t ir = 0; ir < mb; ir += mr) {
+      const int64_t rows = std::min<int64_t>(mr, mb - ir);
+      const Tc* ap = apack + ir * kb;
+      Tc* cp = c + ir + jr * ldc;
+      if (rows == mr && cols == nr) {
+        uk.fn(kb, ap, bp, cp, ldc, alpha, beta);
+        continue;
+      }
+      // Edge tile: compute the full padded tile off to the side, then merge the valid part, so
+      // the micro-kernel never needs masks and nothing outside C is touched.
+      alignas(64) Tc tile[kMaxTileElems];
+      uk.fn(kb, ap, bp, tile, mr, alpha, Tc(0));
+      for (int64_t j = 0; j < cols; ++j) {
+        Tc* cj = cp + j * ldc;
+        const Tc* tj = tile + j * mr;
+        if (beta == Tc(0)) {
+          for (int64_t i = 0; i < rows; ++i) cj[i] = tj[i];
+        } else {
+          for (int64_t i = 0; i < rows; ++i) cj[i] = tj[i] + beta * cj[i];
+        }
+      }
+    }
+  }
+}
+
+template <class Tin>
+struct BlockedJob {
+  using Tc = AccOf<Tin>;
+  const GemmParams* p = nullptr;
+  const Tin* a = nullptr;
+  const Tin* b = nullptr;
+  Tin* c = nullptr;
+  MicroKernel<Tc> uk;
+  int64_t mc = 0, nc = 0, kc = 0;
+};
+
+// One region of C: batch entry `batch`, rows [m0, m1), columns [n0, n1). False when scratch
+// memory could not be had.
+template <class Tin>
+bool run_region(const BlockedJob<Tin>& job, int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  using Tc = AccOf<Tin>;
+  // fp32 and fp64 accumulate straight into C; bf16 and fp16 go through an fp32 buffer.
+  constexpr bool kDirect = std::is_same_v<Tin, Tc>;
+  const GemmParams& p = *job.p;
+  const int mr = job.uk.mr, nr = job.uk.nr;
+  const Tin* a = job.a + batch * p.stride_a;
+  const Tin* b = job.b + batch * p.stride_b;
+  Tin* c = job.c + batch * p.stride_c;
+  const int64_t mlen = m1 - m0, nlen = n1 - n0;
+  const int64_t mc = std::min(job.mc, round_up(mlen, mr));
+  const int64_t kc = std::min(job.kc, p.k);
+  int64_t nc = std::min(job.nc, round_up(nlen, nr));
+  if (!kDirect) nc = std::max<int64_t>(nr, std::min(nc, kAccumBytes / int64_t(sizeof(Tc)) / mlen / nr * nr));
+
+  Tc* apack = static_cast<Tc*>(thread_scratch(ScratchSlot::kPackA, size_t(mc * kc) * sizeof(Tc)));
+  Tc* bpack = static_cast<Tc*>(thread_scratch(ScratchSlot::kPackB, size_t(kc * nc) * sizeof(Tc)));
+  Tc* accum = kDirect ? nullptr : static_cast<Tc*>(thread_scratch(ScratchSlot::kAccum, size_t(mlen * nc) * sizeof(Tc)));
+  if (apack == nullptr || bpack == nullptr || (!kDirect && accum == nullptr)) return false;
+
+  const Tc alpha = Tc(p.alpha), beta = Tc(p.beta);
+  for (int64_t jc = n0; jc < n1; jc += nc) {
+    const int64_t nb = std::min(nc, n1 - jc);
+    Tc* cblk;
+    int64_t ldcb;
+    if constexpr (kDirect) {
+      cblk = c + m0 + jc * p.ldc;
+      ldcb = p.ldc;
+    } else {
+      cblk = accum;
+      ldcb = mlen;
+    }
+    for (int64_t pc = 0; pc < p.k; pc += kc) {
+      const int64_t kb = std::min(kc, p.k - pc);
+      // Only the first k block sees the caller's beta; later ones add to what it left.
+      const Tc beta_blk = pc > 0 ? Tc(1) : kDirect ? beta : Tc(0);
+      pack_b(b, p.ldb, p.transb == 'T', pc, jc, kb, nb, nr, bpack);
+      for (int64_t ic = 0; ic < mlen; ic += mc) {
+        const int64_t mb = std::min(mc, mlen - ic);
+        pack_a(a, p.lda, p.transa == 'T', m0 + ic, pc, mb, kb, mr, apack);
+        macro_kernel(job.uk, mb, nb, kb, apack, bpack, cblk + ic, ldcb, alpha, beta_blk);
+      }
+    }
+    if constexpr (!kDirect) store_block<Tin>(mlen, nb, accum, ldcb, Tc(1), beta, c + m0 + jc * p.ldc, p.ldc);
+  }
+  return true;
+}
+
+// Splits one m x n product over `threads` as a tm x tn grid, minimising the rows of A plus
+// columns of B each thread reads (each piece at least one micro-tile).
+void choose_grid(int64_t m, int64_t n, int threads, int mr, int nr, int64_t* tm, int64_t* tn) {
+  *tm = 1;
+  *tn = 1;
+  for (int t = threads; t >= 1; --t) {
+    double best = -1;
+    for (int64_t x = 1; x <= t; ++x) {
+      if (t % x != 0) continue;
+      const int64_t y = t / x;
+      if (ceil_div(m, mr) < x || ceil_div(n, nr) < y) continue;
+      const double cost = double(ceil_div(m, x)) + double(ceil_div(n, y));
+      if (best < 0 || cost < best) {
+        best = cost;
+        *tm = x;
+        *tn = y;
+      }
+    }
+    if (best >= 0) return;
+  }
+}
+
+template <class Tin>
+Status run_typed(const GemmParams& p, const GemmOperands& ops, const BlockedConfig& cfg, const IsaKernels& kt) {
+  using Tc = AccOf<Tin>;
+  BlockedJob<Tin> job;
+  job.p = &p;
+  job.a = static_cast<const Tin*>(ops.a);
+  job.b = static_cast<const Tin*>(ops.b);
+  job.c = static_cast<Tin*>(ops.c);
+  if constexpr (std::is_same_v<Tc, double>) {
+    job.uk = kt.f64;
+  } else {
+    job.uk = kt.f32;
+  }
+  const int mr = job.uk.mr, nr = job.uk.nr;
+  if (job.uk.fn == nullptr || mr * nr > kMaxTileElems) return Status::internal("cpu kernels: bad micro-kernel table");
+  job.mc = std::max<int64_t>(mr, cfg.mc / mr * mr);
+  job.nc = std::max<int64_t>(nr, cfg.nc / nr * nr);
+  job.kc = std::max<int64_t>(1, cfg.kc);
+
+  const int threads = resolve_threads(cfg.threads);
+  // Whole batch entries per thread when there are enough of them; otherwise split each product.
+  int64_t tm = 1, tn = 1;
+  if (p.batch < threads) choose_grid(p.m, p.n, int(std::max<int64_t>(1, threads / p.batch)), mr, nr, &tm, &tn);
+  const int64_t mstep = round_up(ceil_div(p.m, tm), mr);
+  const int64_t nstep = round_up(ceil_div(p.n, tn), nr);
+  std::atomic<bool> failed{false};
+  parallel_for(p.batch * tm * tn, threads, [&](int64_t item) {
+    const int64_t batch = item / (tm * tn), r = item % (tm * tn);
+    const int64_t m0 = (r / tn) * mstep, n0 = (r % tn) * nstep;
+    const int64_t m1 = std::min(p.m, m0 + mstep), n1 = std::min(p.n, n0 + nstep);
+    if (m0 >= m1 || n0 >= n1) return;
+    if (!run_region(job, batch, m0, m1, n0, n1)) failed = true;
+  });
+  if (failed) return Status::internal("cpu kernels: out of memory for packing buffers");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status blocked_gemm(const GemmParams& params, const GemmOperands& ops, const BlockedConfig& cfg) {
+  auto checked = check_gemm_args(params, ops);
+  if (!checked.is_ok()) return checked.status();
+  const GemmParams& p = checked.value();
+  const IsaKernels* kt = kernels_for(cfg.isa);
+  if (kt == nullptr) return Status::unsupported(std::string("cpu kernels: ") + isa_name(cfg.isa) + " not available");
+  if (p.m == 0 || p.n == 0) return Status::ok();
+  if (p.k == 0 || p.alpha == 0.0) {
+    scale_c(p, ops.c);
+    return Status::ok();
+  }
+  switch (p.dtype) {
+    case DType::kF32: return run_typed<float>(p, ops, cfg, *kt);
+    case DType::kF64: return run_typed<double>(p, ops, cfg, *kt);
+    case DType::kBF16: return run_typed<bf16>(p, ops, cfg, *kt);
+    case DType::kF16: return run_typed<fp16>(p, ops, cfg, *kt);
+  }
+  return Status::invalid_argument("cpu kernels: unknown dtype");
+}
+
+}  // namespace tunableop::cpu_kernels

@@ -1,0 +1,38 @@
+#include "backends/cpu/kernels/cpu_features.h"
+
+namespace tunableop::cpu_kernels {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable: return "portable";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+bool isa_available(Isa isa) {
+#if defined(TUNABLEOP_CPU_KERNELS_X86)  // set by CMakeLists.txt when the ISA files are built
+  // libgcc's detector also checks XGETBV, so a CPU whose OS does not save zmm/ymm state reads
+  // as unsupported. The AVX2 kernels convert fp16 with F16C and the AVX-512 ones with AVX512F.
+  static const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+  switch (isa) {
+    case Isa::kPortable: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvx512: return avx512;
+  }
+  return false;
+#else
+  return isa == Isa::kPortable;
+#endif
+}
+
+Isa best_isa() {
+  if (isa_available(Isa::kAvx512)) return Isa::kAvx512;
+  if (isa_available(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kPortable;
+}
+
+}  // namespace tunableop::cpu_kernels

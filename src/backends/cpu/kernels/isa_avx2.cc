@@ -1,0 +1,91 @@
+// AVX2 + FMA (+ F16C for fp16) kernels. This file alone is compiled with -mavx2 -mfma -mf16c
+// (see CMakeLists.txt) and is reached only through avx2_kernels(), after the CPU check.
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/kernel_table.h"
+#include "backends/cpu/kernels/micro_kernel_impl.h"
+#include "backends/cpu/kernels/skinny_impl.h"
+
+namespace tunableop::cpu_kernels {
+namespace {
+
+inline float bf16_bits_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+struct F32x8 {
+  using T = float;
+  using R = __m256;
+  static constexpr int kWidth = 8;
+  static constexpr int kRegs = 16;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static R load(const bf16* p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static R load(const fp16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static R broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static R set1(float v) { return _mm256_set1_ps(v); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+  static float reduce(R v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float scalar(float v) { return v; }
+  static float scalar(bf16 v) { return bf16_bits_to_float(v.bits); }
+  static float scalar(fp16 v) { return _cvtsh_ss(v.bits); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+struct F64x4 {
+  using T = double;
+  using R = __m256d;
+  static constexpr int kWidth = 4;
+  static constexpr int kRegs = 16;
+  static R zero() { return _mm256_setzero_pd(); }
+  static R load(const double* p) { return _mm256_loadu_pd(p); }
+  static R broadcast(const double* p) { return _mm256_broadcast_sd(p); }
+  static R set1(double v) { return _mm256_set1_pd(v); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_pd(a, b, c); }
+  static R mul(R a, R b) { return _mm256_mul_pd(a, b); }
+  static R add(R a, R b) { return _mm256_add_pd(a, b); }
+  static void store(double* p, R v) { _mm256_storeu_pd(p, v); }
+  static double reduce(R v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static double scalar(double v) { return v; }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+// 16 x 6 (fp32) and 8 x 6 (fp64): 12 accumulators + 2 A vectors + 1 broadcast of 16 ymm.
+constexpr int kMv = 2;
+constexpr int kNr = 6;
+
+}  // namespace
+
+const IsaKernels& avx2_kernels() {
+  static const IsaKernels k = [] {
+    IsaKernels t;
+    t.isa = Isa::kAvx2;
+    t.f32 = {kMv * F32x8::kWidth, kNr, &micro_kernel<F32x8, kMv, kNr>};
+    t.f64 = {kMv * F64x4::kWidth, kNr, &micro_kernel<F64x4, kMv, kNr>};
+    t.skinny_f32 = {&skinny_dot<F32x8, float>, &skinny_axpy<F32x8, float>};
+    t.skinny_f64 = {&skinny_dot<F64x4, double>, &skinny_axpy<F64x4, double>};
+    t.skinny_bf16 = {&skinny_dot<F32x8, bf16>, &skinny_axpy<F32x8, bf16>};
+    t.skinny_fp16 = {&skinny_dot<F32x8, fp16>, &skinny_axpy<F32x8, fp16>};
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace tunableop::cpu_kernels

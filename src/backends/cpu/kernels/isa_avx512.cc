@@ -1,0 +1,84 @@
+// AVX-512F kernels. This file alone is compiled with -mavx512f -mfma -mf16c (see CMakeLists.txt) and is
+// reached only through avx512_kernels(), which callers use after checking the CPU.
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/kernel_table.h"
+#include "backends/cpu/kernels/micro_kernel_impl.h"
+#include "backends/cpu/kernels/skinny_impl.h"
+
+namespace tunableop::cpu_kernels {
+namespace {
+
+// bf16 is the top half of an fp32; the shift needs no rounding. fp16 goes through vcvtph2ps.
+inline float bf16_bits_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+struct F32x16 {
+  using T = float;
+  using R = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kRegs = 32;
+  static R zero() { return _mm512_setzero_ps(); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static R load(const bf16* p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static R load(const fp16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static R broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static R set1(float v) { return _mm512_set1_ps(v); }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+  static float reduce(R v) { return _mm512_reduce_add_ps(v); }
+  static float scalar(float v) { return v; }
+  static float scalar(bf16 v) { return bf16_bits_to_float(v.bits); }
+  static float scalar(fp16 v) { return _cvtsh_ss(v.bits); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+struct F64x8 {
+  using T = double;
+  using R = __m512d;
+  static constexpr int kWidth = 8;
+  static constexpr int kRegs = 32;
+  static R zero() { return _mm512_setzero_pd(); }
+  static R load(const double* p) { return _mm512_loadu_pd(p); }
+  static R broadcast(const double* p) { return _mm512_set1_pd(*p); }
+  static R set1(double v) { return _mm512_set1_pd(v); }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_pd(a, b, c); }
+  static R mul(R a, R b) { return _mm512_mul_pd(a, b); }
+  static R add(R a, R b) { return _mm512_add_pd(a, b); }
+  static void store(double* p, R v) { _mm512_storeu_pd(p, v); }
+  static double reduce(R v) { return _mm512_reduce_add_pd(v); }
+  static double scalar(double v) { return v; }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+// 32 x 12 (fp32) and 16 x 12 (fp64): 24 accumulators + 2 A vectors + 1 broadcast of 32 zmm.
+constexpr int kMv = 2;
+constexpr int kNr = 12;
+
+}  // namespace
+
+const IsaKernels& avx512_kernels() {
+  static const IsaKernels k = [] {
+    IsaKernels t;
+    t.isa = Isa::kAvx512;
+    t.f32 = {kMv * F32x16::kWidth, kNr, &micro_kernel<F32x16, kMv, kNr>};
+    t.f64 = {kMv * F64x8::kWidth, kNr, &micro_kernel<F64x8, kMv, kNr>};
+    t.skinny_f32 = {&skinny_dot<F32x16, float>, &skinny_axpy<F32x16, float>};
+    t.skinny_f64 = {&skinny_dot<F64x8, double>, &skinny_axpy<F64x8, double>};
+    t.skinny_bf16 = {&skinny_dot<F32x16, bf16>, &skinny_axpy<F32x16, bf16>};
+    t.skinny_fp16 = {&skinny_dot<F32x16, fp16>, &skinny_axpy<F32x16, fp16>};
+    return t;
+  }();
+  return k;
+}
+
+}  // namespace tunableop::cpu_kernels

@@ -1,0 +1,76 @@
+// OpenBLAS reached only through its own dlopen handle. OpenBLAS and BLIS export the same
+// symbols (cblas_sgemm, sgemm_); loading each with RTLD_LOCAL | RTLD_DEEPBIND and calling
+// through dlsym'd pointers is what guarantees that a Gemm_Openblas_* candidate runs OpenBLAS.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tunableop/gemm.h"
+#include "tunableop/status.h"
+
+namespace tunableop {
+
+class OpenblasLibrary {
+ public:
+  // Where the provider looks, in order: the soname (whatever variant the system's alternatives
+  // chose), then the path found when the project was configured.
+  static std::vector<std::string> default_paths();
+  // Opens the library at `path` or returns the object already made for that loaded file (one
+  // per file, because its thread setting is process-wide state that one mutex must guard).
+  // The library is never closed: OpenBLAS keeps worker threads that must not lose their code.
+  static StatusOr<std::shared_ptr<OpenblasLibrary>> open(const std::string& path);
+  // The first of `paths` that opens; the error lists every attempt.
+  static StatusOr<std::shared_ptr<OpenblasLibrary>> open_first(const std::vector<std::string>& paths);
+
+  const std::string& path() const { return path_; }
+  // The file that really holds the cblas_sgemm we call (dladdr): proof of which library runs.
+  std::string gemm_symbol_file() const;
+  std::string config() const;   // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
+  std::string version() const;  // "0.3.21", parsed from config()
+  std::string core_name() const;
+  int parallel_mode() const;  // openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP
+  int num_threads() const;    // openblas_get_num_threads()
+  // The most threads a call may use: the build's MAX_THREADS (from config()) or unlimited (0).
+  int max_threads() const { return max_threads_; }
+  // Sets OpenBLAS's own thread count (process-wide); for tests and callers that manage it.
+  void set_num_threads(int n);
+
+  Status supports(const GemmParams& p) const;
+  // C = alpha op(A) op(B) + beta C with `threads` threads; the previous thread setting (and
+  // the caller's OpenMP setting, for the OpenMP build) is restored before returning.
+  Status gemm(const GemmParams& p, const GemmOperands& ops, int threads);
+
+  OpenblasLibrary(const OpenblasLibrary&) = delete;
+  OpenblasLibrary& operator=(const OpenblasLibrary&) = delete;
+
+ private:
+  OpenblasLibrary() = default;
+  Status bind_symbols();
+
+  using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
+                           float*, int);
+  using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
+                           double*, int);
+
+  std::string path_;
+  void* handle_ = nullptr;
+  SgemmFn sgemm_ = nullptr;
+  DgemmFn dgemm_ = nullptr;
+  char* (*get_config_)() = nullptr;
+  char* (*get_corename_)() = nullptr;
+  int (*get_parallel_)() = nullptr;
+  int (*get_num_threads_)() = nullptr;
+  void (*set_num_threads_)(int) = nullptr;
+  // OpenMP build only: openblas_set_num_threads calls omp_set_num_threads, so the caller's
+  // OpenMP setting is saved and restored through the same libgomp that OpenBLAS uses.
+  int (*omp_get_max_threads_)() = nullptr;
+  void (*omp_set_num_threads_)(int) = nullptr;
+  int max_threads_ = 0;
+  // Serialises set-threads / call / restore: the thread count is one process-wide value.
+  mutable std::mutex mu_;
+};
+
+}  // namespace tunableop

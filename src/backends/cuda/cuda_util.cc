@@ -1,0 +1,115 @@
+#include "backends/cuda/cuda_util.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+namespace tunableop::cuda {
+
+Status cuda_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::ok();
+  return Status::device_error(fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
+}
+
+Status cublas_status(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return Status::ok();
+  // NOT_SUPPORTED / ARCH_MISMATCH / INVALID_VALUE mean "this configuration cannot run here":
+  // a normal answer for a candidate, not a device fault.
+  std::string msg = fmt::format("{}: {} ({})", what, cublasGetStatusString(st), cublasGetStatusName(st));
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_ARCH_MISMATCH || st == CUBLAS_STATUS_INVALID_VALUE) {
+    return Status::unsupported(std::move(msg));
+  }
+  return Status::device_error(std::move(msg));
+}
+
+Status check_launch(const char* kernel_name) {
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status::ok();
+  return Status::device_error(fmt::format("launch of {}: {} ({})", kernel_name, cudaGetErrorString(err),
+                                          cudaGetErrorName(err)));
+}
+
+namespace {
+
+// Destroyed at thread exit, which for the main thread happens before static destructors (and
+// so before the CUDA runtime tears itself down).
+struct ThreadHandles {
+  std::map<int, Handles> by_device;
+  ~ThreadHandles() {
+    int saved = -1;
+    if (cudaGetDevice(&saved) != cudaSuccess) return;  // runtime already gone: nothing safe to do
+    for (auto& [dev, h] : by_device) {
+      if (cudaSetDevice(dev) != cudaSuccess) continue;
+      if (h.blas) cublasDestroy(h.blas);
+      if (h.lt) cublasLtDestroy(h.lt);
+    }
+    cudaSetDevice(saved);
+  }
+};
+
+}  // namespace
+
+StatusOr<Handles> current_handles() {
+  thread_local ThreadHandles cache;
+  int dev = 0;
+  TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
+  auto it = cache.by_device.find(dev);
+  if (it != cache.by_device.end()) return it->second;
+  Handles h;
+  TUNABLEOP_CUBLAS_TRY(cublasCreate(&h.blas));
+  cublasStatus_t st = cublasLtCreate(&h.lt);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(h.blas);
+    return cublas_status(st, "cublasLtCreate");
+  }
+  cache.by_device.emplace(dev, h);
+  return h;
+}
+
+CudaTypes cuda_types(const GemmParams& p) {
+  switch (p.dtype) {
+    case DType::kF32:
+      return {CUDA_R_32F, CUDA_R_32F, p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case DType::kF64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case DType::kBF16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DType::kF16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+  }
+  return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+}
+
+Scalars make_scalars(const GemmParams& p) {
+  Scalars s{};
+  if (p.dtype == DType::kF64) {
+    s.alpha.d = p.alpha;
+    s.beta.d = p.beta;
+  } else {
+    s.alpha.f = float(p.alpha);
+    s.beta.f = float(p.beta);
+  }
+  return s;
+}
+
+StatusOr<DeviceInfo> current_device_info() {
+  static std::mutex mu;
+  static std::map<int, DeviceInfo> cache;
+  int dev = 0;
+  TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(dev); it != cache.end()) return it->second;
+  cudaDeviceProp prop{};
+  TUNABLEOP_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
+  int l2 = 0;
+  TUNABLEOP_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  DeviceInfo info;
+  info.ordinal = dev;
+  info.name = prop.name;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.sm_count = prop.multiProcessorCount;
+  info.l2_bytes = size_t(l2);
+  cache.emplace(dev, info);
+  return info;
+}
+
+}  // namespace tunableop::cuda

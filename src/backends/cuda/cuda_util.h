@@ -1,0 +1,65 @@
+// Small helpers shared by the CUDA backend: turning CUDA/cuBLAS error codes into Status,
+// mapping our dtypes to CUDA's, and the per-(device, thread) cuBLAS / cuBLASLt handles.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tunableop/gemm.h"
+#include "tunableop/status.h"
+
+namespace tunableop::cuda {
+
+// "cudaMalloc(...): out of memory (cudaErrorMemoryAllocation)"
+Status cuda_status(cudaError_t err, const char* what);
+Status cublas_status(cublasStatus_t st, const char* what);
+
+#define TUNABLEOP_CUDA_TRY(expr) TUNABLEOP_RETURN_IF_ERROR(::tunableop::cuda::cuda_status((expr), #expr))
+#define TUNABLEOP_CUBLAS_TRY(expr) TUNABLEOP_RETURN_IF_ERROR(::tunableop::cuda::cublas_status((expr), #expr))
+
+// After a kernel launch: the launch error (bad configuration, missing kernel image) if any.
+Status check_launch(const char* kernel_name);
+
+// Handles of the current device for the calling thread, created on first use. cuBLAS handles
+// are not safe to share between threads that run concurrently, and are bound to the device
+// that was current when they were made, so they are cached per (device, thread).
+struct Handles {
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+};
+StatusOr<Handles> current_handles();
+
+struct CudaTypes {
+  cudaDataType_t data;          // A, B, C
+  cudaDataType_t scale;         // alpha, beta
+  cublasComputeType_t compute;  // accumulation
+};
+// fp32 -> 32F (or 32F_FAST_TF32 when p.allow_tf32), bf16/fp16 -> 32F accumulation, fp64 -> 64F.
+CudaTypes cuda_types(const GemmParams& p);
+
+// alpha and beta in the scale type's representation (float or double), for host pointer mode.
+struct Scalars {
+  union {
+    float f;
+    double d;
+  } alpha, beta;
+};
+Scalars make_scalars(const GemmParams& p);
+
+// Static facts about the current device, read once per device.
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  size_t l2_bytes = 0;
+};
+StatusOr<DeviceInfo> current_device_info();
+
+inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace tunableop::cuda

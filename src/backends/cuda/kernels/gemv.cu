@@ -1,0 +1,256 @@
+// Skinny GEMM kernels (n <= 16, TN). Memory-bound by design: every byte of A (the weight) is
+// read exactly once with 16-byte streaming loads; B (a few activation columns) is re-read by
+// every block through L1/L2 and costs no device-memory bandwidth.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <string>
+
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernels/gemv.h"
+
+namespace tunableop::cuda {
+
+namespace {
+
+struct GemvArgs {
+  const void* a;
+  const void* b;
+  void* c;
+  int m, n;
+  int64_t k;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha, beta;
+};
+
+template <class T>
+__device__ __forceinline__ float to_f(T v);
+template <>
+__device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+// acc += dot(a, b) over the 16 bytes of two vectors.
+template <class T>
+__device__ __forceinline__ float dot16(const uint4& a, const uint4& b, float acc);
+
+template <>
+__device__ __forceinline__ float dot16<float>(const uint4& a, const uint4& b, float acc) {
+  acc = fmaf(__uint_as_float(a.x), __uint_as_float(b.x), acc);
+  acc = fmaf(__uint_as_float(a.y), __uint_as_float(b.y), acc);
+  acc = fmaf(__uint_as_float(a.z), __uint_as_float(b.z), acc);
+  acc = fmaf(__uint_as_float(a.w), __uint_as_float(b.w), acc);
+  return acc;
+}
+
+// bf16 -> fp32 is a shift: the low half of a word moves up, the high half is masked.
+__device__ __forceinline__ float bf16_dot2(uint32_t a, uint32_t b, float acc) {
+  acc = fmaf(__uint_as_float(a << 16), __uint_as_float(b << 16), acc);
+  acc = fmaf(__uint_as_float(a & 0xffff0000u), __uint_as_float(b & 0xffff0000u), acc);
+  return acc;
+}
+template <>
+__device__ __forceinline__ float dot16<__nv_bfloat16>(const uint4& a, const uint4& b, float acc) {
+  acc = bf16_dot2(a.x, b.x, acc);
+  acc = bf16_dot2(a.y, b.y, acc);
+  acc = bf16_dot2(a.z, b.z, acc);
+  acc = bf16_dot2(a.w, b.w, acc);
+  return acc;
+}
+
+__device__ __forceinline__ float half_dot2(uint32_t a, uint32_t b, float acc) {
+  float2 fa = __half22float2(*reinterpret_cast<const __half2*>(&a));
+  float2 fb = __half22float2(*reinterpret_cast<const __half2*>(&b));
+  acc = fmaf(fa.x, fb.x, acc);
+  acc = fmaf(fa.y, fb.y, acc);
+  return acc;
+}
+template <>
+__device__ __forceinline__ float dot16<__half>(const uint4& a, const uint4& b, float acc) {
+  acc = half_dot2(a.x, b.x, acc);
+  acc = half_dot2(a.y, b.y, acc);
+  acc = half_dot2(a.z, b.z, acc);
+  acc = half_dot2(a.w, b.w, acc);
+  return acc;
+}
+
+constexpr int kUnroll = 2;  // vectors per thread in flight per row before the first use
+
+// Block = G groups of SK warps; group g owns rows [row0 + g*R, +R); its SK warps stride over K
+// together (coalesced 16-byte loads), then reduce through shared memory.
+template <class T, int R, int NT, int SK, int G>
+__global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvArgs args) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int kThreads = 32 * SK;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = warp / SK, wk = warp % SK;
+  const int t = wk * 32 + lane;  // index inside the group
+  const int64_t bz = blockIdx.y;
+  const T* A = static_cast<const T*>(args.a) + bz * args.stride_a;
+  const T* B = static_cast<const T*>(args.b) + bz * args.stride_b;
+  T* C = static_cast<T*>(args.c) + bz * args.stride_c;
+  const int row0 = (blockIdx.x * G + g) * R;
+
+  const uint4* arow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int row = min(row0 + r, args.m - 1);  // clamped rows compute garbage that is never stored
+    arow[r] = reinterpret_cast<const uint4*>(A + int64_t(row) * args.lda);
+  }
+  const int n = args.n;
+  float acc[R][NT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[r][j] = 0.f;
+
+  const int64_t kv = args.k / V;
+  for (int64_t v0 = t; v0 < kv; v0 += int64_t(kUnroll) * kThreads) {
+    uint4 av[kUnroll][R];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      int64_t v = v0 + int64_t(u) * kThreads;
+#pragma unroll
+      for (int r = 0; r < R; ++r) av[u][r] = v < kv ? __ldcs(arow[r] + v) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      int64_t v = v0 + int64_t(u) * kThreads;
+      if (v >= kv) break;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        if (j < n) {
+          uint4 bv = __ldg(reinterpret_cast<const uint4*>(B + int64_t(j) * args.ldb) + v);
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[r][j] = dot16<T>(av[u][r], bv, acc[r][j]);
+        }
+      }
+    }
+  }
+  // K tail (k % V elements), scalar.
+  for (int64_t e = kv * V + t; e < args.k; e += kThreads) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float a = to_f<T>(reinterpret_cast<const T*>(arow[r])[e]);
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        if (j < n) acc[r][j] = fmaf(a, to_f<T>(B[int64_t(j) * args.ldb + e]), acc[r][j]);
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], off);
+
+  auto store = [&](int r, int j, float sum) {
+    int row = row0 + r;
+    if (row >= args.m || j >= n) return;
+    T* dst = C + int64_t(j) * args.ldc + row;
+    float out = args.alpha * sum;
+    if (args.beta != 0.f) out = fmaf(args.beta, to_f<T>(*dst), out);  // beta == 0 never reads C
+    *dst = from_f<T>(out);
+  };
+
+  if constexpr (SK == 1) {
+    // Spread the stores over lanes with compile-time register indices (no local memory).
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        if (lane == (r * NT + j) % 32) store(r, j, acc[r][j]);
+  } else {
+    __shared__ float red[G][SK][R * NT];
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) red[g][wk][r * NT + j] = acc[r][j];
+    }
+    __syncthreads();
+    if (wk == 0) {
+      for (int idx = lane; idx < R * NT; idx += 32) {
+        float sum = 0.f;
+#pragma unroll
+        for (int s = 0; s < SK; ++s) sum += red[g][s][idx];
+        store(idx / NT, idx % NT, sum);
+      }
+    }
+  }
+}
+
+// Warp groups per block: at least 4 warps per block so that a block of one-warp groups does
+// not hit the 32-blocks-per-SM limit before the thread limit.
+constexpr int groups_for(int sk) { return sk >= 4 ? 1 : 4 / sk; }
+
+template <class T, int R, int NT, int SK>
+Status launch(const GemvArgs& args, int64_t batch, cudaStream_t stream) {
+  constexpr int G = groups_for(SK);
+  int64_t blocks = (int64_t(args.m) + R * G - 1) / (R * G);
+  dim3 grid{unsigned(blocks), unsigned(batch), 1};
+  gemv_tn_kernel<T, R, NT, SK, G><<<grid, 32 * SK * G, 0, stream>>>(args);
+  return check_launch("gemv_tn_kernel");
+}
+
+template <class T, int R, int SK>
+Status launch_nt(const GemvArgs& args, int64_t batch, cudaStream_t stream) {
+  if (args.n <= 1) return launch<T, R, 1, SK>(args, batch, stream);
+  if (args.n <= 2) return launch<T, R, 2, SK>(args, batch, stream);
+  if (args.n <= 4) return launch<T, R, 4, SK>(args, batch, stream);
+  if (args.n <= 8) return launch<T, R, 8, SK>(args, batch, stream);
+  return launch<T, R, 16, SK>(args, batch, stream);
+}
+
+template <class T, int R>
+Status launch_sk(int sk, const GemvArgs& args, int64_t batch, cudaStream_t stream) {
+  switch (sk) {
+    case 1: return launch_nt<T, R, 1>(args, batch, stream);
+    case 2: return launch_nt<T, R, 2>(args, batch, stream);
+    case 4: return launch_nt<T, R, 4>(args, batch, stream);
+    case 8: return launch_nt<T, R, 8>(args, batch, stream);
+  }
+  return Status::internal("gemv: no kernel for k_split " + std::to_string(sk));
+}
+
+template <class T>
+Status launch_rows(const GemvShape& s, const GemvArgs& args, int64_t batch, cudaStream_t stream) {
+  switch (s.rows) {
+    case 1: return launch_sk<T, 1>(s.k_split, args, batch, stream);
+    case 2: return launch_sk<T, 2>(s.k_split, args, batch, stream);
+    case 4: return launch_sk<T, 4>(s.k_split, args, batch, stream);
+  }
+  return Status::internal("gemv: no kernel for rows " + std::to_string(s.rows));
+}
+
+}  // namespace
+
+Status gemv_run(const GemvShape& s, const GemmParams& p, const GemmOperands& o) {
+  TUNABLEOP_RETURN_IF_ERROR(gemv_supports(s, p));
+  if (!aligned16(o.a) || !aligned16(o.b)) return Status::unsupported("gemv: A and B must be 16-byte aligned");
+  GemvArgs args{o.a,   o.b,   o.c,        int(p.m),   int(p.n),   p.k,           p.lda,
+                p.ldb, p.ldc, p.stride_a, p.stride_b, p.stride_c, float(p.alpha), float(p.beta)};
+  auto stream = static_cast<cudaStream_t>(o.stream);
+  switch (p.dtype) {
+    case DType::kF32: return launch_rows<float>(s, args, p.batch, stream);
+    case DType::kBF16: return launch_rows<__nv_bfloat16>(s, args, p.batch, stream);
+    case DType::kF16: return launch_rows<__half>(s, args, p.batch, stream);
+    default: return Status::unsupported("gemv: dtype");
+  }
+}
+
+}  // namespace tunableop::cuda

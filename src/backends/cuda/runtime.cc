@@ -1,0 +1,101 @@
+#include "backends/cuda/runtime.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <limits>
+
+#include "backends/cuda/cuda_util.h"
+
+namespace tunableop::cuda {
+
+EventTimer::EventTimer(cudaStream_t stream) : stream_(stream) {
+  error_ = cudaEventCreate(&start_);
+  if (error_ == cudaSuccess) error_ = cudaEventCreate(&stop_);
+}
+
+EventTimer::~EventTimer() {
+  if (start_) cudaEventDestroy(start_);
+  if (stop_) cudaEventDestroy(stop_);
+}
+
+void EventTimer::start() {
+  if (!start_ || !stop_) return;
+  cudaError_t e = cudaEventRecord(start_, stream_);
+  if (e != cudaSuccess) error_ = e;
+}
+
+double EventTimer::stop_ms() {
+  constexpr double kBroken = std::numeric_limits<double>::infinity();
+  if (!start_ || !stop_) return kBroken;
+  cudaError_t e = cudaEventRecord(stop_, stream_);
+  if (e == cudaSuccess) e = cudaEventSynchronize(stop_);
+  float ms = 0;
+  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start_, stop_);
+  if (e != cudaSuccess) {
+    error_ = e;
+    return kBroken;
+  }
+  return double(ms);
+}
+
+double EventTimer::now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+Status recover_device() {
+  cudaError_t last = cudaGetLastError();  // clears a non-sticky error
+  cudaError_t sync = cudaDeviceSynchronize();
+  if (sync == cudaSuccess) return Status::ok();
+  cudaGetLastError();
+  cudaError_t again = cudaDeviceSynchronize();
+  if (again == cudaSuccess) return Status::ok();
+  return Status::device_error(fmt::format(
+      "the CUDA context is unusable after a sticky error ({}: {}; last error before recovery: {}); "
+      "later GPU work in this process will fail, restart it",
+      cudaGetErrorName(again), cudaGetErrorString(again), cudaGetErrorName(last)));
+}
+
+DeviceRuntime make_cuda_runtime() {
+  DeviceRuntime rt;
+  rt.kind = DeviceKind::kCuda;
+  rt.alloc = [](size_t bytes) -> StatusOr<void*> {
+    void* p = nullptr;
+    if (bytes == 0) return p;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // an allocation failure is not sticky: clear it for later calls
+      return Status::device_error(fmt::format("cudaMalloc({} bytes): {}", bytes, cudaGetErrorString(e)));
+    }
+    return p;
+  };
+  rt.free = [](void* p) {
+    if (p) cudaFree(p);
+  };
+  rt.copy = [](void* dst, const void* src, size_t bytes, DeviceRuntime::Copy dir, void* stream) -> Status {
+    if (bytes == 0) return Status::ok();
+    cudaMemcpyKind kind = dir == DeviceRuntime::Copy::kHostToDevice   ? cudaMemcpyHostToDevice
+                          : dir == DeviceRuntime::Copy::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                                      : cudaMemcpyDeviceToDevice;
+    auto s = static_cast<cudaStream_t>(stream);
+    TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, s));
+    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(s));
+    return Status::ok();
+  };
+  rt.synchronize = [](void* stream) -> Status {
+    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    return Status::ok();
+  };
+  rt.make_timer = [](void* stream) -> std::unique_ptr<Timer> {
+    return std::make_unique<EventTimer>(static_cast<cudaStream_t>(stream));
+  };
+  rt.last_level_cache_bytes = []() -> size_t {
+    auto info = current_device_info();
+    return info.is_ok() ? info->l2_bytes : size_t(50) << 20;
+  };
+  rt.recover = [] { return recover_device(); };
+  return rt;
+}
+
+}  // namespace tunableop::cuda

@@ -1,0 +1,158 @@
+#include "tunableop/context.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+namespace tunableop {
+
+Context::Context(Device device, Config config, RegisterFn register_backends)
+    : device_(device), config_(std::move(config)) {
+  if (register_backends)
+    register_backends(registry_);
+  else
+    register_all_backends(registry_);
+  Options o = config_.snapshot();
+  log_.set_level(o.verbose);
+  for (const auto& w : config_.warnings()) log_.warn(w);
+  for (const auto& n : registry_.notes()) log_.log(1, n);
+}
+
+Context::~Context() = default;
+
+Validators Context::current_validators() const {
+  Validators v{{"TUNABLEOP_VERSION", TUNABLEOP_VERSION_STRING}};
+  for (const auto& src : registry_.validators())
+    if (src.all_devices || src.device == device_.kind) v.emplace_back(src.key, src.value());
+  return v;
+}
+
+std::string Context::results_path() {
+  std::lock_guard<std::mutex> lock(file_mu_);
+  return file_ ? file_->path() : "";
+}
+
+Status Context::load_results() {
+  std::lock_guard<std::mutex> lock(file_mu_);
+  file_.reset();
+  return ensure_loaded_locked();
+}
+
+Status Context::ensure_loaded_locked() {
+  Options o = config_.snapshot();
+  if (file_ && loaded_pattern_ == o.filename) return Status::ok();
+  std::string path = results_path_for(o.filename, std::to_string(device_.ordinal));
+  auto file = std::make_unique<ResultsFile>(path, current_validators());
+  log_.log(1, fmt::format("reading tuning results from {}", path));
+  auto report = file->open();
+  if (!report.is_ok()) {
+    // Keep serving (Default / tuning in memory) but say why nothing is persisted.
+    log_.warn(report.status().to_string());
+    return report.status();
+  }
+  const LoadReport& r = *report;
+  if (!r.existed) log_.log(1, fmt::format("could not open {} for reading tuning results", path));
+  for (const auto& m : r.malformed) log_.warn("skipping malformed line " + m);
+  if (!r.foreign_validators.empty()) {
+    std::string keys;
+    for (const auto& k : r.foreign_validators) keys += (keys.empty() ? "" : ", ") + k;
+    log_.log(1, fmt::format("{} was not written by tunableop (foreign validators: {})", path, keys));
+  }
+  if (file->path() != path) {
+    std::string why;
+    for (const auto& m : r.mismatches) why += (why.empty() ? "" : "; ") + m;
+    log_.warn(fmt::format("validators of {} differ from this environment ({}); keeping {} as it is, writing results "
+                          "for this environment to {}",
+                          path, why.empty() ? "foreign file" : why, path, file->path()));
+  }
+  for (const auto& e : r.entries) store_.insert(e);
+  for (const auto& [k, v] : r.validators) log_.log(2, fmt::format("Validator,{},{}", k, v));
+  if (!r.entries.empty()) log_.log(1, fmt::format("loaded {} results from {}", r.entries.size(), file->path()));
+  file_ = std::move(file);
+  loaded_pattern_ = o.filename;
+  return Status::ok();
+}
+
+void Context::record_untuned(const std::string& op, const std::string& params) {
+  Options o = config_.snapshot();
+  std::lock_guard<std::mutex> lock(file_mu_);
+  if (!untuned_ || untuned_pattern_ != o.untuned_filename) {
+    untuned_ = std::make_unique<UntunedFile>(results_path_for(o.untuned_filename, std::to_string(device_.ordinal)));
+    untuned_pattern_ = o.untuned_filename;
+  }
+  Status st = untuned_->record(op, params);
+  if (!st.is_ok()) log_.warn(st.to_string());
+}
+
+StatusOr<std::string> Context::choose(const std::string& op, const std::string& params,
+                                      const std::function<bool(const std::string&)>& is_valid,
+                                      const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem) {
+  Options o = config_.snapshot();
+  log_.set_level(o.verbose);
+  if (!o.enabled) return std::string("Default");
+  {
+    std::lock_guard<std::mutex> lock(file_mu_);
+    (void)ensure_loaded_locked();  // a bad file was reported; keep going in memory
+  }
+  bool stale = false;
+  if (auto hit = store_.lookup(op, params)) {
+    if (is_valid(hit->solution)) return hit->solution;
+    stale = true;
+    log_.log(1, fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
+                            hit->solution, op, params, o.tuning ? "re-tuning" : "using Default"));
+  }
+  if (!o.tuning) {
+    if (o.record_untuned) record_untuned(op, params);
+    return std::string("Default");
+  }
+  std::lock_guard<std::mutex> tune_lock(tune_mu_);
+  if (auto hit = store_.lookup(op, params); hit && is_valid(hit->solution)) return hit->solution;  // tuned meanwhile
+  auto problem = make_problem();
+  if (!problem.is_ok()) {
+    log_.warn(fmt::format("cannot tune {}({}): {}; using Default", op, params, problem.status().message()));
+    return std::string("Default");
+  }
+  auto report = tune(**problem, stale);
+  if (!report.is_ok()) {
+    log_.warn(fmt::format("tuning {}({}) failed: {}; using Default", op, params, report.status().to_string()));
+    return std::string("Default");
+  }
+  return report->winner.solution;
+}
+
+StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
+  Options o = config_.snapshot();
+  log_.set_level(o.verbose);
+  Tuner tuner(o.policy, log_);
+  auto report = tuner.find_fastest(problem);
+  if (!report.is_ok()) return report;
+  const ResultEntry& e = report->winner;
+  store_.insert(e);
+  std::lock_guard<std::mutex> lock(file_mu_);
+  if (!ensure_loaded_locked().is_ok() || !file_) return report;
+  std::vector<ResultEntry> picked_up;
+  Status st = file_->append(e, retune, &picked_up);
+  for (auto& p : picked_up)
+    if (!(p.op == e.op && p.params == e.params)) store_.insert(std::move(p));
+  if (!st.is_ok())
+    log_.warn(fmt::format("could not write result to {}: {}", file_->path(), st.to_string()));
+  else
+    log_.log(1, fmt::format("writing file {}", file_->path()));
+  return report;
+}
+
+Status Context::write_results(const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return Status::io_error("cannot write " + path);
+  out << format_validators(current_validators());
+  for (const auto& e : store_.entries()) out << format_entry(e);
+  out.flush();
+  return out ? Status::ok() : Status::io_error("short write to " + path);
+}
+
+Context& default_context() {
+  static Context ctx;
+  return ctx;
+}
+
+}  // namespace tunableop

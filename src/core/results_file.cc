@@ -1,0 +1,211 @@
+// The results file on disk: reading it, choosing where this environment writes, and appending
+// one result at a time so several processes can tune into the same file at once.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/file_lock.h"
+#include "core/results_stats.h"
+#include "tunableop/results.h"
+
+namespace tunableop {
+namespace {
+
+// More "-N" siblings than this would mean something is systematically wrong (a directory full of
+// hand-edited files that collide); stop and say so rather than scan forever.
+constexpr int kMaxSiblings = 16;
+
+std::string show(const std::string* v) { return v ? "'" + *v + "'" : std::string("'<absent>'"); }
+
+// Differences between a file's validators and this environment's. `whole_block` is false for
+// validator lines found after the header (appended by someone else): only the keys present
+// there are compared, since a header is never split.
+std::vector<std::string> validator_mismatches(const Validators& file, const Validators& current, bool whole_block) {
+  std::map<std::string, std::string> now;
+  std::vector<std::string> order;
+  for (const auto& [key, value] : current) {
+    std::string k = sanitize_field(key);
+    if (now.emplace(k, sanitize_field(value)).second) order.push_back(k);
+  }
+  std::map<std::string, std::string> in_file(file.begin(), file.end());
+  std::vector<std::string> out;
+  for (const auto& [key, value] : file) {
+    auto it = now.find(key);
+    if (it == now.end()) {
+      out.push_back(fmt::format("{}: file {} vs now {}", key, show(&value), show(nullptr)));
+    } else if (it->second != value) {
+      out.push_back(fmt::format("{}: file {} vs now {}", key, show(&value), show(&it->second)));
+    }
+  }
+  if (whole_block) {
+    for (const auto& key : order) {
+      if (!in_file.count(key)) out.push_back(fmt::format("{}: file {} vs now {}", key, show(nullptr), show(&now[key])));
+    }
+  }
+  return out;
+}
+
+// A file this environment may read and append to: ours, and the same validators.
+bool usable(const LoadReport& r, const Validators& current) {
+  return r.ours && validator_mismatches(r.validators, current, true).empty();
+}
+
+void merge_into(std::vector<ResultEntry>& dst, std::vector<ResultEntry> src) {
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (size_t i = 0; i < dst.size(); ++i) index[{dst[i].op, dst[i].params}] = i;
+  for (auto& e : src) {
+    auto it = index.find({e.op, e.params});
+    if (it != index.end()) {
+      dst[it->second] = std::move(e);
+    } else {
+      index[{e.op, e.params}] = dst.size();
+      dst.push_back(std::move(e));
+    }
+  }
+}
+
+// The sibling to try after `path` (the requested file, or sibling N).
+int next_sibling_index(const std::string& requested, const std::string& path, const Validators& current) {
+  if (path == requested) return 1;
+  for (int i = 1; i <= kMaxSiblings; ++i) {
+    if (env_sibling_path(requested, current, i) == path) return i + 1;
+  }
+  return kMaxSiblings + 1;
+}
+
+bool is_blank_text(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+}  // namespace
+
+ResultsFile::ResultsFile(std::string path, Validators current)
+    : requested_(std::move(path)), path_(requested_), current_(std::move(current)) {}
+
+StatusOr<LoadReport> ResultsFile::open() {
+  std::lock_guard<std::mutex> guard(mu_);
+  path_ = requested_;
+  read_offset_ = 0;
+  keys_.clear();
+
+  auto text = read_file_shared(requested_);
+  if (!text.is_ok()) return text.status();
+  if (!text->has_value()) {
+    LoadReport missing;
+    missing.path = requested_;
+    missing.active_path = requested_;
+    return missing;
+  }
+  LoadReport report = parse_results(**text, requested_);
+  report.existed = true;
+  report.active_path = requested_;
+  // An empty file is a new file (another process may just have created it): ours to write.
+  if ((*text)->empty()) return report;
+  if (report.ours) report.mismatches = validator_mismatches(report.validators, current_, true);
+  if (report.ours && report.mismatches.empty()) {
+    read_offset_ = (*text)->size();
+    for (const auto& e : report.entries) keys_.insert({e.op, e.params});
+    return report;
+  }
+  // Tunings of another environment would be wrong here; they stay on disk for that environment.
+  // A foreign (PyTorch) file's entries are offered: the dispatcher knows which names it can run.
+  if (report.ours) report.entries.clear();
+
+  for (int index = 1; index <= kMaxSiblings; ++index) {
+    std::string sibling = env_sibling_path(requested_, current_, index);
+    auto sib_text = read_file_shared(sibling);
+    if (!sib_text.is_ok()) return sib_text.status();
+    if (!sib_text->has_value() || (*sib_text)->empty()) {
+      path_ = sibling;
+      report.active_path = sibling;
+      return report;
+    }
+    LoadReport sib = parse_results(**sib_text, sibling);
+    if (!usable(sib, current_)) continue;  // a hash collision or a hand-edited file: leave it alone
+    path_ = sibling;
+    report.active_path = sibling;
+    read_offset_ = (*sib_text)->size();
+    for (const auto& e : sib.entries) keys_.insert({e.op, e.params});
+    report.malformed.insert(report.malformed.end(), sib.malformed.begin(), sib.malformed.end());
+    merge_into(report.entries, std::move(sib.entries));  // this environment's own results win
+    return report;
+  }
+  return Status::io_error(fmt::format("{}: validators differ and none of its {} \".env-\" siblings is usable",
+                                      requested_, kMaxSiblings));
+}
+
+Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<ResultEntry>* picked_up) {
+  std::lock_guard<std::mutex> guard(mu_);
+  for (int hop = 0; hop <= kMaxSiblings; ++hop) {
+    auto lock = FileLock::acquire(path_, O_RDWR | O_CREAT | O_APPEND, FileLock::Mode::kExclusive);
+    if (!lock.is_ok()) return lock.status();
+    auto size = regular_file_size(lock->fd(), path_);
+    if (!size.is_ok()) return size.status();
+    if (*size < read_offset_) {
+      // Truncated or rewritten by someone else: what we knew about it no longer holds.
+      read_offset_ = 0;
+      keys_.clear();
+    }
+    if (*size > read_offset_) {
+      auto text = read_range(lock->fd(), path_, read_offset_, *size - read_offset_);
+      if (!text.is_ok()) return text.status();
+      LoadReport r = parse_results(*text, path_);
+      // A file that did not exist at open() may since have been created by a process of another
+      // environment; its header is then not ours to append under.
+      bool fits = read_offset_ == 0 ? (!is_blank_text(*text) && usable(r, current_))
+                                    : validator_mismatches(r.validators, current_, false).empty();
+      if (!fits) {
+        int index = next_sibling_index(requested_, path_, current_);
+        if (index > kMaxSiblings) {
+          return Status::io_error(
+              fmt::format("{}: written by another environment meanwhile and no \".env-\" sibling is usable", path_));
+        }
+        path_ = env_sibling_path(requested_, current_, index);
+        read_offset_ = 0;
+        keys_.clear();
+        continue;
+      }
+      for (auto& pe : r.entries) {
+        keys_.insert({pe.op, pe.params});
+        if (picked_up) picked_up->push_back(std::move(pe));
+      }
+      read_offset_ = *size;
+    }
+
+    if (!replace && keys_.count({e.op, e.params})) return Status::ok();  // another process got there first
+
+    std::string data;
+    if (*size == 0) {
+      data = format_validators(current_);
+    } else {
+      // A line cut short by a foreign writer must not swallow ours.
+      auto last = read_range(lock->fd(), path_, *size - 1, 1);
+      if (!last.is_ok()) return last.status();
+      if (*last != "\n") data = "\n";
+    }
+    data += format_entry(e);
+    TUNABLEOP_RETURN_IF_ERROR(append_unsplit(lock->fd(), path_, *size, data));
+    // Padding may have been added: the file's size, not our byte count, is the new offset.
+    auto new_size = regular_file_size(lock->fd(), path_);
+    if (!new_size.is_ok()) return new_size.status();
+    read_offset_ = *new_size;
+    keys_.insert({e.op, e.params});
+
+    if (e.stats) {
+      // Under the results file's lock, so stats lines of concurrent writers never interleave.
+      std::string stats_path = stats_path_for(path_);
+      int fd = ::open(stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+      if (fd < 0) return Status::io_error(errno_message(stats_path, "cannot open", errno));
+      auto stats_size = regular_file_size(fd, stats_path);
+      Status st = stats_size.is_ok() ? append_unsplit(fd, stats_path, *stats_size, format_stats_line(e))
+                                     : stats_size.status();
+      ::close(fd);
+      return st;
+    }
+    return Status::ok();
+  }
+  return Status::io_error(fmt::format("{}: could not find a results file this environment may write", requested_));
+}
+
+}  // namespace tunableop

@@ -1,0 +1,179 @@
+#include "llm/cpu/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tunableop::llm::cpu {
+
+void embedding(const int32_t* ids, int64_t rows, const float* table, int64_t width, float scale, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = table + int64_t(ids[r]) * width;
+    float* dst = out + r * width;
+    for (int64_t i = 0; i < width; ++i) dst[i] = src[i] * scale;
+  }
+}
+
+void rmsnorm(const float* x, const float* w, int64_t rows, int64_t width, float eps, bool add_one, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * width;
+    float* o = out + r * width;
+    // The mean of squares is a long sum: accumulate in double so it is not the error source.
+    double ss = 0;
+    for (int64_t i = 0; i < width; ++i) ss += double(xr[i]) * double(xr[i]);
+    const float inv = 1.0f / std::sqrt(float(ss / double(width)) + eps);
+    if (add_one) {
+      for (int64_t i = 0; i < width; ++i) o[i] = (xr[i] * inv) * (1.0f + w[i]);
+    } else {
+      for (int64_t i = 0; i < width; ++i) o[i] = w[i] * (xr[i] * inv);
+    }
+  }
+}
+
+RopeTable make_rope_table(int64_t head_dim, double theta, int64_t max_pos) {
+  RopeTable t;
+  t.half = head_dim / 2;
+  t.cos.resize(size_t(max_pos * t.half));
+  t.sin.resize(size_t(max_pos * t.half));
+  std::vector<float> inv_freq(size_t(t.half));
+  // transformers: 1 / base ** (arange(0, d, 2).float() / d), all in fp32; the angle pos * f is
+  // also an fp32 product. Following it keeps our angles bit-close to the reference's.
+  for (int64_t i = 0; i < t.half; ++i) {
+    inv_freq[size_t(i)] = 1.0f / std::pow(float(theta), float(2 * i) / float(head_dim));
+  }
+  for (int64_t p = 0; p < max_pos; ++p) {
+    for (int64_t i = 0; i < t.half; ++i) {
+      float angle = float(p) * inv_freq[size_t(i)];
+      t.cos[size_t(p * t.half + i)] = std::cos(angle);
+      t.sin[size_t(p * t.half + i)] = std::sin(angle);
+    }
+  }
+  return t;
+}
+
+void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
+          const RopeTable& table) {
+  const int64_t half = head_dim / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* c = table.cos.data() + int64_t(positions[r]) * half;
+    const float* s = table.sin.data() + int64_t(positions[r]) * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + r * row_stride + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void store_kv(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim, const int32_t* seqs,
+              const int32_t* positions, const KvLayout& kv, float* k_cache, float* v_cache) {
+  const int64_t kv_dim = kv.n_kv_heads * kv.head_dim;
+  const size_t bytes = size_t(kv.head_dim) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* k = qkv + r * row_stride + q_dim;
+    const float* v = k + kv_dim;
+    for (int64_t h = 0; h < kv.n_kv_heads; ++h) {
+      const int64_t off = kv.offset(seqs[r], h, positions[r]);
+      std::memcpy(k_cache + off, k + h * kv.head_dim, bytes);
+      std::memcpy(v_cache + off, v + h * kv.head_dim, bytes);
+    }
+  }
+}
+
+void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, const int32_t* seqs,
+               const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache, float scale,
+               float* out) {
+  const int64_t hd = kv.head_dim;
+  const int64_t group = n_heads / kv.n_kv_heads;
+#pragma omp parallel
+  {
+    std::vector<float> scores(size_t(kv.max_seq));
+#pragma omp for schedule(dynamic, 4) collapse(2)
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const float* q = qkv + r * row_stride + h * hd;
+        const int64_t len = int64_t(positions[r]) + 1;
+        const int64_t base = kv.offset(seqs[r], h / group, 0);
+        const float* kc = k_cache + base;
+        const float* vc = v_cache + base;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < len; ++j) {
+          float dot = 0;
+          for (int64_t i = 0; i < hd; ++i) dot += q[i] * kc[j * hd + i];
+          scores[size_t(j)] = dot * scale;
+          m = std::max(m, scores[size_t(j)]);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
+          sum += scores[size_t(j)];
+        }
+        const float inv = 1.0f / sum;
+        float* o = out + r * n_heads * hd + h * hd;
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t j = 0; j < len; ++j) {
+          const float p = scores[size_t(j)] * inv;
+          for (int64_t i = 0; i < hd; ++i) o[i] += p * vc[j * hd + i];
+        }
+      }
+    }
+  }
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
+
+void gated_activation(const float* gate_up, int64_t rows, int64_t inter, Activation act, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + r * inter;
+    switch (act) {
+      case Activation::kSilu:
+        for (int64_t i = 0; i < inter; ++i) o[i] = silu(g[i]) * u[i];
+        break;
+      case Activation::kGeluTanh:
+        for (int64_t i = 0; i < inter; ++i) o[i] = gelu_tanh(g[i]) * u[i];
+        break;
+      case Activation::kGeluErf:
+        for (int64_t i = 0; i < inter; ++i) o[i] = gelu_erf(g[i]) * u[i];
+        break;
+    }
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) std::memcpy(out + i * width, x + rows[i] * width, size_t(width) * sizeof(float));
+}
+
+void argmax_rows(const float* x, int64_t rows, int64_t width, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* v = x + r * width;
+    int64_t best = 0;
+    for (int64_t i = 1; i < width; ++i) {
+      if (v[i] > v[best]) best = i;
+    }
+    out[r] = int32_t(best);
+  }
+}
+
+}  // namespace tunableop::llm::cpu

@@ -1,0 +1,72 @@
+// The non-GEMM kernels of the forward pass on the CPU, fp32, row-major. Each is the plain loop
+// that says what the op computes (OpenMP over rows); the GEMMs, where the time goes, are
+// tunableop's business. Layouts:
+//   activations  [rows, width]; a "row" is one token of one sequence
+//   qkv row      [q heads | k heads | v heads], each head `head_dim` wide
+//   gate_up row  [gate (I) | up (I)]
+//   KV cache     per layer [batch][kv_head][max_seq][head_dim] (one for K, one for V)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "llm/config.h"
+
+namespace tunableop::llm::cpu {
+
+// out[r] = table[ids[r]] * scale.
+void embedding(const int32_t* ids, int64_t rows, const float* table, int64_t width, float scale, float* out);
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w      (Llama)
+//        = x[r] / sqrt(mean(x[r]^2) + eps) * (1 + w) (Gemma, add_one)
+void rmsnorm(const float* x, const float* w, int64_t rows, int64_t width, float eps, bool add_one, float* out);
+
+// cos/sin of pos * inv_freq[i], inv_freq[i] = 1 / theta^(2i / head_dim), for pos < max_pos,
+// i < head_dim / 2; laid out [pos][i]. Computed in fp32 the way transformers does.
+struct RopeTable {
+  int64_t half = 0;
+  std::vector<float> cos, sin;
+};
+RopeTable make_rope_table(int64_t head_dim, double theta, int64_t max_pos);
+
+// Rotate-half RoPE, in place, on the first `heads` heads of each row (the q and k heads of a
+// qkv row): x[i] <- x[i] cos - x[i + d/2] sin, x[i + d/2] <- x[i + d/2] cos + x[i] sin.
+void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
+          const RopeTable& table);
+
+struct KvLayout {
+  int64_t n_kv_heads = 0, head_dim = 0, max_seq = 0;
+  int64_t offset(int64_t seq, int64_t head, int64_t pos) const {
+    return ((seq * n_kv_heads + head) * max_seq + pos) * head_dim;
+  }
+};
+
+// Copies the k and v heads of each qkv row into the cache at (seqs[r], positions[r]).
+void store_kv(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim, const int32_t* seqs,
+              const int32_t* positions, const KvLayout& kv, float* k_cache, float* v_cache);
+
+// For each row r and query head h: softmax(scale * q . k_j) over cache positions
+// j = 0..positions[r] of sequence seqs[r] (causal: a token never sees a later one, so right
+// padding is never attended to), then the weighted sum of v_j. Query head h reads kv head
+// h / (n_heads / n_kv_heads) (GQA; MQA when n_kv_heads = 1). out is [rows, n_heads * head_dim].
+void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, const int32_t* seqs,
+               const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache, float scale,
+               float* out);
+
+// out[r, i] = act(gate_up[r, i]) * gate_up[r, I + i].
+void gated_activation(const float* gate_up, int64_t rows, int64_t inter, Activation act, float* out);
+
+// x += y
+void add_inplace(float* x, const float* y, int64_t n);
+
+// out[i] = x[rows[i]]
+void gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out);
+
+// Index of the largest value of each row; the first one on ties (as torch.argmax).
+void argmax_rows(const float* x, int64_t rows, int64_t width, int32_t* out);
+
+float silu(float x);
+float gelu_tanh(float x);
+float gelu_erf(float x);
+
+}  // namespace tunableop::llm::cpu

@@ -1,0 +1,167 @@
+#include "llm/weights.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "llm/safetensors.h"
+#include "tunableop/half.h"
+
+namespace tunableop::llm {
+
+int64_t ModelWeights::bytes() const {
+  int64_t n = int64_t(embed.size() + final_norm.size() + lm_head.size());
+  for (const LayerWeights& l : layers) {
+    n += int64_t(l.attn_norm.size() + l.wqkv.size() + l.wo.size() + l.mlp_norm.size() + l.w_gate_up.size() +
+                 l.w_down.size());
+  }
+  return n * int64_t(sizeof(float));
+}
+
+std::string layer_tensor_name(int64_t layer, const char* suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+namespace {
+
+// One Hugging Face tensor and where its rows live in our (possibly fused) buffers.
+struct TensorSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* data;  // shape's numel floats
+};
+
+// Every tensor of the model in checkpoint order, pointing into `w` (which must be sized).
+std::vector<TensorSlot> tensor_slots(ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
+  std::vector<TensorSlot> s;
+  s.push_back({"model.embed_tokens.weight", {c.vocab_size, H}, w.embed.data()});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w.layers[size_t(i)];
+    s.push_back({layer_tensor_name(i, "input_layernorm.weight"), {H}, l.attn_norm.data()});
+    s.push_back({layer_tensor_name(i, "self_attn.q_proj.weight"), {Q, H}, l.wqkv.data()});
+    s.push_back({layer_tensor_name(i, "self_attn.k_proj.weight"), {KV, H}, l.wqkv.data() + Q * H});
+    s.push_back({layer_tensor_name(i, "self_attn.v_proj.weight"), {KV, H}, l.wqkv.data() + (Q + KV) * H});
+    s.push_back({layer_tensor_name(i, "self_attn.o_proj.weight"), {H, Q}, l.wo.data()});
+    s.push_back({layer_tensor_name(i, "post_attention_layernorm.weight"), {H}, l.mlp_norm.data()});
+    s.push_back({layer_tensor_name(i, "mlp.gate_proj.weight"), {I, H}, l.w_gate_up.data()});
+    s.push_back({layer_tensor_name(i, "mlp.up_proj.weight"), {I, H}, l.w_gate_up.data() + I * H});
+    s.push_back({layer_tensor_name(i, "mlp.down_proj.weight"), {H, I}, l.w_down.data()});
+  }
+  s.push_back({"model.norm.weight", {H}, w.final_norm.data()});
+  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, H}, w.lm_head.data()});
+  return s;
+}
+
+void size_buffers(ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  w.embed.assign(size_t(c.vocab_size * H), 0.f);
+  w.final_norm.assign(size_t(H), 0.f);
+  w.lm_head.assign(c.tie_word_embeddings ? 0 : size_t(c.vocab_size * H), 0.f);
+  w.layers.resize(size_t(c.num_layers));
+  for (LayerWeights& l : w.layers) {
+    l.attn_norm.assign(size_t(H), 0.f);
+    l.wqkv.assign(size_t(c.qkv_dim() * H), 0.f);
+    l.wo.assign(size_t(H * c.q_dim()), 0.f);
+    l.mlp_norm.assign(size_t(H), 0.f);
+    l.w_gate_up.assign(size_t(2 * I * H), 0.f);
+    l.w_down.assign(size_t(H * I), 0.f);
+  }
+}
+
+}  // namespace
+
+StatusOr<ModelWeights> load_model(const std::string& dir) {
+  auto cfg = load_model_config(dir);
+  if (!cfg.is_ok()) return cfg.status();
+  auto src = TensorSource::open_dir(dir);
+  if (!src.is_ok()) return src.status();
+  ModelWeights w;
+  w.config = cfg.value();
+  w.name = dir;
+  size_buffers(w);
+  bool first = true;
+  for (const TensorSlot& slot : tensor_slots(w)) {
+    const TensorView* t = src.value()->find(slot.name);
+    if (!t) {
+      return Status::not_found(src.value()->where(slot.name) + ": missing tensor \"" + slot.name +
+                               "\" (expected shape " + shape_string(slot.shape) + " from config.json)");
+    }
+    if (!t->dtype_supported) {
+      return Status::unsupported(t->file + ": tensor \"" + slot.name + "\" has dtype " + t->dtype_name +
+                                 "; supported: F32, BF16, F16");
+    }
+    if (t->shape != slot.shape) {
+      return Status::invalid_argument(t->file + ": tensor \"" + slot.name + "\" has shape " + shape_string(t->shape) +
+                                      ", expected " + shape_string(slot.shape) + " from config.json");
+    }
+    if (first) w.storage_dtype = t->dtype;
+    first = false;
+    convert_to_f32(*t, slot.data);
+  }
+  return w;
+}
+
+Status save_model(const ModelWeights& w_in, const std::string& dir, DType dtype, int shards) {
+  namespace fs = std::filesystem;
+  if (dtype == DType::kF64) return Status::invalid_argument("save_model: dtype must be fp32, bf16 or fp16");
+  if (shards < 1) return Status::invalid_argument("save_model: shards must be >= 1");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::io_error(dir + ": cannot create directory: " + ec.message());
+  {
+    std::ofstream cfg(dir + "/config.json");
+    ModelConfig c = w_in.config;
+    c.dtype = dtype == DType::kF32 ? "float32" : dtype == DType::kBF16 ? "bfloat16" : "float16";
+    cfg << model_config_to_json(c);
+    if (!cfg) return Status::io_error(dir + "/config.json: write failed");
+  }
+  // tensor_slots wants mutable pointers; nothing is written through them here.
+  std::vector<TensorSlot> slots = tensor_slots(const_cast<ModelWeights&>(w_in));
+  std::vector<std::vector<uint8_t>> converted(slots.size());
+  std::vector<TensorToWrite> all;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : slots[i].shape) n *= d;
+    const void* data = slots[i].data;
+    if (dtype != DType::kF32) {
+      converted[i].resize(size_t(n) * 2);
+      for (int64_t e = 0; e < n; ++e) {
+        uint16_t bits = dtype == DType::kBF16 ? to_bf16(slots[i].data[e]).bits : to_fp16(slots[i].data[e]).bits;
+        std::memcpy(converted[i].data() + 2 * e, &bits, 2);
+      }
+      data = converted[i].data();
+    }
+    all.push_back({slots[i].name, dtype, slots[i].shape, data});
+  }
+  // The loader prefers model.safetensors over an index: remove whichever form is not written.
+  fs::remove(dir + (shards == 1 ? "/model.safetensors.index.json" : "/model.safetensors"), ec);
+  if (shards == 1) return write_safetensors(dir + "/model.safetensors", all);
+
+  nlohmann::json index;
+  index["metadata"] = {{"total_size", w_in.bytes() / 4 * int64_t(dtype == DType::kF32 ? 4 : 2)}};
+  index["weight_map"] = nlohmann::json::object();
+  size_t per = (all.size() + size_t(shards) - 1) / size_t(shards);
+  for (int s = 0; s < shards; ++s) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", s + 1, shards);
+    std::vector<TensorToWrite> part;
+    for (size_t i = size_t(s) * per; i < std::min(all.size(), size_t(s + 1) * per); ++i) {
+      part.push_back(all[i]);
+      index["weight_map"][all[i].name] = name;
+    }
+    TUNABLEOP_RETURN_IF_ERROR(write_safetensors(dir + "/" + name, part));
+  }
+  std::ofstream idx(dir + "/model.safetensors.index.json");
+  idx << index.dump(2) << "\n";
+  if (!idx) return Status::io_error(dir + "/model.safetensors.index.json: write failed");
+  return Status::ok();
+}
+
+}  // namespace tunableop::llm

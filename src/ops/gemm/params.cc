@@ -1,0 +1,113 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "tunableop/gemm.h"
+
+namespace tunableop {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF64: return 8;
+    case DType::kBF16:
+    case DType::kF16: return 2;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "fp32";
+    case DType::kF64: return "fp64";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "fp16";
+  }
+  return "?";
+}
+
+const char* dtype_torch_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    case DType::kBF16: return "BFloat16";
+    case DType::kF16: return "Half";
+  }
+  return "?";
+}
+
+StatusOr<DType> parse_dtype(const std::string& s) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16})
+    if (s == dtype_name(t) || s == dtype_torch_name(t)) return t;
+  if (s == "f32" || s == "float32") return DType::kF32;
+  if (s == "f64" || s == "float64") return DType::kF64;
+  if (s == "bfloat16") return DType::kBF16;
+  if (s == "f16" || s == "half" || s == "float16") return DType::kF16;
+  return Status::invalid_argument(fmt::format("unknown dtype '{}' (use fp32, fp64, bf16 or fp16)", s));
+}
+
+namespace {
+int64_t span(int64_t batch, int64_t stride, int64_t ld, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0 || batch == 0) return 0;
+  return (batch - 1) * stride + ld * (cols - 1) + rows;
+}
+}  // namespace
+
+GemmParams GemmParams::with_defaults() const {
+  GemmParams p = *this;
+  p.transa = char(std::toupper(static_cast<unsigned char>(p.transa)));
+  p.transb = char(std::toupper(static_cast<unsigned char>(p.transb)));
+  if (p.transa == 'C') p.transa = 'T';  // real types: conjugate transpose is transpose
+  if (p.transb == 'C') p.transb = 'T';
+  if (p.lda == 0) p.lda = std::max<int64_t>(1, p.a_rows());
+  if (p.ldb == 0) p.ldb = std::max<int64_t>(1, p.b_rows());
+  if (p.ldc == 0) p.ldc = std::max<int64_t>(1, p.m);
+  if (p.stride_a == 0) p.stride_a = p.lda * p.a_cols();
+  if (p.stride_b == 0) p.stride_b = p.ldb * p.b_cols();
+  if (p.stride_c == 0) p.stride_c = p.ldc * p.n;
+  return p;
+}
+
+Status GemmParams::validate() const {
+  if (transa != 'N' && transa != 'T')
+    return Status::invalid_argument(fmt::format("transa must be 'N' or 'T', got '{}'", transa));
+  if (transb != 'N' && transb != 'T')
+    return Status::invalid_argument(fmt::format("transb must be 'N' or 'T', got '{}'", transb));
+  if (m < 0 || n < 0 || k < 0) return Status::invalid_argument(fmt::format("m, n, k must be >= 0, got {}, {}, {}", m, n, k));
+  if (batch < 1) return Status::invalid_argument(fmt::format("batch must be >= 1, got {}", batch));
+  if (lda < std::max<int64_t>(1, a_rows()))
+    return Status::invalid_argument(fmt::format("lda ({}) must be >= the rows of A as stored ({})", lda, a_rows()));
+  if (ldb < std::max<int64_t>(1, b_rows()))
+    return Status::invalid_argument(fmt::format("ldb ({}) must be >= the rows of B as stored ({})", ldb, b_rows()));
+  if (ldc < std::max<int64_t>(1, m))
+    return Status::invalid_argument(fmt::format("ldc ({}) must be >= m ({})", ldc, m));
+  if (batch > 1) {
+    if (stride_c < ldc * n)
+      return Status::invalid_argument(
+          fmt::format("stride_c ({}) must be >= ldc * n ({}): batches of C would overlap", stride_c, ldc * n));
+    if (stride_a < 0 || stride_b < 0) return Status::invalid_argument("strides must be >= 0");
+  }
+  if (dtype != DType::kF32 && allow_tf32) return Status::invalid_argument("allow_tf32 applies to fp32 GEMMs only");
+  return Status::ok();
+}
+
+int64_t GemmParams::a_span() const { return span(batch, stride_a, lda, a_rows(), a_cols()); }
+int64_t GemmParams::b_span() const { return span(batch, stride_b, ldb, b_rows(), b_cols()); }
+int64_t GemmParams::c_span() const { return span(batch, stride_c, ldc, m, n); }
+
+GemmParams linear_params(DType dtype, int64_t tokens, int64_t in, int64_t out) {
+  // Row-major y[t, o] = sum_i x[t, i] W[o, i]. Column-major, y is (out x tokens) = W' x' where
+  // W (row-major out x in) is a column-major (in x out) matrix used transposed, and x
+  // (row-major tokens x in) is a column-major (in x tokens) matrix used as is: "tn".
+  GemmParams p;
+  p.dtype = dtype;
+  p.transa = 'T';
+  p.transb = 'N';
+  p.m = out;
+  p.n = tokens;
+  p.k = in;
+  return p.with_defaults();
+}
+
+}  // namespace tunableop

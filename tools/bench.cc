@@ -1,0 +1,273 @@
+// `tunableop bench`: seed Example 1 (one GEMM, iter/s untuned vs tuned) and LLM shape suites.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "bench_measure.h"
+#include "bench_suites.h"
+#include "commands.h"
+#include "core/cpu_info.h"
+#include "ops/gemm/dispatch.h"
+
+namespace tunableop::cli {
+
+namespace {
+
+struct BenchArgs {
+  int64_t m = 1024, n = 512, k = 2048, batch = 1;  // seed Example 1 in BLAS terms: nn_1024_512_2048
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  double alpha = 1, beta = 0;
+  std::string transa = "N", transb = "N", dtype = "fp32", device = "cpu";
+  int gpu = 0;
+  int64_t iters = 0;  // 0: as many as fit in about two seconds
+  int verbose = -1;
+  std::string suite, suite_file, csv, results, baseline, only;
+  int rounds = 5;
+};
+
+StatusOr<Device> parse_device(const std::string& d, int gpu) {
+  if (d == "cpu") return Device::cpu();
+  if (d == "cuda" || d == "gpu") return Device::cuda(gpu);
+  return Status::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", d));
+}
+
+int fail(const Status& st) {
+  fmt::print(stderr, "tunableop bench: {}\n", st.to_string());
+  return 2;
+}
+
+// Runs `iters` dispatched GEMMs and returns seconds.
+StatusOr<double> run_loop(Context& ctx, const GemmParams& p, const GemmOperands& ops, int64_t iters) {
+  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
+  auto timer = rt->make_timer(ops.stream);
+  timer->start();
+  for (int64_t i = 0; i < iters; ++i) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, p, ops));
+  return timer->stop_ms() * 1e-3;
+}
+
+int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
+  GemmParams p;
+  auto dt = parse_dtype(a.dtype);
+  if (!dt.is_ok()) return fail(dt.status());
+  p.dtype = *dt;
+  p.transa = a.transa.empty() ? '?' : a.transa[0];
+  p.transb = a.transb.empty() ? '?' : a.transb[0];
+  p.m = a.m, p.n = a.n, p.k = a.k, p.batch = a.batch;
+  p.lda = a.lda, p.ldb = a.ldb, p.ldc = a.ldc, p.alpha = a.alpha, p.beta = a.beta;
+  p = p.with_defaults();
+  if (Status st = p.validate(); !st.is_ok()) return fail(st);
+  auto bufs = GemmBuffers::random(ctx, p, 1, stream);
+  if (!bufs.is_ok()) return fail(bufs.status());
+  GemmOperands ops = (*bufs)->operands();
+  fmt::print("GEMM {}({}) on {}\n", gemm_op_signature(p), gemm_params_signature(p), ctx.device().to_string());
+
+  auto measure = [&](const char* label) -> int {
+    // Warm-up (the seed's 10 iterations; the first tuned call tunes here when needed).
+    for (int i = 0; i < 10; ++i)
+      if (Status st = gemm(ctx, p, ops); !st.is_ok()) return fail(st);
+    int64_t iters = a.iters;
+    if (iters <= 0) {
+      auto one = run_loop(ctx, p, ops, 3);
+      if (!one.is_ok()) return fail(one.status());
+      iters = std::clamp<int64_t>(int64_t(2.0 / std::max(*one / 3, 1e-7)), 10, 100000);
+    }
+    auto secs = run_loop(ctx, p, ops, iters);
+    if (!secs.is_ok()) return fail(secs.status());
+    auto hit = ctx.results().lookup(gemm_op_signature(p), gemm_params_signature(p));
+    std::string sol = ctx.config().get(Setting::kEnabled) == "1" && hit ? hit->solution : "Default";
+    fmt::print("{}: {:.2f} iter/s ({:.4g}s, {} iterations, {:.1f} GFLOP/s) solution {}\n", label, iters / *secs, *secs,
+               iters, p.flops() * iters / *secs / 1e9, sol);
+    return 0;
+  };
+  (void)ctx.config().set(Setting::kEnabled, false);
+  if (int rc = measure("untuned"); rc) return rc;
+  (void)ctx.config().set(Setting::kEnabled, true);
+  if (int rc = measure("tuned"); rc) return rc;
+  if (auto path = ctx.results_path(); !path.empty()) fmt::print("results file: {}\n", path);
+  return 0;
+}
+
+std::string family_of(const std::string& name) {
+  if (name == "Default") return "Default";
+  auto a = name.find('_');
+  if (a == std::string::npos) return name;
+  auto b = name.find('_', a + 1);
+  std::string head = name.substr(0, a);
+  if (head != "Gemm" || b == std::string::npos) return head;
+  return name.substr(a + 1, b - a - 1);
+}
+
+double geomean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return std::exp(s / double(v.size()));
+}
+
+int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
+  std::vector<SuiteShape> shapes;
+  if (!a.suite_file.empty()) {
+    auto s = read_suite_file(a.suite_file);
+    if (!s.is_ok()) return fail(s.status());
+    shapes = *s;
+  } else {
+    shapes = suite_shapes(a.suite);
+    if (shapes.empty()) return fail(Status::invalid_argument("unknown suite '" + a.suite + "' (cpu-llm, llm)"));
+  }
+  if (!a.only.empty()) {
+    std::vector<SuiteShape> kept;
+    for (auto& s : shapes)
+      if (s.name.find(a.only) != std::string::npos) kept.push_back(s);
+    shapes = kept;
+  }
+  // Tune into a fresh file so that tuning time is real, unless --results names one to keep.
+  std::string results = a.results;
+  bool temp = results.empty();
+  if (temp) results = (std::filesystem::temp_directory_path() / fmt::format("tunableop_bench_{}_%d.csv", ::getpid())).string();
+  (void)ctx.config().set(Setting::kFilename, results);
+  (void)ctx.config().set(Setting::kEnabled, true);
+  (void)ctx.config().set(Setting::kTuning, true);
+  (void)ctx.load_results();
+
+  auto ceil = measure_ceilings(ctx, shapes.front().p.dtype, stream);
+  if (!ceil.is_ok()) return fail(ceil.status());
+  std::string machine = ctx.device().kind == DeviceKind::kCpu ? cpu_validator_value() : ctx.device().to_string();
+  for (const auto& [k, v] : ctx.current_validators()) machine += (k == "TUNABLEOP_VERSION" ? "" : "; " + k + "=" + v);
+  fmt::print("# machine: {}\n", machine);
+  fmt::print("# ceilings: copy {:.1f} GB/s (read + write), GEMM {:.1f} GFLOP/s ({} by {})\n", ceil->copy_gbs,
+             ceil->gemm_gflops, ceil->gemm_shape, ceil->gemm_solution);
+
+  std::string baseline = a.baseline;
+  if (baseline.empty() && ctx.device().kind == DeviceKind::kCpu)
+    baseline = fmt::format("Gemm_Openblas_t{}", cpu_core_count());
+  struct Row {
+    SuiteShape s;
+    std::string chosen;
+    double tuning_ms = 0, def = 0, tuned = 0, best = 0, base = 0, floor = 0;
+    std::string best_name;
+    std::map<std::string, double> family;
+  };
+  std::vector<Row> rows;
+  std::set<std::string> families;
+  for (const auto& s : shapes) {
+    Row r{s};
+    auto rep = tune_gemm(ctx, s.p, /*retune=*/true, stream);
+    if (!rep.is_ok()) return fail(rep.status());
+    r.chosen = rep->winner.solution;
+    r.tuning_ms = rep->winner.tuning_ms;
+    bool cpu = ctx.device().kind == DeviceKind::kCpu;
+    auto t = measure_candidates(ctx, s.p, a.rounds, cpu ? 40 : 5, stream);
+    if (!t.is_ok()) return fail(t.status());
+    for (const auto& ct : *t) {
+      if (ct.median_ms <= 0) continue;
+      if (ct.name == "Default") r.def = ct.median_ms;
+      if (ct.name == r.chosen) r.tuned = ct.median_ms;
+      if (ct.name == baseline) r.base = ct.median_ms;
+      if (r.best == 0 || ct.median_ms < r.best) r.best = ct.median_ms, r.best_name = ct.name;
+      std::string fam = family_of(ct.name);
+      families.insert(fam);
+      if (!r.family.count(fam) || ct.median_ms < r.family[fam]) r.family[fam] = ct.median_ms;
+    }
+    double flops_floor = ceil->gemm_gflops > 0 ? s.p.flops() / (ceil->gemm_gflops * 1e9) * 1e3 : 0;
+    double bytes_floor = bytes_moved(s.p) / (ceil->copy_gbs * 1e9) * 1e3;
+    r.floor = std::max(flops_floor, bytes_floor);
+    fmt::print(stderr, "{:<26} default {:9.4f} ms  tuned {:9.4f} ms  {:<34} tuning {:6.0f} ms\n", s.name, r.def,
+               r.tuned, r.chosen, r.tuning_ms);
+    rows.push_back(std::move(r));
+  }
+
+  // Markdown table on stdout.
+  std::string head = "| shape | m x n x k | Default ms | tuned ms | speedup | chosen | GFLOP/s | % peak | % floor | tuning s "
+                     "| best single | tuned/best |";
+  std::string sep = "|---|---|---|---|---|---|---|---|---|---|---|---|";
+  if (!baseline.empty()) head += " " + baseline + " ms |", sep += "---|";
+  for (const auto& f : families) head += " best " + f + " ms |", sep += "---|";
+  fmt::print("{}\n{}\n", head, sep);
+  std::vector<double> speedups, vs_base;
+  int worse3 = 0;
+  for (const auto& r : rows) {
+    double gf = r.tuned > 0 ? r.s.p.flops() / (r.tuned * 1e-3) / 1e9 : 0;
+    std::string line = fmt::format(
+        "| {} | {}x{}x{} | {:.4f} | {:.4f} | {:.2f}x | {} | {:.1f} | {:.0f}% | {:.0f}% | {:.2f} | {:.4f} ({}) | {:.3f} |",
+        r.s.name, r.s.p.m, r.s.p.n, r.s.p.k, r.def, r.tuned, r.def / r.tuned, r.chosen, gf,
+        100 * gf / std::max(ceil->gemm_gflops, 1e-9), 100 * r.floor / r.tuned, r.tuning_ms / 1e3, r.best, r.best_name,
+        r.tuned / r.best);
+    if (!baseline.empty()) line += r.base > 0 ? fmt::format(" {:.4f} |", r.base) : " - |";
+    for (const auto& f : families) line += r.family.count(f) ? fmt::format(" {:.4f} |", r.family.at(f)) : " - |";
+    fmt::print("{}\n", line);
+    speedups.push_back(r.def / r.tuned);
+    if (r.base > 0) vs_base.push_back(r.base / r.tuned);
+    if (r.tuned > 1.03 * r.best) ++worse3;
+  }
+  fmt::print("\ngeomean speedup tuned vs Default: {:.3f}x over {} shapes\n", geomean(speedups), rows.size());
+  if (!vs_base.empty())
+    fmt::print("geomean speedup tuned vs {}: {:.3f}x over {} shapes\n", baseline, geomean(vs_base), vs_base.size());
+  fmt::print("shapes where tuned is > 3% behind the best single candidate: {}\n", worse3);
+
+  if (!a.csv.empty()) {
+    std::ofstream out(a.csv);
+    out << "shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms";
+    for (const auto& f : families) out << ",best_" << f << "_ms";
+    out << "\n";
+    for (const auto& r : rows) {
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", r.s.name, r.s.p.m, r.s.p.n, r.s.p.k,
+                         dtype_name(r.s.p.dtype), r.def, r.tuned, r.chosen, r.best, r.best_name, r.base, r.floor,
+                         r.tuning_ms);
+      for (const auto& f : families) out << "," << (r.family.count(f) ? fmt::format("{}", r.family.at(f)) : "");
+      out << "\n";
+    }
+    fmt::print("wrote {}\n", a.csv);
+  }
+  if (temp) std::filesystem::remove(results_path_for(results, std::to_string(ctx.device().ordinal)));
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* c = app.add_subcommand("bench", "Time a GEMM untuned vs tuned (seed Example 1), or an LLM shape suite");
+  c->add_option("-m", a->m, "rows of op(A) and C (column-major)")->capture_default_str();
+  c->add_option("-n", a->n, "columns of op(B) and C")->capture_default_str();
+  c->add_option("-k", a->k, "inner dimension")->capture_default_str();
+  c->add_option("--transA", a->transa, "N or T")->check(CLI::IsMember({"N", "T", "n", "t"}))->capture_default_str();
+  c->add_option("--transB", a->transb, "N or T")->check(CLI::IsMember({"N", "T", "n", "t"}))->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, fp64, bf16 or fp16")->capture_default_str();
+  c->add_option("--batch", a->batch, "strided batch count")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--lda", a->lda, "leading dimension of A (default dense)");
+  c->add_option("--ldb", a->ldb, "leading dimension of B (default dense)");
+  c->add_option("--ldc", a->ldc, "leading dimension of C (default dense)");
+  c->add_option("--alpha", a->alpha)->capture_default_str();
+  c->add_option("--beta", a->beta)->capture_default_str();
+  c->add_option("--iters", a->iters, "timed iterations (default: about two seconds' worth)");
+  c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
+  c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
+  c->add_option("--suite", a->suite, "run a shape suite: cpu-llm (CPU, fp32) or llm (GPU, bf16)");
+  c->add_option("--suite-file", a->suite_file, "suite from a CSV file: name,dtype,transa,transb,m,n,k");
+  c->add_option("--only", a->only, "suite: only shapes whose name contains this");
+  c->add_option("--csv", a->csv, "suite: also write the table as CSV here");
+  c->add_option("--results", a->results, "suite: tune into this results file (default: a temporary one)");
+  c->add_option("--baseline", a->baseline, "suite: a candidate to compare with (CPU default: Gemm_Openblas_t<cores>)");
+  c->add_option("--rounds", a->rounds, "suite: interleaved measurement rounds per shape")->capture_default_str();
+  c->callback([a]() {
+    auto dev = parse_device(a->device, a->gpu);
+    if (!dev.is_ok()) std::exit(fail(dev.status()));
+    Context ctx(*dev);
+    if (a->verbose >= 0) (void)ctx.config().set(Setting::kVerbose, a->verbose);
+    const DeviceRuntime* rt = ctx.registry().runtime(dev->kind);
+    if (!rt) std::exit(fail(Status::unsupported(dev->to_string() + " is not available in this build or machine")));
+    if (Status st = rt->set_device(dev->ordinal); !st.is_ok()) std::exit(fail(st));
+    void* stream = rt->create_stream();
+    int rc = (a->suite.empty() && a->suite_file.empty()) ? bench_single(ctx, *a, stream) : bench_suite(ctx, *a, stream);
+    rt->destroy_stream(stream);
+    if (rc) std::exit(rc);
+  });
+}
+
+}  // namespace tunableop::cli

@@ -1,0 +1,133 @@
+#include "bench_measure.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ops/gemm/dispatch.h"
+#include "ops/gemm/tuning_problem.h"
+
+namespace tunableop::cli {
+
+namespace {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+double bytes_moved(const GemmParams& p) {
+  double es = double(dtype_size(p.dtype));
+  double c = double(p.m) * double(p.n) * (p.beta != 0 ? 2 : 1);
+  return es * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n) + c);
+}
+
+StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const GemmParams& params, int rounds,
+                                                          double ms_per_sample, void* stream) {
+  auto bufs = GemmBuffers::random(ctx, params, 7, stream);
+  if (!bufs.is_ok()) return bufs.status();
+  const GemmParams& p = (*bufs)->params();
+  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
+  Options o = ctx.config().snapshot();
+  auto cands = gemm_candidates_for(ctx, p, o.policy.search_effort);
+  auto pr_or = GemmTuningProblem::create(p, (*bufs)->operands(), cands, *rt, o.policy, ctx.log());
+  if (!pr_or.is_ok()) return pr_or.status();
+  GemmTuningProblem& pr = **pr_or;
+  std::vector<CandidateTiming> out(cands.size());
+  std::vector<int> runs(cands.size(), 0);
+  std::vector<std::vector<double>> samples(cands.size());
+  size_t rotation = 0;
+  Timer& timer = pr.timer();
+  for (size_t i = 0; i < cands.size(); ++i) {
+    out[i].name = cands[i].name;
+    Status st = pr.supports(i);
+    if (st.is_ok()) st = pr.check_numerics(i);
+    if (st.is_ok()) {  // size the sample from one warm run
+      timer.start();
+      st = pr.run(i, rotation++);
+      double one = timer.stop_ms();
+      runs[i] = std::clamp(int(ms_per_sample / std::max(one, 1e-4)), 1, 2000);
+    }
+    if (!st.is_ok()) {
+      out[i].note = st.is_unsupported() ? "unsupported" : st.to_string();
+      (void)pr.recover();
+    }
+  }
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t q = 0; q < cands.size(); ++q) {
+      size_t i = (q + size_t(r)) % cands.size();  // rotate who goes first
+      if (runs[i] == 0) continue;
+      timer.start();
+      Status st;
+      for (int k = 0; k < runs[i] && st.is_ok(); ++k) st = pr.run(i, rotation++);
+      double ms = timer.stop_ms();
+      if (!st.is_ok()) {
+        out[i].note = st.to_string();
+        runs[i] = 0;
+        continue;
+      }
+      samples[i].push_back(ms / runs[i]);
+    }
+  }
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (runs[i] > 0) out[i].median_ms = median(samples[i]);
+  return out;
+}
+
+StatusOr<double> time_dispatch(Context& ctx, const GemmParams& p, const GemmOperands& ops, int rounds,
+                               double ms_per_sample) {
+  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
+  auto timer = rt->make_timer(ops.stream);
+  TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, p, ops));  // warm-up (and tuning, if it is a miss)
+  timer->start();
+  TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, p, ops));
+  double one = timer->stop_ms();
+  int runs = std::clamp(int(ms_per_sample / std::max(one, 1e-4)), 1, 100000);
+  std::vector<double> s;
+  for (int r = 0; r < rounds; ++r) {
+    timer->start();
+    for (int k = 0; k < runs; ++k) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, p, ops));
+    s.push_back(timer->stop_ms() / runs);
+  }
+  return median(s);
+}
+
+StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream) {
+  Ceilings c;
+  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
+  const bool cpu = ctx.device().kind == DeviceKind::kCpu;
+  // Copy bandwidth: a buffer well beyond the last-level cache, median of several copies.
+  size_t bytes = std::max<size_t>(size_t(256) << 20, rt->last_level_cache_bytes() * 2);
+  bytes = std::min<size_t>(bytes, size_t(1) << 30);
+  auto src = rt->alloc(bytes), dst = rt->alloc(bytes);
+  if (!src.is_ok() || !dst.is_ok()) return Status::internal("cannot allocate buffers for the copy ceiling");
+  std::vector<double> s;
+  auto timer = rt->make_timer(stream);
+  for (int r = 0; r < 7; ++r) {
+    timer->start();
+    Status st = rt->copy(*dst, *src, bytes, DeviceRuntime::Copy::kDeviceToDevice, stream);
+    double ms = timer->stop_ms();
+    if (!st.is_ok()) return st;
+    if (r > 0) s.push_back(ms);
+  }
+  rt->free(*src);
+  rt->free(*dst);
+  c.copy_gbs = 2.0 * double(bytes) / (median(s) * 1e-3) / 1e9;
+  // Compute: the best candidate on a large square GEMM.
+  int64_t n = cpu ? 1536 : 8192;
+  GemmParams p;
+  p.dtype = dtype;
+  p.m = p.n = p.k = n;
+  c.gemm_shape = fmt::format("{}^3 {}", n, dtype_name(dtype));
+  auto t = measure_candidates(ctx, p, 3, cpu ? 50 : 20, stream);
+  if (!t.is_ok()) return t.status();
+  double best = 0;
+  for (const auto& ct : *t)
+    if (ct.median_ms > 0 && (best == 0 || ct.median_ms < best)) best = ct.median_ms, c.gemm_solution = ct.name;
+  if (best > 0) c.gemm_gflops = p.flops() / (best * 1e-3) / 1e9;
+  return c;
+}
+
+}  // namespace tunableop::cli

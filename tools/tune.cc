@@ -1,0 +1,176 @@
+// `tunableop tune FILE`: tune every problem of an untuned file (offline tuning), on one device
+// or on all GPUs at once (one process per GPU, each writing only its own results file).
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+#include "ops/gemm/dispatch.h"
+
+namespace tunableop::cli {
+
+namespace {
+
+struct TuneArgs {
+  std::string file, device = "cpu", gpus;
+  int gpu = 0;
+  bool retune = false;
+  int verbose = -1;
+  int shard = 0, shards = 1;  // internal: this process tunes lines i with i % shards == shard
+};
+
+void progress(size_t done, size_t total, double elapsed_s, const std::string& what, bool tty) {
+  double eta = done ? elapsed_s / double(done) * double(total - done) : 0;
+  if (!tty) {
+    fmt::print("[{}/{}] {} (elapsed {:.1f}s, eta {:.1f}s)\n", done, total, what, elapsed_s, eta);
+    std::fflush(stdout);
+    return;
+  }
+  const int width = 30;
+  int filled = total ? int(double(width) * double(done) / double(total)) : width;
+  fmt::print(stderr, "\r[{}{}] {}/{} eta {:5.1f}s {:<40.40}", std::string(size_t(filled), '#'),
+             std::string(size_t(width - filled), '.'), done, total, eta, what);
+  if (done == total) fmt::print(stderr, "\n");
+}
+
+int tune_here(const TuneArgs& a, Device dev) {
+  auto lines = UntunedFile::read(a.file);
+  if (!lines.is_ok()) {
+    fmt::print(stderr, "tunableop tune: {}\n", lines.status().to_string());
+    return 2;
+  }
+  Context ctx(dev);
+  if (a.verbose >= 0) (void)ctx.config().set(Setting::kVerbose, a.verbose);
+  const DeviceRuntime* rt = ctx.registry().runtime(dev.kind);
+  if (!rt) {
+    fmt::print(stderr, "tunableop tune: {} is not available in this build or machine\n", dev.to_string());
+    return 2;
+  }
+  if (Status st = rt->set_device(dev.ordinal); !st.is_ok()) {
+    fmt::print(stderr, "tunableop tune: {}\n", st.to_string());
+    return 2;
+  }
+  (void)ctx.load_results();
+  std::vector<std::pair<std::string, std::string>> mine;
+  for (size_t i = 0; i < lines->size(); ++i)
+    if (int(i % size_t(a.shards)) == a.shard) mine.push_back((*lines)[i]);
+  const bool tty = isatty(fileno(stderr)) && a.shards == 1;
+  auto t0 = std::chrono::steady_clock::now();
+  int failed = 0, skipped = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const auto& [op, params] = mine[i];
+    std::string what = op + "," + params;
+    if (!a.retune && ctx.results().contains(op, params)) {
+      ++skipped;
+    } else if (auto p = parse_gemm_signature(op, params); !p.is_ok()) {
+      fmt::print(stderr, "tunableop tune: skipping: {}\n", p.status().message());
+      ++failed;
+    } else if (auto rep = tune_gemm(ctx, *p, a.retune); !rep.is_ok()) {
+      fmt::print(stderr, "tunableop tune: {}: {}\n", what, rep.status().to_string());
+      ++failed;
+    } else {
+      what += " -> " + rep->winner.solution;
+    }
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress(i + 1, mine.size(), el, what, tty);
+  }
+  fmt::print("{}: tuned {} problems ({} already tuned, {} failed) into {}\n", dev.to_string(),
+             mine.size() - size_t(skipped) - size_t(failed), skipped, failed, ctx.results_path());
+  return failed ? 1 : 0;
+}
+
+// One child process per GPU, each with its own shard of the lines and its own results file;
+// then every GPU's file receives the others' results (same validators only), so no GPU has to
+// tune a problem another one already measured on identical hardware.
+int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus, const char* self) {
+  std::vector<pid_t> kids;
+  for (size_t s = 0; s < gpus.size(); ++s) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string shard = std::to_string(s), shards = std::to_string(gpus.size()), gpu = std::to_string(gpus[s]);
+      std::vector<const char*> argv = {self, "tune", a.file.c_str(), "--device", "cuda", "--gpu", gpu.c_str(),
+                                       "--shard", shard.c_str(), "--shards", shards.c_str()};
+      if (a.retune) argv.push_back("--retune");
+      argv.push_back(nullptr);
+      execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
+      _exit(127);
+    }
+    kids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t k : kids) {
+    int status = 0;
+    waitpid(k, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  // Merge: each GPU's file gets every other GPU's entries (append skips keys already there).
+  std::vector<std::unique_ptr<Context>> ctxs;
+  for (int g : gpus) {
+    ctxs.push_back(std::make_unique<Context>(Device::cuda(g)));
+    (void)ctxs.back()->load_results();
+  }
+  for (size_t i = 0; i < ctxs.size(); ++i) {
+    for (size_t j = 0; j < ctxs.size(); ++j) {
+      if (i == j) continue;
+      if (ctxs[i]->current_validators() != ctxs[j]->current_validators()) {
+        fmt::print("not merging cuda:{} into cuda:{}: different validators\n", gpus[j], gpus[i]);
+        continue;
+      }
+      ResultsFile f(ctxs[i]->results_path(), ctxs[i]->current_validators());
+      if (!f.open().is_ok()) continue;
+      for (const auto& e : ctxs[j]->results().entries()) (void)f.append(e);
+    }
+  }
+  fmt::print("tuned on {} GPUs; results merged into each GPU's file\n", gpus.size());
+  return rc;
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* c = app.add_subcommand("tune", "Tune every problem of an untuned file (tunableop_untuned%d.csv)");
+  c->add_option("FILE", a->file, "untuned problems, one 'op,params' line each")->required()->check(CLI::ExistingFile);
+  c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
+  c->add_option("--gpus", a->gpus, "'all' or a comma list: one process per GPU, results merged");
+  c->add_flag("--retune", a->retune, "tune problems that already have a result");
+  c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
+  c->add_option("--shard", a->shard)->group("");  // internal (multi-GPU children)
+  c->add_option("--shards", a->shards)->group("");
+  c->callback([a]() {
+    int rc = 0;
+    if (!a->gpus.empty()) {
+      Context probe(Device::cuda(0));
+      const DeviceRuntime* rt = probe.registry().runtime(DeviceKind::kCuda);
+      int count = rt ? rt->device_count() : 0;
+      std::vector<int> gpus;
+      if (a->gpus == "all") {
+        for (int g = 0; g < count; ++g) gpus.push_back(g);
+      } else {
+        std::stringstream ss(a->gpus);
+        std::string t;
+        while (std::getline(ss, t, ',')) gpus.push_back(std::stoi(t));
+      }
+      if (gpus.empty()) {
+        fmt::print(stderr, "tunableop tune: --gpus {}: no CUDA device found\n", a->gpus);
+        std::exit(2);
+      }
+      rc = tune_all_gpus(*a, gpus, "tunableop");
+    } else {
+      Device dev = a->device == "cuda" ? Device::cuda(a->gpu) : Device::cpu();
+      if (a->device != "cpu" && a->device != "cuda") {
+        fmt::print(stderr, "tunableop tune: --device must be cpu or cuda\n");
+        std::exit(2);
+      }
+      rc = tune_here(*a, dev);
+    }
+    if (rc) std::exit(rc);
+  });
+}
+
+}  // namespace tunableop::cli
