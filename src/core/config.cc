@@ -86,7 +86,7 @@ StatusOr<std::string> normalize(const Spec& sp, std::string_view value) {
         return Status::invalid_argument(fmt::format("{}: '{}' is not a number", name, value));
       if (sp.kind == Kind::kInt && d != double(int64_t(d)))
         return Status::invalid_argument(fmt::format("{}: '{}' is not an integer", name, value));
-      if (d < sp.lo || d > sp.hi)
+      if (!(d >= sp.lo && d <= sp.hi))  // also rejects NaN, which compares false both ways
         return Status::invalid_argument(fmt::format("{}: {} is outside [{}, {}]", name, value, sp.lo, sp.hi));
       return sp.kind == Kind::kInt ? std::to_string(int64_t(d)) : fmt::format("{}", d);
     }

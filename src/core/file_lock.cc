@@ -37,7 +37,8 @@ StatusOr<FileLock> FileLock::acquire(const std::string& path, int flags, Mode mo
     }
     // While we waited, another process may have replaced or removed the file; a lock on the old
     // inode would then protect nothing, so check that the path still names what we hold.
-    struct stat held {}, named {};
+    struct stat held {
+    }, named{};
     if (::fstat(fd, &held) != 0) {
       int err = errno;
       ::close(fd);

@@ -131,8 +131,8 @@ StatusOr<LoadReport> ResultsFile::open() {
     merge_into(report.entries, std::move(sib.entries));  // this environment's own results win
     return report;
   }
-  return Status::io_error(fmt::format("{}: validators differ and none of its {} \".env-\" siblings is usable",
-                                      requested_, kMaxSiblings));
+  return Status::io_error(
+      fmt::format("{}: validators differ and none of its {} \".env-\" siblings is usable", requested_, kMaxSiblings));
 }
 
 Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<ResultEntry>* picked_up) {
@@ -198,8 +198,8 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
       int fd = ::open(stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
       if (fd < 0) return Status::io_error(errno_message(stats_path, "cannot open", errno));
       auto stats_size = regular_file_size(fd, stats_path);
-      Status st = stats_size.is_ok() ? append_unsplit(fd, stats_path, *stats_size, format_stats_line(e))
-                                     : stats_size.status();
+      Status st =
+          stats_size.is_ok() ? append_unsplit(fd, stats_path, *stats_size, format_stats_line(e)) : stats_size.status();
       ::close(fd);
       return st;
     }

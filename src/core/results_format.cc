@@ -116,8 +116,8 @@ LoadReport parse_results(const std::string& text, const std::string& path_for_me
         report.validators.emplace_back(key, value);
       } else if (report.validators[it->second].second != value) {
         // Two environments mixed in one file: the first block is the file's identity.
-        bad(number, fmt::format("validator {} repeated with another value ('{}', first was '{}'); ignored", key,
-                                value, report.validators[it->second].second));
+        bad(number, fmt::format("validator {} repeated with another value ('{}', first was '{}'); ignored", key, value,
+                                report.validators[it->second].second));
       }
       return;
     }
@@ -163,8 +163,8 @@ std::string format_validators(const Validators& v) {
 }
 
 std::string format_entry(const ResultEntry& e) {
-  std::string line = join_fields({sanitize_field(e.op), sanitize_field(e.params), sanitize_field(e.solution),
-                                  format_number(e.time_ms)});
+  std::string line = join_fields(
+      {sanitize_field(e.op), sanitize_field(e.params), sanitize_field(e.solution), format_number(e.time_ms)});
   line += '\n';
   return line;
 }
@@ -242,9 +242,9 @@ std::vector<ResultEntry> parse_stats(const std::string& text, const std::string&
     for (size_t i = 0; ok && i < 6; ++i) ok = parse_number(f[3 + i], &v[i]);
     if (!ok || v[4] != std::floor(v[4])) {
       if (malformed) {
-        malformed->push_back(fmt::format(
-            "{}:{}: a stats line has 9 fields (OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms)",
-            path_for_messages, number));
+        malformed->push_back(
+            fmt::format("{}:{}: a stats line has 9 fields (OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms)",
+                        path_for_messages, number));
       }
       return;
     }

@@ -210,9 +210,12 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
       for (size_t q = 0; q < order.size(); ++q) {
         size_t j = order[(q + size_t(r)) % order.size()];  // rotate who goes first
         State& s = timed[j];
-        // Enough runs per sample to fill ~1/rounds of the tuning budget.
+        if (!s.timed) continue;  // failed in an earlier round: never run it again
+        // Enough runs per sample to fill ~1/rounds of the tuning budget, within the iteration
+        // budget too (smaller wins; at least one run per round).
         int runs = std::max(s.batch, int(std::min<double>(
                                          1000, pol.max_tuning_ms / pol.remeasure_rounds / std::max(s.m.median_ms, 1e-6))));
+        runs = int(std::max<int64_t>(1, std::min<int64_t>(runs, pol.max_tuning_iters / pol.remeasure_rounds)));
         auto ms = time_runs(pr, s.index, runs, rotation);
         if (!ms.is_ok()) {
           if (s.index == 0) return ms.status();

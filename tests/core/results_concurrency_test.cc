@@ -20,7 +20,8 @@ namespace {
 using testing::read_text;
 using testing::TempDir;
 
-const Validators kEnv = {{"TUNABLEOP_VERSION", "0.1.0"}, {"CPU", "Test CPU avx2 2 cores"}, {"OPENBLAS_VERSION", "0.3.21"}};
+const Validators kEnv = {
+    {"TUNABLEOP_VERSION", "0.1.0"}, {"CPU", "Test CPU avx2 2 cores"}, {"OPENBLAS_VERSION", "0.3.21"}};
 
 ResultEntry entry(const std::string& params, const std::string& solution, double time_ms) {
   ResultEntry e;
@@ -90,7 +91,8 @@ TEST(ResultsConcurrency, SixteenProcessesAppendIntoOneNewFile) {
     ResultsFile f(path, kEnv);
     if (!f.open().is_ok()) return 10;
     for (int j = 0; j < kOwn; ++j) {
-      ResultEntry e = entry("own_" + std::to_string(child) + "_" + std::to_string(j), "Gemm_Child" + std::to_string(child), 0.5 + j);
+      ResultEntry e = entry("own_" + std::to_string(child) + "_" + std::to_string(j),
+                            "Gemm_Child" + std::to_string(child), 0.5 + j);
       e.stats = Measurement{0.4, 0.5, 0.5, 0.01, 10};
       if (!f.append(e).is_ok()) return 11;
       // Every child also tunes the same few problems: only the first to store one may write it.
@@ -108,7 +110,7 @@ TEST(ResultsConcurrency, SixteenProcessesAppendIntoOneNewFile) {
   EXPECT_TRUE(r.ours);
   EXPECT_EQ(r.validators, kEnv);
   EXPECT_EQ(count_occurrences(text, "Validator,"), static_cast<int>(kEnv.size()));  // one header block
-  EXPECT_EQ(text.rfind(format_validators(kEnv), 0), 0u);                           // at the very top
+  EXPECT_EQ(text.rfind(format_validators(kEnv), 0), 0u);                            // at the very top
   EXPECT_EQ(r.entries.size(), static_cast<size_t>(kProcs * kOwn + kShared));
   auto counts = line_counts_by_params(text);
   EXPECT_EQ(counts.size(), static_cast<size_t>(kProcs * kOwn + kShared));
@@ -137,7 +139,8 @@ TEST(ResultsConcurrency, KillNineLosesNothingAlreadyAppended) {
       ResultsFile f(path, kEnv);
       if (!f.open().is_ok()) ::_exit(10);
       for (int j = 0; j < 1000000; ++j) {
-        ResultEntry e = entry("r" + std::to_string(round) + "_" + std::to_string(j), "Gemm_Solution_With_A_Long_Name", 0.125);
+        ResultEntry e =
+            entry("r" + std::to_string(round) + "_" + std::to_string(j), "Gemm_Solution_With_A_Long_Name", 0.125);
         e.stats = Measurement{0.1, 0.125, 0.13, 0.01, 50};
         if (!f.append(e).is_ok()) ::_exit(11);
         // Only now is the append "returned": tell the parent.

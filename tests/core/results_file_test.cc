@@ -15,8 +15,10 @@ using testing::read_text;
 using testing::TempDir;
 using testing::write_text;
 
-const Validators kEnvA = {{"TUNABLEOP_VERSION", "0.1.0"}, {"CPU", "Test CPU avx2 2 cores"}, {"OPENBLAS_VERSION", "0.3.21"}};
-const Validators kEnvB = {{"TUNABLEOP_VERSION", "0.1.0"}, {"CPU", "Test CPU avx2 2 cores"}, {"OPENBLAS_VERSION", "0.3.26"}};
+const Validators kEnvA = {
+    {"TUNABLEOP_VERSION", "0.1.0"}, {"CPU", "Test CPU avx2 2 cores"}, {"OPENBLAS_VERSION", "0.3.21"}};
+const Validators kEnvB = {
+    {"TUNABLEOP_VERSION", "0.1.0"}, {"CPU", "Test CPU avx2 2 cores"}, {"OPENBLAS_VERSION", "0.3.26"}};
 
 ResultEntry entry(std::string op, std::string params, std::string solution, double time_ms) {
   ResultEntry e;

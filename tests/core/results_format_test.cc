@@ -72,9 +72,8 @@ TEST(ResultsFormat, PytorchFileLoadsWithForeignValidators) {
   LoadReport r = parse_results(text, "tunableop_results0.csv");
   EXPECT_FALSE(r.ours);
   EXPECT_TRUE(r.malformed.empty());
-  EXPECT_EQ(r.foreign_validators,
-            (std::vector<std::string>{"PT_VERSION", "ROCM_VERSION", "HIPBLASLT_VERSION", "GCN_ARCH_NAME",
-                                      "ROCBLAS_VERSION"}));
+  EXPECT_EQ(r.foreign_validators, (std::vector<std::string>{"PT_VERSION", "ROCM_VERSION", "HIPBLASLT_VERSION",
+                                                            "GCN_ARCH_NAME", "ROCBLAS_VERSION"}));
   ASSERT_EQ(r.validators.size(), 5u);
   EXPECT_EQ(r.validators[3].second, "gfx942:sramecc+:xnack-");
   ASSERT_EQ(r.entries.size(), 3u);
@@ -88,20 +87,20 @@ TEST(ResultsFormat, PytorchFileLoadsWithForeignValidators) {
 TEST(ResultsFormat, MalformedLinesAreReportedWithLineNumbersAndSkipped) {
   const std::string text =
       "Validator,TUNABLEOP_VERSION,0.1.0\n"  // 1
-      "op_a,pa,Default,0.5\n"                 // 2
-      "op_b,pb,Default\n"                     // 3 too few fields
-      "\n"                                    // 4 blank
-      "op_c,pc,Default,fast\n"                // 5 not a number
-      "op_d,pd,,0.1\n"                        // 6 empty solution
-      "op_e,pe,Default,0.2,extra\n"           // 7 too many fields
-      "Validator,ONLY_KEY\n"                  // 8 validator without value
-      "op_f,pf,Default,-1\n"                  // 9 negative time
-      "op_g,pg,Default,0.25\n"                // 10
-      "op_h,ph,Default,1e400\n";              // 11 not finite
+      "op_a,pa,Default,0.5\n"                // 2
+      "op_b,pb,Default\n"                    // 3 too few fields
+      "\n"                                   // 4 blank
+      "op_c,pc,Default,fast\n"               // 5 not a number
+      "op_d,pd,,0.1\n"                       // 6 empty solution
+      "op_e,pe,Default,0.2,extra\n"          // 7 too many fields
+      "Validator,ONLY_KEY\n"                 // 8 validator without value
+      "op_f,pf,Default,-1\n"                 // 9 negative time
+      "op_g,pg,Default,0.25\n"               // 10
+      "op_h,ph,Default,1e400\n";             // 11 not finite
   LoadReport r = parse_results(text, "f.csv");
   ASSERT_EQ(r.malformed.size(), 7u);
-  const char* expected_prefix[] = {"f.csv:3: ", "f.csv:5: ", "f.csv:6: ", "f.csv:7: ",
-                                   "f.csv:8: ", "f.csv:9: ", "f.csv:11: "};
+  const char* expected_prefix[] = {
+      "f.csv:3: ", "f.csv:5: ", "f.csv:6: ", "f.csv:7: ", "f.csv:8: ", "f.csv:9: ", "f.csv:11: "};
   for (size_t i = 0; i < 7; ++i) EXPECT_EQ(r.malformed[i].rfind(expected_prefix[i], 0), 0u) << r.malformed[i];
   EXPECT_NE(r.malformed[1].find("fast"), std::string::npos);
   EXPECT_NE(r.malformed[2].find("solution"), std::string::npos);
@@ -131,8 +130,8 @@ TEST(ResultsFormat, CrlfBlankLinesLateValidatorsAndLaterLineWins) {
 }
 
 TEST(ResultsFormat, ConflictingRepeatedValidatorIsReported) {
-  LoadReport r = parse_results(
-      "Validator,TUNABLEOP_VERSION,0.1.0\nValidator,CPU,a\nValidator,CPU,a\nValidator,CPU,b\n", "v.csv");
+  LoadReport r =
+      parse_results("Validator,TUNABLEOP_VERSION,0.1.0\nValidator,CPU,a\nValidator,CPU,a\nValidator,CPU,b\n", "v.csv");
   ASSERT_EQ(r.malformed.size(), 1u);
   EXPECT_EQ(r.malformed[0].rfind("v.csv:4: ", 0), 0u);
   ASSERT_EQ(r.validators.size(), 2u);

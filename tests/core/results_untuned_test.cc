@@ -34,8 +34,8 @@ TEST(UntunedFile, RecordsEachProblemOnce) {
   auto pairs = UntunedFile::read(path);
   ASSERT_TRUE(pairs.is_ok()) << pairs.status().to_string();
   EXPECT_EQ(*pairs, (std::vector<std::pair<std::string, std::string>>{{"GemmTunableOp_float_NN", "nn_1_2_3"},
-                                                                       {"GemmTunableOp_float_TN", "tn_4_5_6"},
-                                                                       {"GemmTunableOp_float_NT", "nt_7_8_9"}}));
+                                                                      {"GemmTunableOp_float_TN", "tn_4_5_6"},
+                                                                      {"GemmTunableOp_float_NT", "nt_7_8_9"}}));
 }
 
 TEST(UntunedFile, ReadSkipsBlankLinesAndReportsMalformedOnes) {

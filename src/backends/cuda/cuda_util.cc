@@ -67,6 +67,53 @@ StatusOr<Handles> current_handles() {
   return h;
 }
 
+namespace {
+
+struct ThreadScratch {
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  std::map<std::pair<int, void*>, Buffer> by_stream;
+  ~ThreadScratch() {
+    int saved = -1;
+    if (cudaGetDevice(&saved) != cudaSuccess) return;
+    for (auto& [key, buf] : by_stream) {
+      if (cudaSetDevice(key.first) == cudaSuccess && buf.ptr) cudaFree(buf.ptr);
+    }
+    cudaSetDevice(saved);
+  }
+};
+
+}  // namespace
+
+StatusOr<void*> scratch_workspace(size_t bytes, void* stream) {
+  thread_local ThreadScratch cache;
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  int dev = 0;
+  TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
+  auto& buf = cache.by_stream[{dev, stream}];
+  if (buf.bytes >= bytes) return buf.ptr;
+  if (buf.ptr) {
+    TUNABLEOP_CUDA_TRY(cudaFree(buf.ptr));
+    buf = {};
+  }
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return cuda_status(e, "cudaMalloc(scratch workspace)");
+  }
+  buf = {p, bytes};
+  return p;
+}
+
+StatusOr<void*> workspace_for(const GemmOperands& o, size_t bytes) {
+  if (bytes == 0) return o.workspace;
+  if (o.workspace && o.workspace_bytes >= bytes) return o.workspace;
+  return scratch_workspace(bytes, o.stream);
+}
+
 CudaTypes cuda_types(const GemmParams& p) {
   switch (p.dtype) {
     case DType::kF32:

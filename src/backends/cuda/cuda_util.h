@@ -60,6 +60,16 @@ struct DeviceInfo {
 };
 StatusOr<DeviceInfo> current_device_info();
 
+// Workspace for ordinary dispatch, where the op passes none (GemmOperands::workspace null): a
+// grow-only buffer per (thread, device, stream), freed at thread exit. Per stream so that work
+// queued on two streams never shares scratch memory; growing frees the old buffer with
+// cudaFree, which waits for the device, so queued work that still uses it is safe.
+StatusOr<void*> scratch_workspace(size_t bytes, void* stream);
+
+// The workspace a candidate should use: the op's when it gave one of at least `bytes`, else the
+// scratch buffer above.
+StatusOr<void*> workspace_for(const GemmOperands& o, size_t bytes);
+
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 }  // namespace tunableop::cuda

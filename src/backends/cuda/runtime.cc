@@ -95,6 +95,30 @@ DeviceRuntime make_cuda_runtime() {
     return info.is_ok() ? info->l2_bytes : size_t(50) << 20;
   };
   rt.recover = [] { return recover_device(); };
+  rt.device_count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  };
+  rt.set_device = [](int ordinal) -> Status {
+    TUNABLEOP_CUDA_TRY(cudaSetDevice(ordinal));
+    return Status::ok();
+  };
+  // Non-blocking: benchmarks must not serialise against the legacy default stream.
+  rt.create_stream = []() -> void* {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return s;
+  };
+  rt.destroy_stream = [](void* s) {
+    if (s) cudaStreamDestroy(static_cast<cudaStream_t>(s));
+  };
   return rt;
 }
 

@@ -41,10 +41,16 @@ void micro_kernel(int64_t kc, const typename V::T* __restrict a, const typename 
     V::prefetch(c + j * ldc);
     V::prefetch(c + j * ldc + MR - 1);
   }
+#if defined(__GNUC__)
+  // Without this the compiler keeps the NR column addresses of C (computed for the prefetches)
+  // alive through the k loop and runs out of registers for the accumulators.
+  __asm__("" : "+r"(c), "+r"(ldc));
+#endif
 
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
-    V::prefetch(a + kPrefetchSteps * MR);
+#pragma GCC unroll 4
+    for (int q = 0; q < int(MR * sizeof(T)); q += 64) V::prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * MR) + q);
     R av[MV];
 #pragma GCC unroll 8
     for (int i = 0; i < MV; ++i) av[i] = V::load(a + i * W);

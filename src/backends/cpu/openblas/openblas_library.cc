@@ -123,9 +123,10 @@ Status OpenblasLibrary::bind_symbols() {
   return Status::ok();
 }
 
-std::string OpenblasLibrary::gemm_symbol_file() const {
+std::string OpenblasLibrary::symbol_file(const char* symbol) const {
+  void* addr = dlsym(handle_, symbol);
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(sgemm_), &info) == 0 || info.dli_fname == nullptr) return "";
+  if (addr == nullptr || dladdr(addr, &info) == 0 || info.dli_fname == nullptr) return "";
   // Resolve the alternatives symlinks so the answer names the variant (openblas-pthread/...).
   char resolved[PATH_MAX];
   return realpath(info.dli_fname, resolved) ? std::string(resolved) : std::string(info.dli_fname);

@@ -26,8 +26,9 @@ class OpenblasLibrary {
   static StatusOr<std::shared_ptr<OpenblasLibrary>> open_first(const std::vector<std::string>& paths);
 
   const std::string& path() const { return path_; }
-  // The file that really holds the cblas_sgemm we call (dladdr): proof of which library runs.
-  std::string gemm_symbol_file() const;
+  // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" when
+  // the handle has no such symbol. Proves which library a call lands in.
+  std::string symbol_file(const char* symbol) const;
   std::string config() const;   // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
   std::string version() const;  // "0.3.21", parsed from config()
   std::string core_name() const;

@@ -48,7 +48,7 @@ std::vector<int> algo_ids(cublasLtHandle_t h, const GemmParams& p) {
 void heuristic_configs(cublasLtHandle_t h, const LtPlan& plan, int count, std::vector<LtConfig>& out) {
   Preference pref;
   if (!pref.init(false).is_ok()) return;
-  std::vector<cublasLtMatmulHeuristicResult_t> res(size_t(count));
+  std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
   int n = 0;
   if (cublasLtMatmulAlgoGetHeuristic(h, plan.op(), plan.a(), plan.b(), plan.c(), plan.c(), pref.pref, count,
                                      res.data(), &n) != CUBLAS_STATUS_SUCCESS) {
@@ -194,12 +194,14 @@ GemmCandidate make_candidate(std::shared_ptr<LtPlan> plan, const LtConfig& cfg, 
       return Status::unsupported(
           fmt::format("pointers not aligned as the algorithm needs (A {}, B {}, C {} bytes)", align.a, align.b, align.c));
     }
-    if (workspace > 0 && (o.workspace == nullptr || o.workspace_bytes < workspace)) {
-      return Status::unsupported(fmt::format("needs {} bytes of workspace, got {}", workspace, o.workspace_bytes));
-    }
+    auto ws = workspace_for(o, workspace);
+    if (!ws.is_ok()) return ws.status();
+    GemmOperands with_ws = o;
+    with_ws.workspace = *ws;
+    with_ws.workspace_bytes = *ws == o.workspace ? o.workspace_bytes : workspace;
     auto h = current_handles();
     if (!h.is_ok()) return h.status();
-    return plan->run(h->lt, algo, p, o);
+    return plan->run(h->lt, algo, p, with_ws);
   };
   return c;
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs dependencies (Debian 12, root), builds, and runs the main job: the seed's Example 1
+# on the CPU (tune one GEMM, see the tree log, iter/s untuned vs tuned), then "extending
+# tunings" (a second shape appends one line to the same results file).
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/install-deps.sh
+scripts/build.sh
+bin=build/tools/tunableop
+out=run-output
+rm -rf "$out" && mkdir -p "$out"   # a demo directory: every run starts from an empty results file
+
+export TUNABLEOP_ENABLED=1 TUNABLEOP_VERBOSE=2 TUNABLEOP_FILENAME="$out/matmul_result.csv"
+echo "== Example 1: torch.matmul of (512 x 2048) @ (2048 x 1024) in fp32 = BLAS nn_1024_512_2048"
+"$bin" bench -m 1024 -n 512 -k 2048 --dtype fp32 --iters 200
+echo; echo "== $out/matmul_result0.csv"; cat "$out/matmul_result0.csv"
+
+echo; echo "== Extending tunings: a new shape (128, 256, 512) appends one line"
+TUNABLEOP_VERBOSE=1 "$bin" bench -m 256 -n 128 -k 512 --dtype fp32 --iters 2000
+echo; echo "== $out/matmul_result0.csv"; cat "$out/matmul_result0.csv"
+
+if "$bin" llm --help >/dev/null 2>&1; then
+  echo; echo "== The LLM engine on its built-in model (CPU), untuned then tuned"
+  unset TUNABLEOP_VERBOSE
+  TUNABLEOP_FILENAME="$out/llm_result.csv" "$bin" llm --no-tune || true
+  TUNABLEOP_FILENAME="$out/llm_result.csv" "$bin" llm --tune || true
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the build needs from Debian 12's packages (as root). Quiet when all is there.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null; then
+  echo "install-deps: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

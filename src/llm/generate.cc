@@ -1,0 +1,204 @@
+#include "llm/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+namespace tunableop::llm {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                              int64_t max_new_tokens) {
+  if (max_new_tokens < 1) return Status::invalid_argument("max_new_tokens must be >= 1");
+  const int64_t padded = round_up(
+      int64_t(std::max_element(prompts.begin(), prompts.end(), [](auto& a, auto& b) { return a.size() < b.size(); })
+                  ->size()),
+      engine.options().pad_multiple);
+  // Decode writes the cache at each sequence's real length; the longest needs room for all.
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+  if (std::max(padded, longest + max_new_tokens - 1) > engine.options().max_seq) {
+    return Status::invalid_argument("prompt (" + std::to_string(longest) + " tokens, padded " +
+                                    std::to_string(padded) + ") + " + std::to_string(max_new_tokens) +
+                                    " new tokens do not fit the KV cache of " +
+                                    std::to_string(engine.options().max_seq) + " positions");
+  }
+  Generation g;
+  g.tokens.resize(prompts.size());
+  std::vector<int32_t> next;
+  auto t0 = Clock::now();
+  TUNABLEOP_RETURN_IF_ERROR(engine.prefill(prompts, &next));
+  g.ttft_s = seconds_since(t0);
+  for (size_t b = 0; b < prompts.size(); ++b) g.tokens[b].push_back(next[b]);
+  for (int64_t i = 1; i < max_new_tokens; ++i) {
+    auto ts = Clock::now();
+    std::vector<int32_t> in = next;
+    TUNABLEOP_RETURN_IF_ERROR(engine.decode(in, &next));
+    g.step_s.push_back(seconds_since(ts));
+    for (size_t b = 0; b < prompts.size(); ++b) g.tokens[b].push_back(next[b]);
+  }
+  g.total_s = seconds_since(t0);
+  return g;
+}
+
+namespace {
+
+// Sums timed generations into a report.
+struct Accumulator {
+  std::vector<double> ttft;
+  double step_sum = 0, total = 0;
+  int64_t steps = 0;
+  std::vector<int32_t> first;
+  void add(const Generation& g) {
+    ttft.push_back(g.ttft_s);
+    for (double s : g.step_s) step_sum += s;
+    steps += int64_t(g.step_s.size());
+    total += g.total_s;
+    first = g.tokens[0];
+  }
+  BenchmarkReport finish(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                         const BenchmarkOptions& o) const {
+    BenchmarkReport r;
+    r.batch = int64_t(prompts.size());
+    for (const auto& p : prompts) r.prompt_tokens = std::max<int64_t>(r.prompt_tokens, int64_t(p.size()));
+    r.padded_prompt_tokens = engine.padded_prompt_length();
+    r.new_tokens = o.max_new_tokens;
+    r.iterations = o.iterations;
+    r.warmup = o.warmup;
+    r.total_s = total;
+    r.generated_tokens = int64_t(ttft.size()) * r.batch * r.new_tokens;
+    r.tokens_per_s = total > 0 ? double(r.generated_tokens) / total : 0;
+    r.ttft_ms = median(ttft) * 1e3;
+    r.tpot_ms = steps ? step_sum / double(steps) * 1e3 : 0;
+    r.latency_ms = r.ttft_ms + r.tpot_ms * double(r.new_tokens - 1);
+    r.decode_tokens_per_s = r.tpot_ms > 0 ? double(r.batch) / (r.tpot_ms * 1e-3) : 0;
+    r.first_sequence = first;
+    r.gemm_problems = engine.linear().problems();
+    return r;
+  }
+};
+
+Status check_options(const BenchmarkOptions& o) {
+  if (o.iterations < 1) return Status::invalid_argument("iterations must be >= 1");
+  if (o.warmup < 0) return Status::invalid_argument("warmup must be >= 0");
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                        const BenchmarkOptions& o) {
+  TUNABLEOP_RETURN_IF_ERROR(check_options(o));
+  engine.linear().reset_counts();
+  auto tw = Clock::now();
+  for (int i = 0; i < o.warmup; ++i) {
+    auto g = generate(engine, prompts, o.max_new_tokens);
+    if (!g.is_ok()) return g.status();
+  }
+  const double warmup_s = seconds_since(tw);
+  Accumulator acc;
+  for (int i = 0; i < o.iterations; ++i) {
+    auto g = generate(engine, prompts, o.max_new_tokens);
+    if (!g.is_ok()) return g.status();
+    acc.add(*g);
+  }
+  BenchmarkReport r = acc.finish(engine, prompts, o);
+  r.warmup_s = warmup_s;
+  r.gemm_calls_per_run = engine.linear().calls() / (o.iterations + o.warmup);
+  return r;
+}
+
+StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(
+    Engine& engine, const std::vector<std::vector<int32_t>>& prompts, const BenchmarkOptions& o,
+    const std::function<void(bool tuned)>& set_mode) {
+  TUNABLEOP_RETURN_IF_ERROR(check_options(o));
+  engine.linear().reset_counts();
+  double warmup_s[2] = {0, 0};
+  Accumulator acc[2];
+  // Warm-up first (the tuned one tunes here), then alternate untuned/tuned so that drift in the
+  // machine's state (clocks, other load) hits both sides alike.
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    for (int tuned = 0; tuned < 2; ++tuned) {
+      set_mode(tuned == 1);
+      auto t0 = Clock::now();
+      auto g = generate(engine, prompts, o.max_new_tokens);
+      if (!g.is_ok()) return g.status();
+      if (i < o.warmup) {
+        warmup_s[tuned] += seconds_since(t0);
+      } else {
+        acc[tuned].add(*g);
+      }
+    }
+  }
+  std::pair<BenchmarkReport, BenchmarkReport> out{acc[0].finish(engine, prompts, o), acc[1].finish(engine, prompts, o)};
+  out.first.warmup_s = warmup_s[0];
+  out.second.warmup_s = warmup_s[1];
+  out.first.gemm_calls_per_run = out.second.gemm_calls_per_run = engine.linear().calls() / (2 * (o.iterations + o.warmup));
+  return out;
+}
+
+std::string format_report(const BenchmarkReport& r) {
+  int prefill = 0, decode = 0;
+  for (const auto& p : r.gemm_problems) {
+    prefill += p.in_prefill;
+    decode += p.in_decode;
+  }
+  char buf[1024];
+  std::string s;
+  std::snprintf(buf, sizeof(buf), "  Tokens/second: %.4f (%lld tokens, %.2f seconds)\n", r.tokens_per_s,
+                (long long)r.generated_tokens, r.total_s);
+  s += buf;
+  std::snprintf(buf, sizeof(buf),
+                "  TTFT: %.3f ms (prompt %lld tokens, padded to %lld, batch %lld)\n"
+                "  TPOT: %.3f ms (%.1f tokens/s per sequence while decoding)\n"
+                "  Latency: %.3f ms = TTFT + TPOT x %lld\n",
+                r.ttft_ms, (long long)r.prompt_tokens, (long long)r.padded_prompt_tokens, (long long)r.batch,
+                r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.latency_ms, (long long)(r.new_tokens - 1));
+  s += buf;
+  std::snprintf(buf, sizeof(buf),
+                "  GEMM problems: %zu distinct (prefill %d, decode %d), %lld GEMM calls per run; warm-up %.2f s\n",
+                r.gemm_problems.size(), prefill, decode, (long long)r.gemm_calls_per_run, r.warmup_s);
+  s += buf;
+  return s;
+}
+
+std::string report_json(const BenchmarkReport& r) {
+  nlohmann::json j;
+  j["batch"] = r.batch;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["padded_prompt_tokens"] = r.padded_prompt_tokens;
+  j["new_tokens"] = r.new_tokens;
+  j["iterations"] = r.iterations;
+  j["warmup"] = r.warmup;
+  j["generated_tokens"] = r.generated_tokens;
+  j["total_s"] = r.total_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["ttft_ms"] = r.ttft_ms;
+  j["tpot_ms"] = r.tpot_ms;
+  j["latency_ms"] = r.latency_ms;
+  j["decode_tokens_per_s"] = r.decode_tokens_per_s;
+  j["warmup_s"] = r.warmup_s;
+  j["gemm_calls_per_run"] = r.gemm_calls_per_run;
+  j["gemm_problems"] = nlohmann::json::array();
+  for (const auto& p : r.gemm_problems) {
+    j["gemm_problems"].push_back({{"op", p.op}, {"params", p.params}, {"prefill", p.in_prefill},
+                                  {"decode", p.in_decode}, {"calls", p.calls}});
+  }
+  j["generated_ids"] = r.first_sequence;
+  return j.dump();
+}
+
+}  // namespace tunableop::llm

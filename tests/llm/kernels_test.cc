@@ -1,0 +1,153 @@
+// The CPU kernels against fp64 references written from the definitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "llm/cpu/kernels.h"
+
+namespace tunableop::llm::cpu {
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+TEST(LlmKernels, RmsNormMatchesFp64) {
+  const int64_t rows = 5, width = 67;
+  auto x = random_vector(size_t(rows * width), 1, -3, 3);
+  auto w = random_vector(size_t(width), 2);
+  for (bool add_one : {false, true}) {
+    std::vector<float> out(x.size());
+    rmsnorm(x.data(), w.data(), rows, width, 1e-5f, add_one, out.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < width; ++i) ss += double(x[size_t(r * width + i)]) * x[size_t(r * width + i)];
+      double inv = 1.0 / std::sqrt(ss / double(width) + 1e-5);
+      for (int64_t i = 0; i < width; ++i) {
+        double ref = double(x[size_t(r * width + i)]) * inv * (add_one ? 1.0 + w[size_t(i)] : double(w[size_t(i)]));
+        EXPECT_NEAR(out[size_t(r * width + i)], ref, 1e-5 * (1 + std::abs(ref)));
+      }
+    }
+  }
+}
+
+TEST(LlmKernels, RopeRotatesHalvesAtEachPosition) {
+  const int64_t rows = 4, heads = 3, hd = 16, stride = heads * hd + 5;  // row padding untouched
+  const double theta = 10000;
+  auto x = random_vector(size_t(rows * stride), 3);
+  std::vector<float> y = x;
+  std::vector<int32_t> pos = {0, 1, 7, 31};
+  RopeTable table = make_rope_table(hd, theta, 32);
+  rope(y.data(), rows, stride, heads, hd, pos.data(), table);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < hd / 2; ++i) {
+        double f = double(pos[size_t(r)]) / std::pow(theta, double(2 * i) / double(hd));
+        double a = x[size_t(r * stride + h * hd + i)], b = x[size_t(r * stride + h * hd + i + hd / 2)];
+        EXPECT_NEAR(y[size_t(r * stride + h * hd + i)], a * std::cos(f) - b * std::sin(f), 2e-5);
+        EXPECT_NEAR(y[size_t(r * stride + h * hd + i + hd / 2)], b * std::cos(f) + a * std::sin(f), 2e-5);
+      }
+    }
+    for (int64_t i = heads * hd; i < stride; ++i) EXPECT_EQ(y[size_t(r * stride + i)], x[size_t(r * stride + i)]);
+  }
+}
+
+// Attention over a cache filled by store_kv, against fp64 softmax(q k^T * scale) v with the
+// causal limit and GQA head mapping written out directly.
+void check_attention(int64_t n_heads, int64_t n_kv) {
+  const int64_t hd = 8, batch = 2, max_seq = 12;
+  const int64_t q_dim = n_heads * hd, kv_dim = n_kv * hd, stride = q_dim + 2 * kv_dim;
+  KvLayout kv{n_kv, hd, max_seq};
+  // Sequence 0 has 7 tokens, sequence 1 has 4: all rows written in one store_kv call.
+  std::vector<int32_t> seqs, pos;
+  for (int t = 0; t < 7; ++t) seqs.push_back(0), pos.push_back(t);
+  for (int t = 0; t < 4; ++t) seqs.push_back(1), pos.push_back(t);
+  const int64_t rows = int64_t(seqs.size());
+  auto qkv = random_vector(size_t(rows * stride), 11, -2, 2);
+  std::vector<float> kc(size_t(batch * n_kv * max_seq * hd), NAN), vc = kc;  // unwritten slots are NaN
+  store_kv(qkv.data(), rows, stride, q_dim, seqs.data(), pos.data(), kv, kc.data(), vc.data());
+  std::vector<float> out(size_t(rows * q_dim));
+  const float scale = 1.0f / std::sqrt(float(hd));
+  attention(qkv.data(), rows, stride, n_heads, seqs.data(), pos.data(), kv, kc.data(), vc.data(), scale, out.data());
+
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t g = h / (n_heads / n_kv);
+      // Keys/values of the rows of the same sequence at positions <= pos[r].
+      std::vector<double> s;
+      std::vector<int64_t> src;
+      for (int64_t j = 0; j < rows; ++j) {
+        if (seqs[size_t(j)] != seqs[size_t(r)] || pos[size_t(j)] > pos[size_t(r)]) continue;
+        double dot = 0;
+        for (int64_t i = 0; i < hd; ++i) {
+          dot += double(qkv[size_t(r * stride + h * hd + i)]) * qkv[size_t(j * stride + q_dim + g * hd + i)];
+        }
+        s.push_back(dot * scale);
+        src.push_back(j);
+      }
+      double m = *std::max_element(s.begin(), s.end()), sum = 0;
+      for (double& v : s) sum += (v = std::exp(v - m));
+      for (int64_t i = 0; i < hd; ++i) {
+        double ref = 0;
+        for (size_t k = 0; k < s.size(); ++k) {
+          ref += s[k] / sum * qkv[size_t(src[k] * stride + q_dim + kv_dim + g * hd + i)];
+        }
+        ASSERT_NEAR(out[size_t(r * q_dim + h * hd + i)], ref, 1e-5) << "row " << r << " head " << h;
+      }
+    }
+  }
+}
+
+TEST(LlmKernels, AttentionMultiHead) { check_attention(4, 4); }
+TEST(LlmKernels, AttentionGroupedQuery) { check_attention(6, 2); }
+TEST(LlmKernels, AttentionMultiQuery) { check_attention(5, 1); }
+
+TEST(LlmKernels, GatedActivations) {
+  const int64_t rows = 3, inter = 11;
+  auto gu = random_vector(size_t(rows * 2 * inter), 5, -4, 4);
+  std::vector<float> out(size_t(rows * inter));
+  const double k = std::sqrt(2.0 / M_PI);
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh, Activation::kGeluErf}) {
+    gated_activation(gu.data(), rows, inter, act, out.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < inter; ++i) {
+        double g = gu[size_t(r * 2 * inter + i)], u = gu[size_t(r * 2 * inter + inter + i)];
+        double a = act == Activation::kSilu       ? g / (1 + std::exp(-g))
+                   : act == Activation::kGeluTanh ? 0.5 * g * (1 + std::tanh(k * (g + 0.044715 * g * g * g)))
+                                                  : 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+        EXPECT_NEAR(out[size_t(r * inter + i)], a * u, 1e-5 * (1 + std::abs(a * u))) << activation_name(act);
+      }
+    }
+  }
+}
+
+TEST(LlmKernels, EmbeddingGatherArgmax) {
+  const int64_t vocab = 10, width = 4;
+  auto table = random_vector(size_t(vocab * width), 6);
+  std::vector<int32_t> ids = {3, 0, 9};
+  std::vector<float> out(size_t(3 * width));
+  embedding(ids.data(), 3, table.data(), width, 2.0f, out.data());
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t i = 0; i < width; ++i) EXPECT_EQ(out[size_t(r * width + i)], 2.0f * table[size_t(ids[size_t(r)] * width + i)]);
+  }
+  std::vector<int64_t> rows = {2, 0};
+  std::vector<float> g(size_t(2 * width));
+  gather_rows(out.data(), width, rows.data(), 2, g.data());
+  EXPECT_EQ(g[0], out[size_t(2 * width)]);
+  EXPECT_EQ(g[size_t(width)], out[0]);
+
+  std::vector<float> logits = {1, 5, 5, -1, /*row 2*/ -3, -2, -2, -9};
+  std::vector<int32_t> best(2);
+  argmax_rows(logits.data(), 2, 4, best.data());
+  EXPECT_EQ(best[0], 1);  // first of the tied maxima, like torch.argmax
+  EXPECT_EQ(best[1], 1);
+}
+
+}  // namespace
+}  // namespace tunableop::llm::cpu

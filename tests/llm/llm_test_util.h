@@ -1,0 +1,73 @@
+// Shared helpers for the LLM tests: small model configs and scratch directories.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+
+#include "llm/config.h"
+#include "llm/random_model.h"
+
+namespace tunableop::llm::testing {
+
+// A fresh directory under the test temp dir, removed when the object dies.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag) {
+    static std::atomic<int> counter{0};
+    path_ = ::testing::TempDir() + "/llm_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Llama with GQA (4 query heads over 2 kv heads), untied, odd intermediate size.
+inline ModelConfig small_llama() {
+  ModelConfig c;
+  c.arch = Architecture::kLlama;
+  c.vocab_size = 97;
+  c.hidden_size = 32;
+  c.intermediate_size = 45;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 1000.0;
+  c.activation = Activation::kSilu;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+// Gemma with MQA, explicit head_dim != hidden / heads, tied embeddings.
+inline ModelConfig small_gemma() {
+  ModelConfig c;
+  c.arch = Architecture::kGemma;
+  c.vocab_size = 89;
+  c.hidden_size = 24;
+  c.intermediate_size = 37;
+  c.num_layers = 2;
+  c.num_heads = 3;
+  c.num_kv_heads = 1;
+  c.head_dim = 10;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 10000.0;
+  c.activation = Activation::kGeluTanh;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+}  // namespace tunableop::llm::testing

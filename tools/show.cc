@@ -1,0 +1,131 @@
+// `tunableop show FILE`: a results file as a table, with its validators and what is wrong with it.
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "core/file_lock.h"
+#include "core/results_stats.h"
+#include "tunableop/results.h"
+
+namespace tunableop::cli {
+namespace {
+
+struct ShowArgs {
+  std::string file;
+  bool stats = false;
+};
+
+std::string number(double v) { return fmt::format("{:.6g}", v); }
+
+// Left-aligned text columns, right-aligned numbers, two spaces apart.
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                 size_t first_numeric_column) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c) line += "  ";
+      line +=
+          c < first_numeric_column ? fmt::format("{:<{}}", row[c], width[c]) : fmt::format("{:>{}}", row[c], width[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fmt::print("{}\n", line);
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
+}
+
+int show(const ShowArgs& a) {
+  auto text = read_file_shared(a.file);
+  if (!text.is_ok()) {
+    fmt::print(stderr, "tunableop show: {}\n", text.status().message());
+    return 2;
+  }
+  if (!text->has_value()) {
+    fmt::print(stderr, "tunableop show: {}: no such file\n", a.file);
+    return 2;
+  }
+  LoadReport r = parse_results(**text, a.file);
+
+  std::string kind = r.ours ? "tunableop results"
+                     : r.validators.empty() && r.entries.empty()
+                         ? "no results"
+                         : "foreign results (not written by tunableop, e.g. PyTorch TunableOp)";
+  fmt::print("{}: {}, {} {}\n", a.file, kind, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries");
+  if (!r.validators.empty()) {
+    fmt::print("\nvalidators{}:\n", r.ours ? "" : " (foreign)");
+    size_t w = 0;
+    for (const auto& [k, v] : r.validators) w = std::max(w, k.size());
+    for (const auto& [k, v] : r.validators) fmt::print("  {:<{}}  {}\n", k, w, v);
+  }
+
+  // The sidecar may hold several lines for a problem (re-tuned); the last one for the stored
+  // solution describes the stored entry.
+  std::map<std::pair<std::string, std::string>, ResultEntry> stats;
+  std::vector<std::string> stats_malformed;
+  std::string stats_path = stats_path_for(a.file);
+  bool have_stats = false;
+  if (a.stats) {
+    auto stats_text = read_file_shared(stats_path);
+    if (!stats_text.is_ok()) {
+      fmt::print(stderr, "tunableop show: {}\n", stats_text.status().message());
+      return 2;
+    }
+    have_stats = stats_text->has_value();
+    if (have_stats) {
+      for (auto& s : parse_stats(**stats_text, stats_path, &stats_malformed)) stats[{s.op, s.params}] = std::move(s);
+    }
+  }
+
+  if (!r.entries.empty()) {
+    fmt::print("\n");
+    std::vector<std::string> header = {"op", "params", "solution", "time_ms"};
+    if (have_stats) header.insert(header.end(), {"min_ms", "median_ms", "mean_ms", "std_ms", "runs", "tuning_ms"});
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : r.entries) {
+      std::vector<std::string> row = {e.op, e.params, e.solution, number(e.time_ms)};
+      if (have_stats) {
+        auto it = stats.find({e.op, e.params});
+        if (it != stats.end() && it->second.solution == e.solution) {
+          const Measurement& m = *it->second.stats;
+          row.insert(row.end(), {number(m.min_ms), number(m.median_ms), number(m.mean_ms), number(m.std_ms),
+                                 std::to_string(m.runs), number(it->second.tuning_ms)});
+        } else {
+          row.insert(row.end(), 6, "-");
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    print_table(header, rows, 3);
+  }
+  if (a.stats && !have_stats) fmt::print("\nno statistics: {} does not exist\n", stats_path);
+
+  std::vector<std::string> malformed = r.malformed;
+  malformed.insert(malformed.end(), stats_malformed.begin(), stats_malformed.end());
+  if (!malformed.empty()) {
+    fmt::print("\n{} malformed {} (skipped):\n", malformed.size(), malformed.size() == 1 ? "line" : "lines");
+    for (const auto& m : malformed) fmt::print("  {}\n", m);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_show_command(CLI::App& app) {
+  auto a = std::make_shared<ShowArgs>();
+  CLI::App* c = app.add_subcommand("show", "Print a results file: validators, one row per tuned problem, bad lines");
+  c->add_option("FILE", a->file, "results file (ours or PyTorch TunableOp's)")->required();
+  c->add_flag("--stats", a->stats, "add min/median/mean/std/runs/tuning time from the FILE.stats sidecar");
+  c->callback([a]() {
+    if (int rc = show(*a); rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace tunableop::cli
