@@ -1,5 +1,16 @@
+# Install: headers, both libraries, the CLI, and a package config so that an installed copy is
+# found with find_package(tunableop). The libraries are built from one object library, so the
+# config declares the imported targets and their link needs itself.
 include(CMakePackageConfigHelpers)
-# The installed package exposes the static and shared libraries and the public headers.
-install(TARGETS tunableop tunableop_shared EXPORT tunableopTargets
+install(TARGETS tunableop tunableop_shared
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/tunableop DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set(TUNABLEOP_CONFIG_HAVE_CUDA ${TUNABLEOP_HAVE_CUDA})
+set(TUNABLEOP_CONFIG_HAVE_OPENMP ${OpenMP_CXX_FOUND})
+configure_package_config_file(cmake/tunableopConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/tunableopConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tunableop)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/tunableopConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tunableopConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/tunableopConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tunableop)

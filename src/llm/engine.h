@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "llm/config.h"
+#include "llm/random_model.h"
 #include "llm/weights.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
@@ -93,5 +94,11 @@ Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::ve
 // Builds the CPU engine (fp32): weights are used in place (kept alive by the shared_ptr).
 StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
                                                   LinearOp::Fn linear);
+
+// Builds the CUDA engine on ctx's GPU (bf16 weights and activations, fp32 accumulation; decode
+// captured once as a CUDA graph). Built-in models are generated on the GPU directly. Returns
+// Unsupported in builds without CUDA.
+StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64_t seed, int64_t layers,
+                                                   EngineOptions options, Context& ctx);
 
 }  // namespace tunableop::llm

@@ -132,4 +132,39 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, const std:
   return w;
 }
 
+StatusOr<ModelSpec> parse_model_spec(const std::string& s) {
+  ModelSpec spec;
+  if (s.rfind("builtin:", 0) == 0 || s == "builtin") {
+    spec.builtin = true;
+    spec.preset = s == "builtin" ? "tiny" : s.substr(8);
+    auto c = preset_config(spec.preset);
+    if (!c.is_ok()) return c.status();
+  } else if (s.empty()) {
+    return Status::invalid_argument("empty model name");
+  } else {
+    spec.dir = s;
+  }
+  return spec;
+}
+
+StatusOr<ModelConfig> spec_config(const ModelSpec& spec, int64_t layers) {
+  auto c = spec.builtin ? preset_config(spec.preset) : load_model_config(spec.dir);
+  if (!c.is_ok()) return c.status();
+  if (layers > 0) {
+    if (!spec.builtin) return Status::invalid_argument("--layers applies to built-in models only");
+    c->num_layers = layers;
+  }
+  return c;
+}
+
+StatusOr<ModelWeights> load_or_generate(const ModelSpec& spec, uint64_t seed, int64_t layers) {
+  if (!spec.builtin) {
+    if (layers > 0) return Status::invalid_argument("--layers applies to built-in models only");
+    return load_model(spec.dir);
+  }
+  auto c = spec_config(spec, layers);
+  if (!c.is_ok()) return c.status();
+  return make_random_weights(*c, seed, "builtin:" + spec.preset);
+}
+
 }  // namespace tunableop::llm

@@ -52,4 +52,16 @@ RandomInit random_init(const ModelConfig& c, RandomTensor t);
 // Fills every weight of `c` on the host (OpenMP-parallel).
 ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, const std::string& name = "random");
 
+// A model named on the command line: "builtin:<preset>" (random weights from `seed`;
+// `layers` > 0 overrides the preset's layer count, to fit a real-shaped model on a small
+// machine) or a Hugging Face model directory.
+struct ModelSpec {
+  bool builtin = false;
+  std::string preset;  // builtin only
+  std::string dir;     // directory only
+};
+StatusOr<ModelSpec> parse_model_spec(const std::string& s);
+StatusOr<ModelConfig> spec_config(const ModelSpec& spec, int64_t layers);
+StatusOr<ModelWeights> load_or_generate(const ModelSpec& spec, uint64_t seed, int64_t layers);
+
 }  // namespace tunableop::llm

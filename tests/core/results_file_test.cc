@@ -235,6 +235,33 @@ TEST(ResultsFile, StatsGoToTheSidecar) {
   EXPECT_EQ(read_text(stats_path_for(path)), "op,p,S,0.4,0.5,0.52,0.03,20,12\n");
 }
 
+TEST(ResultsFile, LinesNeverStraddleAPageBoundary) {
+  // A SIGKILL can stop a write between two pages; a line that starts on a fresh page cannot
+  // be torn, so appends that would cross a boundary are preceded by a blank padding line.
+  TempDir dir;
+  std::string path = dir.file("r.csv");
+  std::string text = format_validators(kEnvA);
+  for (int i = 0; text.size() < 4096 - 20; ++i) text += "op,filler_" + std::to_string(i) + ",S,1\n";
+  write_text(path, text);
+  const size_t before = text.size();
+  ResultsFile f(path, kEnvA);
+  ASSERT_TRUE(f.open().is_ok());
+  const std::string line = "GemmTunableOp_float_NN,nn_1024_1024_1024,Gemm_Long_Solution_Name,0.5\n";
+  ASSERT_TRUE(f.append(entry("GemmTunableOp_float_NN", "nn_1024_1024_1024", "Gemm_Long_Solution_Name", 0.5)).is_ok());
+  std::string after = read_text(path);
+  ASSERT_EQ(after.size(), 4096 + line.size());
+  EXPECT_EQ(after.substr(4096), line);
+  EXPECT_EQ(after.substr(before, 4096 - before), std::string(4096 - before - 1, ' ') + "\n");
+  LoadReport r = parse_results(after, path);
+  EXPECT_TRUE(r.malformed.empty());
+  EXPECT_EQ(r.entries.back().params, "nn_1024_1024_1024");
+  // The next append continues normally on the new page, and picks nothing up from the padding.
+  std::vector<ResultEntry> picked;
+  ASSERT_TRUE(f.append(entry("op", "next", "S", 1), false, &picked).is_ok());
+  EXPECT_TRUE(picked.empty());
+  EXPECT_EQ(read_text(path).size(), 4096 + line.size() + std::string("op,next,S,1\n").size());
+}
+
 TEST(ResultsFile, UnreadablePathIsAnIoErrorNamingIt) {
   TempDir dir;
   std::string d = dir.file("a_directory.csv");

@@ -1,7 +1,6 @@
 // Problem keys in PyTorch TunableOp's layout, and their inverse for offline tuning.
 #include <fmt/format.h>
 
-#include <sstream>
 #include <vector>
 
 #include "tunableop/gemm.h"
@@ -19,12 +18,15 @@ bool dense_strides(const GemmParams& p) {
   return p.stride_a == p.lda * p.a_cols() && p.stride_b == p.ldb * p.b_cols() && p.stride_c == p.ldc * p.n;
 }
 
+// Keeps empty fields, a trailing one included ("nn_1_2_3_" is malformed, not "nn_1_2_3").
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  return out;
+  for (size_t start = 0;;) {
+    size_t at = s.find(sep, start);
+    out.push_back(s.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (at == std::string::npos) return out;
+    start = at + 1;
+  }
 }
 
 bool to_int(const std::string& s, int64_t& v) {

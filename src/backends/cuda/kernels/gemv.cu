@@ -4,25 +4,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <string>
 
-#include "backends/cuda/cuda_util.h"
-#include "backends/cuda/kernels/gemv.h"
+#include "backends/cuda/kernels/gemv_launch.h"
 
 namespace tunableop::cuda {
 
 namespace {
-
-struct GemvArgs {
-  const void* a;
-  const void* b;
-  void* c;
-  int m, n;
-  int64_t k;
-  int64_t lda, ldb, ldc;
-  int64_t stride_a, stride_b, stride_c;
-  float alpha, beta;
-};
 
 template <class T>
 __device__ __forceinline__ float to_f(T v);
@@ -91,7 +78,7 @@ constexpr int kUnroll = 2;  // vectors per thread in flight per row before the f
 // Block = G groups of SK warps; group g owns rows [row0 + g*R, +R); its SK warps stride over K
 // together (coalesced 16-byte loads), then reduce through shared memory.
 template <class T, int R, int NT, int SK, int G>
-__global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvArgs args) {
+__global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvLaunch args) {
   constexpr int V = 16 / sizeof(T);
   constexpr int kThreads = 32 * SK;
   const int lane = threadIdx.x & 31;
@@ -199,58 +186,54 @@ __global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvArgs args) {
 constexpr int groups_for(int sk) { return sk >= 4 ? 1 : 4 / sk; }
 
 template <class T, int R, int NT, int SK>
-Status launch(const GemvArgs& args, int64_t batch, cudaStream_t stream) {
+cudaError_t launch(const GemvLaunch& args, cudaStream_t stream) {
   constexpr int G = groups_for(SK);
   int64_t blocks = (int64_t(args.m) + R * G - 1) / (R * G);
-  dim3 grid{unsigned(blocks), unsigned(batch), 1};
+  dim3 grid{unsigned(blocks), unsigned(args.batch), 1};
   gemv_tn_kernel<T, R, NT, SK, G><<<grid, 32 * SK * G, 0, stream>>>(args);
-  return check_launch("gemv_tn_kernel");
+  return cudaGetLastError();
 }
 
 template <class T, int R, int SK>
-Status launch_nt(const GemvArgs& args, int64_t batch, cudaStream_t stream) {
-  if (args.n <= 1) return launch<T, R, 1, SK>(args, batch, stream);
-  if (args.n <= 2) return launch<T, R, 2, SK>(args, batch, stream);
-  if (args.n <= 4) return launch<T, R, 4, SK>(args, batch, stream);
-  if (args.n <= 8) return launch<T, R, 8, SK>(args, batch, stream);
-  return launch<T, R, 16, SK>(args, batch, stream);
+cudaError_t launch_nt(const GemvLaunch& args, cudaStream_t stream) {
+  if (args.n <= 1) return launch<T, R, 1, SK>(args, stream);
+  if (args.n <= 2) return launch<T, R, 2, SK>(args, stream);
+  if (args.n <= 4) return launch<T, R, 4, SK>(args, stream);
+  if (args.n <= 8) return launch<T, R, 8, SK>(args, stream);
+  return launch<T, R, 16, SK>(args, stream);
 }
 
 template <class T, int R>
-Status launch_sk(int sk, const GemvArgs& args, int64_t batch, cudaStream_t stream) {
-  switch (sk) {
-    case 1: return launch_nt<T, R, 1>(args, batch, stream);
-    case 2: return launch_nt<T, R, 2>(args, batch, stream);
-    case 4: return launch_nt<T, R, 4>(args, batch, stream);
-    case 8: return launch_nt<T, R, 8>(args, batch, stream);
+cudaError_t launch_sk(const GemvLaunch& args, cudaStream_t stream) {
+  switch (args.k_split) {
+    case 1: return launch_nt<T, R, 1>(args, stream);
+    case 2: return launch_nt<T, R, 2>(args, stream);
+    case 4: return launch_nt<T, R, 4>(args, stream);
+    case 8: return launch_nt<T, R, 8>(args, stream);
   }
-  return Status::internal("gemv: no kernel for k_split " + std::to_string(sk));
+  return cudaErrorInvalidValue;
 }
 
 template <class T>
-Status launch_rows(const GemvShape& s, const GemvArgs& args, int64_t batch, cudaStream_t stream) {
-  switch (s.rows) {
-    case 1: return launch_sk<T, 1>(s.k_split, args, batch, stream);
-    case 2: return launch_sk<T, 2>(s.k_split, args, batch, stream);
-    case 4: return launch_sk<T, 4>(s.k_split, args, batch, stream);
+cudaError_t launch_rows(const GemvLaunch& args, cudaStream_t stream) {
+  switch (args.rows) {
+    case 1: return launch_sk<T, 1>(args, stream);
+    case 2: return launch_sk<T, 2>(args, stream);
+    case 4: return launch_sk<T, 4>(args, stream);
   }
-  return Status::internal("gemv: no kernel for rows " + std::to_string(s.rows));
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-Status gemv_run(const GemvShape& s, const GemmParams& p, const GemmOperands& o) {
-  TUNABLEOP_RETURN_IF_ERROR(gemv_supports(s, p));
-  if (!aligned16(o.a) || !aligned16(o.b)) return Status::unsupported("gemv: A and B must be 16-byte aligned");
-  GemvArgs args{o.a,   o.b,   o.c,        int(p.m),   int(p.n),   p.k,           p.lda,
-                p.ldb, p.ldc, p.stride_a, p.stride_b, p.stride_c, float(p.alpha), float(p.beta)};
-  auto stream = static_cast<cudaStream_t>(o.stream);
-  switch (p.dtype) {
-    case DType::kF32: return launch_rows<float>(s, args, p.batch, stream);
-    case DType::kBF16: return launch_rows<__nv_bfloat16>(s, args, p.batch, stream);
-    case DType::kF16: return launch_rows<__half>(s, args, p.batch, stream);
-    default: return Status::unsupported("gemv: dtype");
+cudaError_t gemv_launch(const GemvLaunch& args, cudaStream_t stream) {
+  if (args.n < 1 || args.n > 16 || args.m < 1 || args.batch < 1 || args.batch > 65535) return cudaErrorInvalidValue;
+  switch (args.dtype) {
+    case GemvDtype::kF32: return launch_rows<float>(args, stream);
+    case GemvDtype::kBF16: return launch_rows<__nv_bfloat16>(args, stream);
+    case GemvDtype::kF16: return launch_rows<__half>(args, stream);
   }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace tunableop::cuda

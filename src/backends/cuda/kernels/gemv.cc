@@ -1,8 +1,11 @@
-// The gemv family as candidates (host code only: nvcc's front end mishandles lambdas stored
-// in std::function, so this lives in a .cc file).
+// The gemv family as candidates: support rules, names and the launch through gemv_launch.h
+// (host C++ only; the kernels are in gemv.cu).
+#include "backends/cuda/kernels/gemv.h"
+
 #include <fmt/format.h>
 
-#include "backends/cuda/kernels/gemv.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernels/gemv_launch.h"
 
 namespace tunableop::cuda {
 
@@ -39,6 +42,31 @@ Status gemv_supports(const GemvShape& s, const GemmParams& p) {
     return Status::unsupported("gemv: batch strides of A and B must be multiples of 16 bytes");
   }
   return Status::ok();
+}
+
+Status gemv_run(const GemvShape& s, const GemmParams& p, const GemmOperands& o) {
+  TUNABLEOP_RETURN_IF_ERROR(gemv_supports(s, p));
+  if (!aligned16(o.a) || !aligned16(o.b)) return Status::unsupported("gemv: A and B must be 16-byte aligned");
+  GemvLaunch l;
+  l.dtype = p.dtype == DType::kF32 ? GemvDtype::kF32 : p.dtype == DType::kBF16 ? GemvDtype::kBF16 : GemvDtype::kF16;
+  l.rows = s.rows;
+  l.k_split = s.k_split;
+  l.a = o.a;
+  l.b = o.b;
+  l.c = o.c;
+  l.m = int(p.m);
+  l.n = int(p.n);
+  l.k = p.k;
+  l.lda = p.lda;
+  l.ldb = p.ldb;
+  l.ldc = p.ldc;
+  l.stride_a = p.stride_a;
+  l.stride_b = p.stride_b;
+  l.stride_c = p.stride_c;
+  l.batch = p.batch;
+  l.alpha = float(p.alpha);
+  l.beta = float(p.beta);
+  return cuda_status(gemv_launch(l, static_cast<cudaStream_t>(o.stream)), "gemv_launch");
 }
 
 std::vector<GemmCandidate> make_gemv_candidates() {
