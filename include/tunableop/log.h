@@ -1,6 +1,7 @@
 // Verbose logging for the tuner and dispatch (levels 0-3, the seed's tree format).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -19,7 +20,7 @@ class Logger {
   void warn(const std::string& line);  // always printed, prefixed "tunableop: warning: "
 
  private:
-  int level_ = 0;
+  std::atomic<int> level_{0};  // set by dispatch while other threads log
   std::mutex mu_;
   Sink sink_;
 };

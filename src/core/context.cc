@@ -35,12 +35,16 @@ std::string Context::results_path() {
 Status Context::load_results() {
   std::lock_guard<std::mutex> lock(file_mu_);
   file_.reset();
+  loaded_pattern_.clear();
   return ensure_loaded_locked();
 }
 
 Status Context::ensure_loaded_locked() {
   Options o = config_.snapshot();
-  if (file_ && loaded_pattern_ == o.filename) return Status::ok();
+  // Also after a failed load (file_ null): that was reported once; retrying on every dispatch
+  // would repeat the warning and the file system calls on the hot path. A new kFilename or
+  // load_results() tries again.
+  if (loaded_pattern_ == o.filename && !loaded_pattern_.empty()) return Status::ok();
   std::string path = results_path_for(o.filename, std::to_string(device_.ordinal));
   auto file = std::make_unique<ResultsFile>(path, current_validators());
   log_.log(1, fmt::format("reading tuning results from {}", path));
@@ -48,6 +52,8 @@ Status Context::ensure_loaded_locked() {
   if (!report.is_ok()) {
     // Keep serving (Default / tuning in memory) but say why nothing is persisted.
     log_.warn(report.status().to_string());
+    file_.reset();
+    loaded_pattern_ = o.filename;
     return report.status();
   }
   const LoadReport& r = *report;

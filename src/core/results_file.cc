@@ -182,7 +182,7 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
       // A line cut short by a foreign writer must not swallow ours.
       auto last = read_range(lock->fd(), path_, *size - 1, 1);
       if (!last.is_ok()) return last.status();
-      if (*last != "\n") data = "\n";
+      if (last->empty() || last->front() != '\n') data.push_back('\n');
     }
     data += format_entry(e);
     TUNABLEOP_RETURN_IF_ERROR(append_unsplit(lock->fd(), path_, *size, data));

@@ -103,10 +103,9 @@ TEST_F(ConfigEnvTest, DefaultsMatchOptionsAndPolicyDefaults) {
 }
 
 TEST_F(ConfigEnvTest, EveryIssueVariableIsASetting) {
-  for (const char* name :
-       {"ENABLED", "TUNING", "VERBOSE", "FILENAME", "NUMERICAL_CHECK", "MAX_TUNING_DURATION_MS",
-        "MAX_TUNING_ITERATIONS", "MAX_WARMUP_DURATION_MS", "MAX_WARMUP_ITERATIONS", "ROTATING_BUFFER_SIZE",
-        "RECORD_UNTUNED", "UNTUNED_FILENAME", "SEARCH_EFFORT"}) {
+  for (const char* name : {"ENABLED", "TUNING", "VERBOSE", "FILENAME", "NUMERICAL_CHECK", "MAX_TUNING_DURATION_MS",
+                           "MAX_TUNING_ITERATIONS", "MAX_WARMUP_DURATION_MS", "MAX_WARMUP_ITERATIONS",
+                           "ROTATING_BUFFER_SIZE", "RECORD_UNTUNED", "UNTUNED_FILENAME", "SEARCH_EFFORT"}) {
     EXPECT_TRUE(setting_from_name(name).has_value()) << name;
   }
 }
@@ -323,7 +322,8 @@ TEST_F(ConfigEnvTest, ValuesAreNormalized) {
 
 TEST_F(ConfigEnvTest, SnapshotMapsEverySettingToItsField) {
   Config c = Config::defaults_only();
-  for (const auto& info : all_settings()) ASSERT_TRUE(c.set(info.setting, other_values().at(info.setting).first).is_ok());
+  for (const auto& info : all_settings())
+    ASSERT_TRUE(c.set(info.setting, other_values().at(info.setting).first).is_ok());
   Options o = c.snapshot();
   EXPECT_TRUE(o.enabled);
   EXPECT_FALSE(o.tuning);

@@ -84,7 +84,9 @@ class TwoWayProblem : public TuningProblem {
   std::string params_signature() const override { return params_; }
   size_t candidate_count() const override { return 2; }
   std::string candidate_name(size_t i) const override { return i == 0 ? "Default" : "Fast"; }
-  Status supports(size_t i) override { return i == 0 && default_unsupported ? Status::unsupported("no") : Status::ok(); }
+  Status supports(size_t i) override {
+    return i == 0 && default_unsupported ? Status::unsupported("no") : Status::ok();
+  }
   Status check_numerics(size_t) override { return Status::ok(); }
   Status run(size_t i, size_t) override {
     clock_ += cost_[i];
@@ -103,6 +105,15 @@ class TwoWayProblem : public TuningProblem {
 };
 
 const std::string kOp = "GemmTunableOp_float_NN";
+
+ResultEntry entry(std::string op, std::string params, std::string solution, double ms) {
+  ResultEntry e;
+  e.op = std::move(op);
+  e.params = std::move(params);
+  e.solution = std::move(solution);
+  e.time_ms = ms;
+  return e;
+}
 const std::string kParams = "nn_8_8_8";
 
 bool known(const std::string& name) { return name == "Default" || name == "Fast"; }
@@ -226,7 +237,9 @@ TEST(Context, ApiTurnsTuningOnAndOffAtRunTime) {
   EXPECT_EQ(h.problems_made, 1);
   ASSERT_TRUE(h.ctx.config().set(Setting::kEnabled, false).is_ok());
   EXPECT_EQ(*h.choose(), "Default");
-  h.ctx.config().unset(Setting::kEnabled);
+  h.ctx.config().unset(Setting::kEnabled);  // back to the default: off
+  EXPECT_EQ(*h.choose(), "Default");
+  ASSERT_TRUE(h.ctx.config().set(Setting::kEnabled, true).is_ok());
   EXPECT_EQ(*h.choose(), "Fast");
   EXPECT_EQ(h.problems_made, 1);
 }
@@ -236,7 +249,7 @@ TEST(Context, ForeignSolutionIsRetunedWhenTuningIsOn) {
   const std::string path = dir.file("results0.csv");
   {
     Harness writer(test_config(dir, true, true));
-    writer.ctx.results().insert({kOp, kParams, "Gemm_Rocblas_4365", 0.01});
+    writer.ctx.results().insert(entry(kOp, kParams, "Gemm_Rocblas_4365", 0.01));
     ASSERT_TRUE(writer.ctx.write_results(path).is_ok());
   }
   {
@@ -325,11 +338,29 @@ TEST(Context, FilenameFollowsTheConfig) {
   EXPECT_EQ(h.ctx.results_path(), dir.file("second0.csv"));
 }
 
+TEST(Context, UnreadableResultsFileIsReportedOnceAndTuningGoesOnInMemory) {
+  ScratchDir dir;
+  fs::create_directories(dir.file("results0.csv"));  // a directory where the file should be
+  Harness h(test_config(dir, true, true));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(*h.choose(), "Fast");
+  EXPECT_EQ(h.problems_made, 1) << "the result is kept in memory";
+  int warnings = 0;
+  for (const auto& l : h.log) warnings += l.rfind("tunableop: warning: ", 0) == 0;
+  EXPECT_EQ(warnings, 1) << "reported once, not on every call";
+  EXPECT_EQ(h.ctx.results_path(), "");
+  EXPECT_FALSE(h.ctx.load_results().is_ok()) << "an explicit reload tries again and says why it failed";
+  // Pointing the config at a usable file recovers.
+  ASSERT_TRUE(h.ctx.config().set(Setting::kFilename, dir.file("usable%d.csv")).is_ok());
+  EXPECT_EQ(*h.choose("nn_3_3_3"), "Fast");
+  EXPECT_EQ(h.ctx.results_path(), dir.file("usable0.csv"));
+  EXPECT_EQ(entry_lines(dir.file("usable0.csv")).size(), 1u);
+}
+
 TEST(Context, WriteResultsWritesValidatorsAndEveryEntry) {
   ScratchDir dir;
   Harness h(test_config(dir, true, true));
-  h.ctx.results().insert({kOp, "nn_1_2_3", "Fast", 0.25});
-  h.ctx.results().insert({kOp, "nn_4_5_6", "Default", 0.5});
+  h.ctx.results().insert(entry(kOp, "nn_1_2_3", "Fast", 0.25));
+  h.ctx.results().insert(entry(kOp, "nn_4_5_6", "Default", 0.5));
   const std::string out = dir.file("copy.csv");
   ASSERT_TRUE(h.ctx.write_results(out).is_ok());
   auto lines = all_lines(out);

@@ -1,4 +1,5 @@
 // Several processes tuning into one results file: concurrent appends and kill -9.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -139,8 +140,7 @@ TEST(ResultsConcurrency, KillNineLosesNothingAlreadyAppended) {
       ResultsFile f(path, kEnv);
       if (!f.open().is_ok()) ::_exit(10);
       for (int j = 0; j < 1000000; ++j) {
-        ResultEntry e =
-            entry("r" + std::to_string(round) + "_" + std::to_string(j), "Gemm_Solution_With_A_Long_Name", 0.125);
+        ResultEntry e = entry(fmt::format("r{}_{}", round, j), "Gemm_Solution_With_A_Long_Name", 0.125);
         e.stats = Measurement{0.1, 0.125, 0.13, 0.01, 50};
         if (!f.append(e).is_ok()) ::_exit(11);
         // Only now is the append "returned": tell the parent.
@@ -153,7 +153,7 @@ TEST(ResultsConcurrency, KillNineLosesNothingAlreadyAppended) {
     const int kill_after = 40 + 37 * round;
     int received = 0, j = 0;
     while (received < kill_after && ::read(report[0], &j, sizeof j) == static_cast<ssize_t>(sizeof j)) {
-      reported.insert("r" + std::to_string(round) + "_" + std::to_string(j));
+      reported.insert(fmt::format("r{}_{}", round, j));
       ++received;
     }
     ASSERT_EQ(received, kill_after) << "child died early";
@@ -163,7 +163,7 @@ TEST(ResultsConcurrency, KillNineLosesNothingAlreadyAppended) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     // Anything the child reported before dying had returned from append() too.
     while (::read(report[0], &j, sizeof j) == static_cast<ssize_t>(sizeof j)) {
-      reported.insert("r" + std::to_string(round) + "_" + std::to_string(j));
+      reported.insert(fmt::format("r{}_{}", round, j));
     }
     ::close(report[0]);
   }

@@ -1,4 +1,5 @@
 // Text form of results files: formatting, parsing, PyTorch files, malformed lines, naming rules.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -214,7 +215,7 @@ TEST(ResultsStore, ConcurrentInsertAndLookup) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&s, t] {
       for (int i = 0; i < 500; ++i) {
-        s.insert(entry("op", std::to_string(i % 100), "S" + std::to_string(t), i));
+        s.insert(entry("op", std::to_string(i % 100), fmt::format("S{}", t), i));
         (void)s.lookup("op", std::to_string((i * 7) % 100));
       }
     });

@@ -58,7 +58,9 @@ void check_against_reference(const ModelConfig& c, const std::vector<int32_t>& p
     }
     ASSERT_EQ(next[0], ref_best) << "step " << s;
     seq.push_back(next[0]);
-    if (s + 1 < steps) ASSERT_TRUE(e.decode({next[0]}, &next).is_ok());
+    if (s + 1 < steps) {
+      ASSERT_TRUE(e.decode({next[0]}, &next).is_ok());
+    }
   }
 }
 
@@ -171,6 +173,7 @@ TEST(LlmEngine, TunesEachProblemOnceAndReusesTheResultsFile) {
   };
   const ModelConfig c = testing::small_gemma();
   std::vector<int32_t> tokens_first;
+  std::string results_path;
   {
     auto ctx = tuned_context();
     auto e = make_engine(c, *ctx, {1, 48, 8});
@@ -178,14 +181,16 @@ TEST(LlmEngine, TunesEachProblemOnceAndReusesTheResultsFile) {
     ASSERT_TRUE(g.is_ok()) << g.status().to_string();
     tokens_first = g->tokens[0];
     EXPECT_EQ(ctx->results().size(), e->linear().problems().size());
-    EXPECT_EQ(count_result_lines(file), int(e->linear().problems().size()));
+    results_path = ctx->results_path();  // the %d rule inserts the device ordinal
+    EXPECT_EQ(count_result_lines(results_path), int(e->linear().problems().size()));
   }
   {
     auto ctx = tuned_context();
     auto e = make_engine(c, *ctx, {1, 48, 8});
     auto g = generate(*e, {{3, 2, 1, 0, 1, 2}}, 5);  // another prompt, same padded length
     ASSERT_TRUE(g.is_ok());
-    EXPECT_EQ(count_result_lines(file), int(e->linear().problems().size())) << "nothing re-tuned";
+    EXPECT_EQ(ctx->results_path(), results_path);
+    EXPECT_EQ(count_result_lines(results_path), int(e->linear().problems().size())) << "nothing re-tuned";
   }
   // Untuned (Default everywhere) gives the same tokens as tuned: candidates are all correct.
   auto ctx = default_only_context();

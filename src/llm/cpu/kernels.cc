@@ -6,8 +6,15 @@
 
 namespace tunableop::llm::cpu {
 
+namespace {
+// Below this many elements a parallel region costs more than it saves: waking the team and the
+// closing barrier take microseconds, and on a busy machine a descheduled team member stalls
+// everyone. Decode steps (one row per sequence) stay single-threaded; the GEMMs use the cores.
+constexpr int64_t kParallelMin = 1 << 15;
+}  // namespace
+
 void embedding(const int32_t* ids, int64_t rows, const float* table, int64_t width, float scale, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = table + int64_t(ids[r]) * width;
     float* dst = out + r * width;
@@ -16,7 +23,7 @@ void embedding(const int32_t* ids, int64_t rows, const float* table, int64_t wid
 }
 
 void rmsnorm(const float* x, const float* w, int64_t rows, int64_t width, float eps, bool add_one, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * width >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * width;
     float* o = out + r * width;
@@ -56,7 +63,7 @@ RopeTable make_rope_table(int64_t head_dim, double theta, int64_t max_pos) {
 void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
           const RopeTable& table) {
   const int64_t half = head_dim / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * heads * head_dim >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* c = table.cos.data() + int64_t(positions[r]) * half;
     const float* s = table.sin.data() + int64_t(positions[r]) * half;
@@ -75,7 +82,7 @@ void store_kv(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim,
               const int32_t* positions, const KvLayout& kv, float* k_cache, float* v_cache) {
   const int64_t kv_dim = kv.n_kv_heads * kv.head_dim;
   const size_t bytes = size_t(kv.head_dim) * sizeof(float);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * kv_dim >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* k = qkv + r * row_stride + q_dim;
     const float* v = k + kv_dim;
@@ -92,7 +99,9 @@ void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_hea
                float* out) {
   const int64_t hd = kv.head_dim;
   const int64_t group = n_heads / kv.n_kv_heads;
-#pragma omp parallel
+  int64_t work = 0;  // multiply-adds, roughly
+  for (int64_t r = 0; r < rows; ++r) work += (int64_t(positions[r]) + 1) * n_heads * hd * 2;
+#pragma omp parallel if (work >= 4 * kParallelMin)
   {
     std::vector<float> scores(size_t(kv.max_seq));
 #pragma omp for schedule(dynamic, 4) collapse(2)
@@ -137,7 +146,7 @@ float gelu_tanh(float x) {
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f)); }
 
 void gated_activation(const float* gate_up, int64_t rows, int64_t inter, Activation act, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * inter >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
@@ -157,7 +166,7 @@ void gated_activation(const float* gate_up, int64_t rows, int64_t inter, Activat
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n >= 4 * kParallelMin)
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 

@@ -1,6 +1,7 @@
 // gemm() end to end through a Context with a registry of test candidates: a correct naive
-// "Default", a correct "Gemm_Fast" that sleeps less, a "Gemm_Wrong" that is fastest but wrong.
-// Real results files in a scratch directory; the tuner times with the host clock.
+// "Default", a correct "Gemm_Fast" that is artificially faster, a "Gemm_Wrong" that is fastest but
+// wrong. Real operands, numerics check and results files (in a scratch directory); the tuner's
+// clock is virtual, advanced by each candidate's nominal cost.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -84,13 +85,33 @@ Status run_naive(const GemmParams& p, const GemmOperands& o) {
   return Status::ok();
 }
 
+// Reads the virtual clock that the test candidates advance by their nominal cost: tuning
+// decisions do not depend on how loaded the machine running the tests is.
+class VirtualTimer : public Timer {
+ public:
+  explicit VirtualTimer(std::atomic<double>& clock) : clock_(clock) {}
+  void start() override { t0_ = clock_.load(); }
+  double stop_ms() override { return clock_.load() - t0_; }
+  double now_ms() override { return clock_.load(); }
+
+ private:
+  std::atomic<double>& clock_;
+  double t0_ = 0;
+};
+
 // The test candidates and how often each ran.
 class TestBackend {
  public:
-  // Registers the cpu runtime and the named candidates, in the order given.
+  // Registers the host runtime (timed by the virtual clock) and the named candidates, in the
+  // order given.
   RegisterFn registrar(std::vector<std::string> names) {
     return [this, names](Registry& r) {
-      register_cpu_runtime(r);
+      Registry host;
+      register_cpu_runtime(host);
+      DeviceRuntime rt = *host.runtime(DeviceKind::kCpu);
+      rt.make_timer = [this](void*) -> std::unique_ptr<Timer> { return std::make_unique<VirtualTimer>(clock_); };
+      r.add_runtime(std::move(rt));
+      for (const auto& v : host.validators()) r.add_validator(v);
       for (const auto& n : names) r.list<GemmCandidate>().push_back(candidate(n));
     };
   }
@@ -115,26 +136,27 @@ class TestBackend {
     c.supports = [](const GemmParams& p) {
       return p.dtype == DType::kF32 || p.dtype == DType::kF64 ? Status::ok() : Status::unsupported("fp32/fp64 only");
     };
-    int sleep_us = 0;
+    double cost_ms = 0;
     bool wrong = false, flaky = false;
     if (name == "Default") {
-      sleep_us = 2000;
+      cost_ms = 2.0;
     } else if (name == "Gemm_Fast") {
-      sleep_us = 300;
+      cost_ms = 0.3;
     } else if (name == "Gemm_Wrong") {
+      cost_ms = 0.01;
       wrong = true;
     } else if (name == "Gemm_Flaky") {
-      sleep_us = 100;
+      cost_ms = 0.1;
       flaky = true;
     } else if (name == "Gemm_F64Only") {
-      sleep_us = 100;
+      cost_ms = 0.1;
       c.supports = [](const GemmParams& p) {
         return p.dtype == DType::kF64 ? Status::ok() : Status::unsupported("fp64 only");
       };
     } else {
       ADD_FAILURE() << "unknown test candidate " << name;
     }
-    c.run = [this, name, sleep_us, wrong, flaky](const GemmParams& p, const GemmOperands& o) -> Status {
+    c.run = [this, name, cost_ms, wrong, flaky](const GemmParams& p, const GemmOperands& o) -> Status {
       count(name);
       if (flaky && flaky_fails) return Status::internal(name + " lost its device");
       TUNABLEOP_RETURN_IF_ERROR(run_naive(p, o));
@@ -142,7 +164,7 @@ class TestBackend {
         if (p.dtype == DType::kF32) static_cast<float*>(o.c)[0] += 1.0f;
         if (p.dtype == DType::kF64) static_cast<double*>(o.c)[0] += 1.0;
       }
-      if (sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      clock_.fetch_add(cost_ms);
       return Status::ok();
     };
     return c;
@@ -150,11 +172,22 @@ class TestBackend {
 
   std::mutex mu_;
   std::map<std::string, int> calls_;
+  std::atomic<double> clock_{0};
 };
 
 const std::vector<std::string> kThree = {"Default", "Gemm_Wrong", "Gemm_Fast"};
 
-GemmParams shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k) {
+ResultEntry entry(std::string op, std::string params, std::string solution, double ms) {
+  ResultEntry e;
+  e.op = std::move(op);
+  e.params = std::move(params);
+  e.solution = std::move(solution);
+  e.time_ms = ms;
+  return e;
+}
+
+// Without with_defaults(): lds and strides left at 0 are filled by the caller.
+GemmParams raw_shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k) {
   GemmParams p;
   p.dtype = dt;
   p.transa = ta;
@@ -162,17 +195,21 @@ GemmParams shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k) {
   p.m = m;
   p.n = n;
   p.k = k;
-  return p.with_defaults();
+  return p;
+}
+
+GemmParams shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k) {
+  return raw_shape(dt, ta, tb, m, n, k).with_defaults();
 }
 
 // A few problems covering dtypes, transposes, ld > rows, alpha/beta and batches.
 std::vector<GemmParams> varied_shapes() {
-  GemmParams with_ld = shape(DType::kF64, 'T', 'N', 9, 7, 5);
+  GemmParams with_ld = raw_shape(DType::kF64, 'T', 'N', 9, 7, 5);
   with_ld.lda = 8;
   with_ld.ldc = 12;
   with_ld.alpha = -0.5;
   with_ld.beta = 1.5;
-  GemmParams batched = shape(DType::kF32, 'N', 'T', 6, 5, 4);
+  GemmParams batched = raw_shape(DType::kF32, 'N', 'T', 6, 5, 4);
   batched.batch = 3;
   batched.stride_c = 6 * 5 + 3;
   return {shape(DType::kF32, 'N', 'N', 16, 12, 8), with_ld.with_defaults(), batched.with_defaults()};
@@ -293,7 +330,7 @@ TEST_F(DispatchTest, UnsupportedCandidatesAreSkippedAndStoredOnesRechecked) {
   auto ctx2 = context(std::move(c), {"Default", "Gemm_F64Only"});
   ASSERT_TRUE(ctx2->load_results().is_ok());
   const GemmParams p = varied_shapes()[0];
-  ctx2->results().insert({gemm_op_signature(p), gemm_params_signature(p), "Gemm_F64Only", 0.001});
+  ctx2->results().insert(entry(gemm_op_signature(p), gemm_params_signature(p), "Gemm_F64Only", 0.001));
   backend_.reset();
   gemm_and_check(*ctx2, p);
   EXPECT_EQ(backend_.calls("Gemm_F64Only"), 0);
@@ -334,7 +371,7 @@ TEST_F(DispatchTest, OfflineRoundTrip) {
       ASSERT_TRUE(report.is_ok()) << report.status().to_string();
       EXPECT_EQ(report->winner.op, op);
       EXPECT_EQ(report->winner.params, params);
-      EXPECT_EQ(report->winner.solution, "Gemm_Fast");
+      EXPECT_EQ(report->winner.solution, "Gemm_Fast") << log_text();
       EXPECT_GT(report->default_median_ms, report->winner.time_ms);
     }
   }
@@ -368,7 +405,7 @@ TEST_F(DispatchTest, ForeignSolutionIsNotUsedAndIsRetuned) {
   const std::string op = gemm_op_signature(p), ps = gemm_params_signature(p);
   {
     auto writer = context(config(true, true));
-    writer->results().insert({op, ps, "Gemm_Rocblas_4365", 0.0123});
+    writer->results().insert(entry(op, ps, "Gemm_Rocblas_4365", 0.0123));
     ASSERT_TRUE(writer->write_results(results()).is_ok());
   }
   {
@@ -398,7 +435,7 @@ TEST_F(DispatchTest, RunTimeErrorFallsBackToDefaultAndContextStaysUsable) {
   auto ctx = context(config(true, true), {"Default", "Gemm_Flaky"});
   const GemmParams p = varied_shapes()[0];
   gemm_and_check(*ctx, p);
-  ASSERT_NE(lines_of(results(), true).at(0).find(",Gemm_Flaky,"), std::string::npos);
+  ASSERT_NE(lines_of(results(), true).at(0).find(",Gemm_Flaky,"), std::string::npos) << log_text();
   backend_.flaky_fails = true;
   backend_.reset();
   gemm_and_check(*ctx, p, 2);

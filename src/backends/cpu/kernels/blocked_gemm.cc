@@ -30,24 +30,34 @@ constexpr int64_t kAccumBytes = int64_t(8) << 20;
 // sliver s holds element (s*mr + i, l) at out[s*mr*kb + l*mr + i]; rows past mb are zero.
 template <class Tin, class Tc>
 void pack_a(const Tin* a, int64_t lda, bool trans, int64_t i0, int64_t l0, int64_t mb, int64_t kb, int mr, Tc* out) {
+  if (!trans) {
+    // Column l of op(A) is contiguous: walk it once across all slivers (one page at a time;
+    // sliver by sliver would touch a new page every mr elements).
+    for (int64_t l = 0; l < kb; ++l) {
+      const Tin* col = a + i0 + (l0 + l) * lda;
+      for (int64_t ir = 0; ir < mb; ir += mr) {
+        const int rows = int(std::min<int64_t>(mr, mb - ir));
+        Tc* ol = out + ir * kb + l * mr;
+        for (int i = 0; i < rows; ++i) ol[i] = to_acc(col[ir + i]);
+        for (int i = rows; i < mr; ++i) ol[i] = Tc(0);
+      }
+    }
+    return;
+  }
+  // Row i of op(A) is contiguous: a transpose, done a cache line of each of the mr rows at a time.
+  constexpr int64_t kLine = 64 / sizeof(Tin);
   for (int64_t ir = 0; ir < mb; ir += mr) {
     const int rows = int(std::min<int64_t>(mr, mb - ir));
     Tc* o = out + ir * kb;
-    if (!trans) {  // column l of op(A) is contiguous
-      for (int64_t l = 0; l < kb; ++l) {
-        const Tin* col = a + (i0 + ir) + (l0 + l) * lda;
-        Tc* ol = o + l * mr;
-        for (int i = 0; i < rows; ++i) ol[i] = to_acc(col[i]);
-        for (int i = rows; i < mr; ++i) ol[i] = Tc(0);
-      }
-    } else {  // row i of op(A) is contiguous
+    for (int64_t lb = 0; lb < kb; lb += kLine) {
+      const int64_t le = std::min(kb, lb + kLine);
       for (int i = 0; i < rows; ++i) {
         const Tin* row = a + l0 + (i0 + ir + i) * lda;
-        for (int64_t l = 0; l < kb; ++l) o[l * mr + i] = to_acc(row[l]);
+        for (int64_t l = lb; l < le; ++l) o[l * mr + i] = to_acc(row[l]);
       }
-      for (int64_t l = 0; l < kb && rows < mr; ++l)
-        for (int i = rows; i < mr; ++i) o[l * mr + i] = Tc(0);
     }
+    for (int64_t l = 0; l < kb && rows < mr; ++l)
+      for (int i = rows; i < mr; ++i) o[l * mr + i] = Tc(0);
   }
 }
 
@@ -55,23 +65,28 @@ void pack_a(const Tin* a, int64_t lda, bool trans, int64_t i0, int64_t l0, int64
 // sliver s holds element (l, s*nr + j) at out[s*nr*kb + l*nr + j]; columns past nb are zero.
 template <class Tin, class Tc>
 void pack_b(const Tin* b, int64_t ldb, bool trans, int64_t l0, int64_t j0, int64_t kb, int64_t nb, int nr, Tc* out) {
-  for (int64_t jr = 0; jr < nb; jr += nr) {
-    const int cols = int(std::min<int64_t>(nr, nb - jr));
-    Tc* o = out + jr * kb;
-    if (!trans) {  // column j of op(B) is contiguous
-      for (int j = 0; j < cols; ++j) {
-        const Tin* col = b + l0 + (j0 + jr + j) * ldb;
-        for (int64_t l = 0; l < kb; ++l) o[l * nr + j] = to_acc(col[l]);
-      }
-      for (int64_t l = 0; l < kb && cols < nr; ++l)
-        for (int j = cols; j < nr; ++j) o[l * nr + j] = Tc(0);
-    } else {  // row l of op(B) is contiguous
-      for (int64_t l = 0; l < kb; ++l) {
-        const Tin* row = b + (j0 + jr) + (l0 + l) * ldb;
-        Tc* ol = o + l * nr;
-        for (int j = 0; j < cols; ++j) ol[j] = to_acc(row[j]);
+  if (trans) {
+    // Row l of op(B) is contiguous: walk it once across all slivers, as in pack_a.
+    for (int64_t l = 0; l < kb; ++l) {
+      const Tin* row = b + j0 + (l0 + l) * ldb;
+      for (int64_t jr = 0; jr < nb; jr += nr) {
+        const int cols = int(std::min<int64_t>(nr, nb - jr));
+        Tc* ol = out + jr * kb + l * nr;
+        for (int j = 0; j < cols; ++j) ol[j] = to_acc(row[jr + j]);
         for (int j = cols; j < nr; ++j) ol[j] = Tc(0);
       }
+    }
+    return;
+  }
+  // Column j of op(B) is contiguous: a transpose, with the nr columns of a sliver streamed at once.
+  for (int64_t jr = 0; jr < nb; jr += nr) {
+    const int cols = int(std::min<int64_t>(nr, nb - jr));
+    const Tin* col = b + l0 + (j0 + jr) * ldb;
+    Tc* o = out + jr * kb;
+    for (int64_t l = 0; l < kb; ++l) {
+      Tc* ol = o + l * nr;
+      for (int j = 0; j < cols; ++j) ol[j] = to_acc(col[l + j * ldb]);
+      for (int j = cols; j < nr; ++j) ol[j] = Tc(0);
     }
   }
 }

@@ -28,8 +28,8 @@ struct MicroKernel {
 // `dot` reads A stored transposed (op(A)(i, l) = a[l + i*lda], one contiguous row of op(A) per
 // output); `axpy` reads A as stored (a[i + l*lda], contiguous columns).
 template <class Tin, class Acc>
-using SkinnyFn = void (*)(int64_t m, int64_t n, int64_t k, const Tin* a, int64_t lda, const Acc* x, int64_t ldx,
-                          Acc* y, int64_t ldy);
+using SkinnyFn = void (*)(int64_t m, int64_t n, int64_t k, const Tin* a, int64_t lda, const Acc* x, int64_t ldx, Acc* y,
+                          int64_t ldy);
 
 template <class Tin, class Acc>
 struct SkinnyPair {

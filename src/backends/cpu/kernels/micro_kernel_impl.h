@@ -50,7 +50,8 @@ void micro_kernel(int64_t kc, const typename V::T* __restrict a, const typename 
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
 #pragma GCC unroll 4
-    for (int q = 0; q < int(MR * sizeof(T)); q += 64) V::prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * MR) + q);
+    for (int q = 0; q < int(MR * sizeof(T)); q += 64)
+      V::prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * MR) + q);
     R av[MV];
 #pragma GCC unroll 8
     for (int i = 0; i < MV; ++i) av[i] = V::load(a + i * W);

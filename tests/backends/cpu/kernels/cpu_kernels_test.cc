@@ -8,6 +8,7 @@
 #endif
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <regex>
@@ -20,6 +21,7 @@
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/register.h"
 #include "backends/cpu/kernels/skinny_gemm.h"
+#include "ops/gemm/reference.h"
 #include "support/gemm_testing.h"
 #include "tunableop/gemm.h"
 #include "tunableop/registry.h"
@@ -41,21 +43,59 @@ std::vector<GemmCandidate> registered() {
 
 using RunFn = std::function<Status(const GemmParams&, const GemmOperands&)>;
 
-// Runs `fn` on a fresh copy of prob's C and checks it against the reference.
-::testing::AssertionResult run_and_check(const std::string& name, const RunFn& fn, const HostGemmProblem& prob) {
-  std::vector<uint8_t> out = prob.c_initial;
+bool in_matrix(const GemmParams& p, int64_t idx) {
+  const int64_t b = idx / p.stride_c, r = idx % p.stride_c;
+  return b < p.batch && r % p.ldc < p.m && r / p.ldc < p.n;
+}
+
+// One problem and its fp64 reference, computed once for all the candidates run on it.
+// matches_reference() recomputes the reference on every call and compares gaps with a sentinel
+// (12345) that bf16/fp16 cannot represent; this compares gaps bit for bit with the initial C
+// instead and applies the same tolerance.
+struct CheckedProblem {
+  HostGemmProblem prob;
+  std::vector<double> ref;
+  CheckedProblem(const GemmParams& p, uint64_t seed) : prob(HostGemmProblem::random(p, seed)) {
+    ref = gemm_reference_f64(prob.p, prob.a.data(), prob.b.data(), prob.c_initial.data());
+  }
+  ::testing::AssertionResult check(const std::vector<uint8_t>& out) const {
+    const GemmParams& p = prob.p;
+    const size_t es = dtype_size(p.dtype);
+    for (int64_t i = 0; i < p.c_span(); ++i) {
+      if (!in_matrix(p, i) && std::memcmp(&out[size_t(i) * es], &prob.c_initial[size_t(i) * es], es) != 0)
+        return ::testing::AssertionFailure() << describe(p) << ": element " << i << " outside C was written";
+    }
+    const double err = relative_error(p, out.data(), ref), limit = gemm_tolerance(p);
+    if (!(err <= limit))
+      return ::testing::AssertionFailure() << describe(p) << ": relative error " << err << " > " << limit;
+    return ::testing::AssertionSuccess();
+  }
+};
+
+// Runs `fn` on a fresh copy of the problem's C and checks the result.
+::testing::AssertionResult run_and_check(const std::string& name, const RunFn& fn, const CheckedProblem& cp,
+                                         bool also_shared_helper = false) {
+  std::vector<uint8_t> out = cp.prob.c_initial;
   GemmOperands ops;
-  ops.a = prob.a.data();
-  ops.b = prob.b.data();
+  ops.a = cp.prob.a.data();
+  ops.b = cp.prob.b.data();
   ops.c = out.data();
-  Status st = fn(prob.p, ops);
-  if (!st.is_ok()) return ::testing::AssertionFailure() << name << " on " << describe(prob.p) << ": " << st.to_string();
-  auto r = matches_reference(prob, out);
+  Status st = fn(cp.prob.p, ops);
+  if (!st.is_ok())
+    return ::testing::AssertionFailure() << name << " on " << describe(cp.prob.p) << ": " << st.to_string();
+  auto r = cp.check(out);
   if (!r) return ::testing::AssertionFailure() << name << ": " << r.message();
+  // The shared helper too, where its sentinel is exact (it recomputes the reference: small
+  // problems only).
+  if (also_shared_helper && (cp.prob.p.dtype == DType::kF32 || cp.prob.p.dtype == DType::kF64)) {
+    r = matches_reference(cp.prob, out);
+    if (!r) return ::testing::AssertionFailure() << name << ": " << r.message();
+  }
   return r;
 }
 
-GemmParams shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k, double alpha = 1.0, double beta = 0.0) {
+GemmParams shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k, double alpha = 1.0, double beta = 0.0,
+                 int64_t ldc = 0) {
   GemmParams p;
   p.dtype = dt;
   p.transa = ta;
@@ -65,6 +105,7 @@ GemmParams shape(DType dt, char ta, char tb, int64_t m, int64_t n, int64_t k, do
   p.k = k;
   p.alpha = alpha;
   p.beta = beta;
+  p.ldc = ldc;
   return p.with_defaults();
 }
 
@@ -93,7 +134,8 @@ TEST(CpuKernelsRegistration, DefaultFirstThenNamedVariants) {
   EXPECT_EQ(cs.front().min_effort, 0);
   std::set<std::string> names;
   std::map<int, int> per_effort;
-  const std::regex pattern(R"(Gemm_(Blocked_(avx512|avx2|portable)_mc\d+_nc\d+_kc\d+|Skinny_(avx512|avx2|portable))_t\d+)");
+  const std::regex pattern(
+      R"(Gemm_(Blocked_(avx512|avx2|portable)_mc\d+_nc\d+_kc\d+|Skinny_(avx512|avx2|portable))_t\d+)");
   for (const auto& c : cs) {
     EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
     EXPECT_EQ(c.device, DeviceKind::kCpu) << c.name;
@@ -101,11 +143,15 @@ TEST(CpuKernelsRegistration, DefaultFirstThenNamedVariants) {
     EXPECT_GE(c.min_effort, 0);
     EXPECT_LE(c.min_effort, 2);
     ++per_effort[c.min_effort];
-    if (c.name != "Default") EXPECT_TRUE(std::regex_match(c.name, pattern)) << c.name;
+    if (c.name != "Default") {
+      EXPECT_TRUE(std::regex_match(c.name, pattern)) << c.name;
+    }
     // Only ISAs this CPU has.
-    for (auto isa : {cpu_kernels::Isa::kAvx512, cpu_kernels::Isa::kAvx2})
-      if (c.name.find(std::string("_") + cpu_kernels::isa_name(isa) + "_") != std::string::npos)
+    for (auto isa : {cpu_kernels::Isa::kAvx512, cpu_kernels::Isa::kAvx2}) {
+      if (c.name.find(std::string("_") + cpu_kernels::isa_name(isa) + "_") != std::string::npos) {
         EXPECT_TRUE(cpu_kernels::isa_available(isa)) << c.name;
+      }
+    }
   }
   // Effort 0 offers few, effort 1 a sensible set.
   EXPECT_LE(per_effort[0], 3);
@@ -121,10 +167,11 @@ TEST(CpuKernelsRegistration, DefaultAndBlockedSupportEverySkinnyOnlySmallN) {
       GemmParams narrow = shape(dt, 'T', 'N', 64, 1, 64);
       EXPECT_TRUE(c.supports(narrow).is_ok()) << c.name;
       Status s = c.supports(wide);
-      if (c.name.rfind("Gemm_Skinny_", 0) == 0)
+      if (c.name.rfind("Gemm_Skinny_", 0) == 0) {
         EXPECT_TRUE(s.is_unsupported()) << c.name;
-      else
+      } else {
         EXPECT_TRUE(s.is_ok()) << c.name << ": " << s.to_string();
+      }
     }
   }
 }
@@ -136,10 +183,10 @@ TEST_P(CpuKernelsEveryCandidate, MatchesReference) {
   auto cs = registered();
   uint64_t seed = 100 + uint64_t(dt);
   for (const GemmParams& p : problems_for(dt, seed)) {
-    HostGemmProblem prob = HostGemmProblem::random(p, seed++);
+    CheckedProblem prob(p, seed++);
     for (const auto& c : cs) {
-      if (!c.supports(prob.p).is_ok()) continue;
-      EXPECT_TRUE(run_and_check(c.name, c.run, prob));
+      if (!c.supports(prob.prob.p).is_ok()) continue;
+      EXPECT_TRUE(run_and_check(c.name, c.run, prob, true));
     }
   }
 }
@@ -148,11 +195,9 @@ TEST_P(CpuKernelsEveryCandidate, MatchesReference) {
 // everywhere, so full and edge tiles, several k blocks and the m split between threads all run.
 TEST_P(CpuKernelsEveryCandidate, LargerThanOneBlock) {
   const DType dt = GetParam();
-  GemmParams p = shape(dt, 'N', 'T', 397, 53, 521, 1.0, -1.0);
-  p.ldc = 401;
-  HostGemmProblem prob = HostGemmProblem::random(p.with_defaults(), 7);
+  CheckedProblem prob(shape(dt, 'N', 'T', 397, 53, 521, 1.0, -1.0, 401), 7);
   for (const auto& c : registered()) {
-    if (!c.supports(prob.p).is_ok()) continue;
+    if (!c.supports(prob.prob.p).is_ok()) continue;
     EXPECT_TRUE(run_and_check(c.name, c.run, prob));
   }
 }
@@ -170,7 +215,7 @@ TEST(CpuKernelsBlocked, SmallBlocksCrossEveryBoundaryOnEveryIsa) {
     std::vector<GemmParams> ps = testing::random_gemm_shapes(dt, seed, 8, true, 300);
     ps.push_back(shape(dt, 'T', 'T', 257, 131, 300, -0.5, 1.0));
     for (const GemmParams& p : ps) {
-      HostGemmProblem prob = HostGemmProblem::random(p, seed++);
+      CheckedProblem prob(p, seed++);
       for (auto isa : isas) {
         if (!cpu_kernels::isa_available(isa)) continue;
         for (const auto& b : blocks) {
@@ -194,7 +239,7 @@ TEST(CpuKernelsSkinny, AnyShapeOnEveryIsa) {
   uint64_t seed = 900;
   for (DType dt : kAllDtypes) {
     for (const GemmParams& p : testing::random_gemm_shapes(dt, seed, 12, true, 150)) {
-      HostGemmProblem prob = HostGemmProblem::random(p, seed++);
+      CheckedProblem prob(p, seed++);
       for (auto isa : {cpu_kernels::Isa::kPortable, cpu_kernels::Isa::kAvx2, cpu_kernels::Isa::kAvx512}) {
         if (!cpu_kernels::isa_available(isa)) continue;
         cpu_kernels::SkinnyConfig cfg{isa, 2};
@@ -261,9 +306,9 @@ TEST(CpuKernelsEdgeCases, ZeroLeadingDimensionsMeanDense) {
   p.n = 29;
   p.k = 41;
   p.batch = 2;
-  HostGemmProblem prob = HostGemmProblem::random(p, 3);
+  CheckedProblem prob(p, 3);
   for (const auto& c : registered()) {
-    if (!c.supports(prob.p).is_ok()) continue;
+    if (!c.supports(prob.prob.p).is_ok()) continue;
     RunFn raw = [&](const GemmParams&, const GemmOperands& o) { return c.run(p, o); };  // p, not prob.p
     EXPECT_TRUE(run_and_check(c.name, raw, prob));
   }
@@ -275,14 +320,14 @@ TEST(CpuKernelsThreads, ConcurrentCallsAndCallerOmpSettingsUntouched) {
 #endif
   auto cs = registered();
   GemmParams p = shape(DType::kF32, 'T', 'N', 150, 70, 90, 1.0, 1.0);
-  HostGemmProblem prob = HostGemmProblem::random(p, 11);
+  CheckedProblem prob(p, 11);
   std::vector<int> failures(4, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < 4; ++t) {
     pool.emplace_back([&, t] {
       for (int rep = 0; rep < 3; ++rep)
         for (const auto& c : cs)
-          if (c.supports(prob.p).is_ok() && !run_and_check(c.name, c.run, prob)) ++failures[t];
+          if (c.supports(prob.prob.p).is_ok() && !run_and_check(c.name, c.run, prob)) ++failures[t];
     });
   }
   for (auto& th : pool) th.join();
