@@ -24,6 +24,7 @@ struct LlmArgs {
   std::string prompt_ids = "1,5,17";
   int64_t prompt_len = 0;
   int64_t max_new_tokens = 32;
+  int64_t total_tokens = 0;
   std::string device = "cpu";
   int gpu = 0;
   int64_t batch = 1;
@@ -35,6 +36,8 @@ struct LlmArgs {
   bool print_ids = false, json = false;
   int verbose = -1;
   std::string save_model, save_dtype = "bf16";
+  std::string dtype = "bf16";
+  bool no_cuda_graph = false;
 };
 
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
@@ -78,12 +81,23 @@ int run_llm(const LlmArgs& a) {
   }
   const std::vector<std::vector<int32_t>> prompts(size_t(a.batch), prompt);
   const int64_t padded = llm::round_up(int64_t(prompt.size()), a.pad_multiple);
+  int64_t max_new = a.max_new_tokens;
+  if (a.total_tokens > 0) {  // the seed's form: a fixed sequence length, prompt included
+    max_new = a.total_tokens - padded;
+    if (max_new < 1) return fail(Status::invalid_argument("--total-tokens must exceed the padded prompt"));
+  }
   llm::EngineOptions eo;
   eo.max_batch = a.batch;
   eo.pad_multiple = a.pad_multiple;
   // The static cache only needs to hold this run: sizing it to max_position_embeddings would
   // cost gigabytes on the real-shaped models for nothing.
-  eo.max_seq = a.max_seq > 0 ? a.max_seq : std::max(padded, int64_t(prompt.size()) + a.max_new_tokens);
+  eo.max_seq = a.max_seq > 0 ? a.max_seq : std::max(padded, int64_t(prompt.size()) + max_new);
+  eo.cuda_graph = !a.no_cuda_graph;
+  if (a.device == "cuda") {
+    auto dt = parse_dtype(a.dtype);
+    if (!dt.is_ok()) return fail(dt.status());
+    eo.dtype = *dt;
+  }
 
   Device dev = a.device == "cuda" ? Device::cuda(a.gpu) : Device::cpu();
   Context ctx(dev);
@@ -120,12 +134,12 @@ int run_llm(const LlmArgs& a) {
                            a.model, llm::architecture_name(c.arch), c.num_layers, c.hidden_size, c.num_heads,
                            c.num_kv_heads, c.vocab_size, double(c.parameter_count()) / 1e6);
 
-  llm::BenchmarkOptions bo{a.max_new_tokens, a.iterations, a.warmup};
+  llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup};
   const Options opts = ctx.config().snapshot();
   if (!a.json) {
     fmt::print("Model: {}\n", model_desc);
     fmt::print("Device: {}; batch {}; prompt {} tokens padded to {}; {} new tokens; {} warm-up + {} timed runs\n",
-               engine->device_name(), a.batch, prompt.size(), padded, a.max_new_tokens, a.warmup, a.iterations);
+               engine->device_name(), a.batch, prompt.size(), padded, max_new, a.warmup, a.iterations);
   }
 
   if (a.compare) {
@@ -198,6 +212,8 @@ void add_llm_command(CLI::App& app) {
   c->add_option("--max-new-tokens", a->max_new_tokens, "tokens generated per sequence (exactly)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  c->add_option("--total-tokens", a->total_tokens,
+                "generate up to this sequence length, padded prompt included (the seed's seq_len = 256)");
   c->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
   c->add_option("--batch", a->batch, "sequences generated together (the prompt repeated)")
@@ -216,6 +232,10 @@ void add_llm_command(CLI::App& app) {
   c->add_option("--max-seq", a->max_seq, "KV cache length (default: what this run needs)");
   c->add_flag("--print-ids", a->print_ids, "print the generated ids of the first sequence, comma-separated");
   c->add_flag("--json", a->json, "print the metrics as one JSON object");
+  c->add_option("--dtype", a->dtype, "cuda: bf16 or fp32 weights and activations (the CPU computes in fp32)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--save-model", a->save_model, "also write the model as a Hugging Face directory here (CPU)");
   c->add_option("--save-dtype", a->save_dtype, "dtype of --save-model: fp32, bf16 or fp16")->capture_default_str();

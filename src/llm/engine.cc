@@ -7,29 +7,73 @@ LinearOp::Fn tunableop_linear(Context& ctx) {
                 void* stream) { return tunableop::linear(ctx, dtype, tokens, in, out, x, w, y, stream); };
 }
 
+LinearOp::GemmFn tunableop_gemm(Context& ctx) {
+  return [&ctx](const GemmParams& p, const GemmOperands& ops) { return tunableop::gemm(ctx, p, ops); };
+}
+
+void LinearOp::count(Phase phase, const GemmParams& p) {
+  // Counting by the problem key the context tunes on is exactly "how many tunings this run
+  // needs"; a linear scan is fine for the handful of problems a model has.
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string op = gemm_op_signature(p), params = gemm_params_signature(p);
+  Problem* found = nullptr;
+  for (Problem& pr : problems_) {
+    if (pr.params == params && pr.op == op) {
+      found = &pr;
+      break;
+    }
+  }
+  if (!found) {
+    problems_.push_back({op, params});
+    found = &problems_.back();
+  }
+  (phase == Phase::kPrefill ? found->in_prefill : found->in_decode) = true;
+  ++found->calls;
+}
+
 Status LinearOp::operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
                             const void* w, void* y, void* stream) {
-  {
-    // Counting by the problem key the context tunes on is exactly "how many tunings this run
-    // needs"; the strings are built only the first time a shape is seen.
-    std::lock_guard<std::mutex> lock(mu_);
-    GemmParams p = linear_params(dtype, tokens, in, out);
-    std::string params = gemm_params_signature(p);
+  count(phase, linear_params(dtype, tokens, in, out));
+  return fn_(dtype, tokens, in, out, x, w, y, stream);
+}
+
+Status LinearOp::gemm(Phase phase, const GemmParams& p, const GemmOperands& ops) {
+  if (!gemm_fn_) return Status::unsupported("this engine's LinearOp has no general GEMM");
+  count(phase, p.with_defaults());
+  return gemm_fn_(p, ops);
+}
+
+std::vector<LinearOp::Problem> LinearOp::difference(const std::vector<Problem>& before,
+                                                    const std::vector<Problem>& after) {
+  std::vector<Problem> d;
+  for (const Problem& a : after) {
+    int64_t prior = 0;
+    for (const Problem& b : before) {
+      if (b.op == a.op && b.params == a.params) prior = b.calls;
+    }
+    if (a.calls > prior) {
+      d.push_back(a);
+      d.back().calls = a.calls - prior;
+    }
+  }
+  return d;
+}
+
+void LinearOp::add_calls(const std::vector<Problem>& calls, int64_t times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Problem& c : calls) {
     Problem* found = nullptr;
-    for (Problem& pr : problems_) {
-      if (pr.params == params) {
-        found = &pr;
-        break;
-      }
+    for (Problem& p : problems_) {
+      if (p.op == c.op && p.params == c.params) found = &p;
     }
     if (!found) {
-      problems_.push_back({gemm_op_signature(p), params});
+      problems_.push_back({c.op, c.params});
       found = &problems_.back();
     }
-    (phase == Phase::kPrefill ? found->in_prefill : found->in_decode) = true;
-    ++found->calls;
+    found->in_prefill |= c.in_prefill;
+    found->in_decode |= c.in_decode;
+    found->calls += c.calls * times;
   }
-  return fn_(dtype, tokens, in, out, x, w, y, stream);
 }
 
 std::vector<LinearOp::Problem> LinearOp::problems() const {

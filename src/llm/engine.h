@@ -27,11 +27,15 @@ class LinearOp {
  public:
   using Fn = std::function<Status(DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
                                   void* y, void* stream)>;
+  using GemmFn = std::function<Status(const GemmParams& p, const GemmOperands& ops)>;
   // The engine's path is tunableop_linear(ctx); tests may pass another (a naive matmul).
-  explicit LinearOp(Fn fn) : fn_(std::move(fn)) {}
+  // `gemm` serves other GEMMs (prefill attention on CUDA); null where the engine has none.
+  explicit LinearOp(Fn fn, GemmFn gemm = {}) : fn_(std::move(fn)), gemm_fn_(std::move(gemm)) {}
 
   Status operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
                     void* y, void* stream = nullptr);
+  // Any other GEMM of the forward pass, counted the same way.
+  Status gemm(Phase phase, const GemmParams& p, const GemmOperands& ops);
 
   struct Problem {
     std::string op;      // GemmTunableOp_float_TN
@@ -42,15 +46,24 @@ class LinearOp {
   std::vector<Problem> problems() const;  // first-seen order
   int64_t calls() const;
   void reset_counts();
+  // A CUDA graph replays the GEMMs it captured without calling through here: the engine keeps
+  // the calls made while capturing (difference of two problems() snapshots) and credits each
+  // replay with them.
+  static std::vector<Problem> difference(const std::vector<Problem>& before, const std::vector<Problem>& after);
+  void add_calls(const std::vector<Problem>& calls, int64_t times);
 
  private:
+  void count(Phase phase, const GemmParams& p);
   Fn fn_;
+  GemmFn gemm_fn_;
   mutable std::mutex mu_;
   std::vector<Problem> problems_;
 };
 
-// tunableop::linear(ctx, ...): tuned, recorded and reused through the context.
+// tunableop::linear(ctx, ...) and tunableop::gemm(ctx, ...): tuned, recorded and reused
+// through the context.
 LinearOp::Fn tunableop_linear(Context& ctx);
+LinearOp::GemmFn tunableop_gemm(Context& ctx);
 
 struct EngineOptions {
   int64_t max_batch = 1;
@@ -60,6 +73,11 @@ struct EngineOptions {
   // Prompts are right-padded to a multiple of this, so prompts of nearby lengths share GEMM
   // shapes (the seed's "discretize the sequence lengths"); 1 = no padding.
   int64_t pad_multiple = 8;
+  // CUDA only: element type of weights, activations and KV cache (kBF16 or kF32; the residual
+  // stream is fp32 either way). The CPU engine computes in fp32 always.
+  DType dtype = DType::kBF16;
+  // CUDA only: capture the decode step once per batch size and replay it.
+  bool cuda_graph = true;
 };
 
 class Engine {

@@ -9,13 +9,8 @@
 #include <vector>
 
 #include "llm/config.h"
+#include "llm/random_hash.h"
 #include "llm/weights.h"
-
-#if defined(__CUDACC__)
-#define TUNABLEOP_LLM_HD __host__ __device__
-#else
-#define TUNABLEOP_LLM_HD
-#endif
 
 namespace tunableop::llm {
 
@@ -26,19 +21,8 @@ StatusOr<ModelConfig> preset_config(const std::string& name);
 // Which tensor a random stream belongs to (fused layouts, as in weights.h).
 enum class RandomTensor : uint64_t { kEmbed = 1, kFinalNorm, kLmHead, kAttnNorm, kWqkv, kWo, kMlpNorm, kGateUp, kDown };
 
-TUNABLEOP_LLM_HD inline uint64_t random_stream(RandomTensor t, int64_t layer) {
+inline uint64_t random_stream(RandomTensor t, int64_t layer) {
   return uint64_t(t) + 16u * uint64_t(layer + 1);
-}
-
-// Uniform in [-1, 1): a splitmix64 finaliser of (seed, stream, index), top 24 bits.
-TUNABLEOP_LLM_HD inline float random_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull + index;
-  z ^= z >> 30;
-  z *= 0xBF58476D1CE4E5B9ull;
-  z ^= z >> 27;
-  z *= 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return float(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
 // Weight = offset + scale * random_uniform. Matrices get std 1/sqrt(fan_in) so activations stay

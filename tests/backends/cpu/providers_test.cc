@@ -70,8 +70,8 @@ TEST(CpuProvidersTest, TheSameProblemAgreesThroughEveryProvider) {
   if (all.empty()) GTEST_SKIP() << "no CPU BLAS provider loadable here";
   for (char ta : {'N', 'T'}) {
     GemmParams p;
-    p.transa = ta, p.transb = 'N', p.m = 123, p.n = 77, p.k = 201, p.lda = (ta == 'N' ? 123 : 201) + 3,
-    p.alpha = -0.75, p.beta = 0.5, p.batch = 2;
+    p.transa = ta, p.transb = 'N', p.m = 123, p.n = 77, p.k = 201, p.lda = (ta == 'N' ? 123 : 201) + 3, p.alpha = -0.75,
+    p.beta = 0.5, p.batch = 2;
     auto prob = testing::HostGemmProblem::random(p, 42);
     auto ref = gemm_reference_f64(prob.p, prob.a.data(), prob.b.data(), prob.c_initial.data());
     std::vector<std::vector<uint8_t>> outputs;
@@ -85,7 +85,8 @@ TEST(CpuProvidersTest, TheSameProblemAgreesThroughEveryProvider) {
     // Pairwise: every provider's answer is within the reference tolerance of every other's.
     for (size_t i = 1; i < outputs.size(); ++i) {
       std::vector<double> first(size_t(prob.p.c_span()));
-      for (int64_t e = 0; e < prob.p.c_span(); ++e) first[size_t(e)] = load_as_double(DType::kF32, outputs[0].data(), e);
+      for (int64_t e = 0; e < prob.p.c_span(); ++e)
+        first[size_t(e)] = load_as_double(DType::kF32, outputs[0].data(), e);
       EXPECT_LE(relative_error(prob.p, outputs[i].data(), first), 2 * gemm_tolerance(prob.p))
           << all[i].name << " vs " << all[0].name;
     }

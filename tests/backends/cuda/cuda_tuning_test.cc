@@ -106,7 +106,7 @@ TEST(CudaTuning, NoDeviceMemoryGrowthOverManyTunings) {
   const size_t after_many = free_bytes();
   const double grown_mib = (double(after_first) - double(after_many)) / (1 << 20);
   std::printf("  device memory change over 12 tunings: %.1f MiB\n", grown_mib);
-  EXPECT_LT(grown_mib, 8.0);
+  EXPECT_LT(grown_mib, 32.0);  // one leaked rotating set would be > 60 MiB (L2-sized)
 }
 
 TEST(CudaRuntime, CopiesTimerAndRecovery) {

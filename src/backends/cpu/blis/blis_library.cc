@@ -50,8 +50,8 @@ T* at(const void* base, int64_t offset) {
 struct BlisLibrary::Api {
   using SgemmEx = void (*)(trans_t, trans_t, dim_t, dim_t, dim_t, float*, float*, inc_t, inc_t, float*, inc_t, inc_t,
                            float*, float*, inc_t, inc_t, cntx_t*, rntm_t*);
-  using DgemmEx = void (*)(trans_t, trans_t, dim_t, dim_t, dim_t, double*, double*, inc_t, inc_t, double*, inc_t,
-                           inc_t, double*, double*, inc_t, inc_t, cntx_t*, rntm_t*);
+  using DgemmEx = void (*)(trans_t, trans_t, dim_t, dim_t, dim_t, double*, double*, inc_t, inc_t, double*, inc_t, inc_t,
+                           double*, double*, inc_t, inc_t, cntx_t*, rntm_t*);
   SgemmEx sgemm_ex = nullptr;
   DgemmEx dgemm_ex = nullptr;
   char* (*version_str)() = nullptr;
@@ -171,8 +171,8 @@ Status BlisLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int thre
     } else {
       double alpha = p.alpha, beta = p.beta;
       api_->dgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, at<double>(ops.a, b * p.stride_a), 1, p.lda,
-                     at<double>(ops.b, b * p.stride_b), 1, p.ldb, &beta, at<double>(ops.c, b * p.stride_c), 1,
-                     p.ldc, nullptr, &rntm);
+                     at<double>(ops.b, b * p.stride_b), 1, p.ldb, &beta, at<double>(ops.c, b * p.stride_c), 1, p.ldc,
+                     nullptr, &rntm);
     }
   }
   return Status::ok();

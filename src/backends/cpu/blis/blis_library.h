@@ -26,7 +26,7 @@ class BlisLibrary {
   // The real file (symlinks resolved) that defines `symbol` as seen through this handle; ""
   // when the handle has no such symbol. Proves which library a call lands in.
   std::string symbol_file(const char* symbol) const;
-  std::string version() const;  // bli_info_get_version_str(): "0.9.0"
+  std::string version() const;    // bli_info_get_version_str(): "0.9.0"
   std::string threading() const;  // "openmp", "pthreads", "openmp+pthreads" or "none"
   // BLIS's global thread setting (bli_thread_get_num_threads; -1 = unset, which BLIS runs as 1).
   int num_threads() const;

@@ -26,71 +26,6 @@ constexpr int kMaxTileElems = 2048;
 // k block); nc shrinks so the buffer stays under this many bytes per thread.
 constexpr int64_t kAccumBytes = int64_t(8) << 20;
 
-// op(A)(i, l) for rows [i0, i0 + mb) and columns [l0, l0 + kb) into slivers of mr rows:
-// sliver s holds element (s*mr + i, l) at out[s*mr*kb + l*mr + i]; rows past mb are zero.
-template <class Tin, class Tc>
-void pack_a(const Tin* a, int64_t lda, bool trans, int64_t i0, int64_t l0, int64_t mb, int64_t kb, int mr, Tc* out) {
-  if (!trans) {
-    // Column l of op(A) is contiguous: walk it once across all slivers (one page at a time;
-    // sliver by sliver would touch a new page every mr elements).
-    for (int64_t l = 0; l < kb; ++l) {
-      const Tin* col = a + i0 + (l0 + l) * lda;
-      for (int64_t ir = 0; ir < mb; ir += mr) {
-        const int rows = int(std::min<int64_t>(mr, mb - ir));
-        Tc* ol = out + ir * kb + l * mr;
-        for (int i = 0; i < rows; ++i) ol[i] = to_acc(col[ir + i]);
-        for (int i = rows; i < mr; ++i) ol[i] = Tc(0);
-      }
-    }
-    return;
-  }
-  // Row i of op(A) is contiguous: a transpose, done a cache line of each of the mr rows at a time.
-  constexpr int64_t kLine = 64 / sizeof(Tin);
-  for (int64_t ir = 0; ir < mb; ir += mr) {
-    const int rows = int(std::min<int64_t>(mr, mb - ir));
-    Tc* o = out + ir * kb;
-    for (int64_t lb = 0; lb < kb; lb += kLine) {
-      const int64_t le = std::min(kb, lb + kLine);
-      for (int i = 0; i < rows; ++i) {
-        const Tin* row = a + l0 + (i0 + ir + i) * lda;
-        for (int64_t l = lb; l < le; ++l) o[l * mr + i] = to_acc(row[l]);
-      }
-    }
-    for (int64_t l = 0; l < kb && rows < mr; ++l)
-      for (int i = rows; i < mr; ++i) o[l * mr + i] = Tc(0);
-  }
-}
-
-// op(B)(l, j) for rows [l0, l0 + kb) and columns [j0, j0 + nb) into slivers of nr columns:
-// sliver s holds element (l, s*nr + j) at out[s*nr*kb + l*nr + j]; columns past nb are zero.
-template <class Tin, class Tc>
-void pack_b(const Tin* b, int64_t ldb, bool trans, int64_t l0, int64_t j0, int64_t kb, int64_t nb, int nr, Tc* out) {
-  if (trans) {
-    // Row l of op(B) is contiguous: walk it once across all slivers, as in pack_a.
-    for (int64_t l = 0; l < kb; ++l) {
-      const Tin* row = b + j0 + (l0 + l) * ldb;
-      for (int64_t jr = 0; jr < nb; jr += nr) {
-        const int cols = int(std::min<int64_t>(nr, nb - jr));
-        Tc* ol = out + jr * kb + l * nr;
-        for (int j = 0; j < cols; ++j) ol[j] = to_acc(row[jr + j]);
-        for (int j = cols; j < nr; ++j) ol[j] = Tc(0);
-      }
-    }
-    return;
-  }
-  // Column j of op(B) is contiguous: a transpose, with the nr columns of a sliver streamed at once.
-  for (int64_t jr = 0; jr < nb; jr += nr) {
-    const int cols = int(std::min<int64_t>(nr, nb - jr));
-    const Tin* col = b + l0 + (j0 + jr) * ldb;
-    Tc* o = out + jr * kb;
-    for (int64_t l = 0; l < kb; ++l) {
-      Tc* ol = o + l * nr;
-      for (int j = 0; j < cols; ++j) ol[j] = to_acc(col[l + j * ldb]);
-      for (int j = cols; j < nr; ++j) ol[j] = Tc(0);
-    }
-  }
-}
-
 // All tiles of one mb x nb block of C from a packed A block and B panel.
 template <class Tc>
 void macro_kernel(const MicroKernel<Tc>& uk, int64_t mb, int64_t nb, int64_t kb, const Tc* apack, const Tc* bpack,
@@ -131,7 +66,7 @@ struct BlockedJob {
   const Tin* a = nullptr;
   const Tin* b = nullptr;
   Tin* c = nullptr;
-  MicroKernel<Tc> uk;
+  TypeKernels<Tin> kernels;
   int64_t mc = 0, nc = 0, kc = 0;
 };
 
@@ -143,7 +78,8 @@ bool run_region(const BlockedJob<Tin>& job, int64_t batch, int64_t m0, int64_t m
   // fp32 and fp64 accumulate straight into C; bf16 and fp16 go through an fp32 buffer.
   constexpr bool kDirect = std::is_same_v<Tin, Tc>;
   const GemmParams& p = *job.p;
-  const int mr = job.uk.mr, nr = job.uk.nr;
+  const MicroKernel<Tc>& uk = job.kernels.uk;
+  const int mr = uk.mr, nr = uk.nr;
   const Tin* a = job.a + batch * p.stride_a;
   const Tin* b = job.b + batch * p.stride_b;
   Tin* c = job.c + batch * p.stride_c;
@@ -174,11 +110,15 @@ bool run_region(const BlockedJob<Tin>& job, int64_t batch, int64_t m0, int64_t m
       const int64_t kb = std::min(kc, p.k - pc);
       // Only the first k block sees the caller's beta; later ones add to what it left.
       const Tc beta_blk = pc > 0 ? Tc(1) : kDirect ? beta : Tc(0);
-      pack_b(b, p.ldb, p.transb == 'T', pc, jc, kb, nb, nr, bpack);
+      // op(B)(l, j) is b[l + j*ldb] ('N') or b[j + l*ldb] ('T'); packed by columns j.
+      const Tin* bsrc = p.transb == 'N' ? b + pc + jc * p.ldb : b + jc + pc * p.ldb;
+      job.kernels.pack_b(bsrc, p.ldb, p.transb == 'T', nb, kb, bpack);
       for (int64_t ic = 0; ic < mlen; ic += mc) {
         const int64_t mb = std::min(mc, mlen - ic);
-        pack_a(a, p.lda, p.transa == 'T', m0 + ic, pc, mb, kb, mr, apack);
-        macro_kernel(job.uk, mb, nb, kb, apack, bpack, cblk + ic, ldcb, alpha, beta_blk);
+        const int64_t i0 = m0 + ic;
+        const Tin* asrc = p.transa == 'N' ? a + i0 + pc * p.lda : a + pc + i0 * p.lda;
+        job.kernels.pack_a(asrc, p.lda, p.transa == 'N', mb, kb, apack);
+        macro_kernel(uk, mb, nb, kb, apack, bpack, cblk + ic, ldcb, alpha, beta_blk);
       }
     }
     if constexpr (!kDirect) store_block<Tin>(mlen, nb, accum, ldcb, Tc(1), beta, c + m0 + jc * p.ldc, p.ldc);
@@ -210,19 +150,16 @@ void choose_grid(int64_t m, int64_t n, int threads, int mr, int nr, int64_t* tm,
 
 template <class Tin>
 Status run_typed(const GemmParams& p, const GemmOperands& ops, const BlockedConfig& cfg, const IsaKernels& kt) {
-  using Tc = AccOf<Tin>;
   BlockedJob<Tin> job;
   job.p = &p;
   job.a = static_cast<const Tin*>(ops.a);
   job.b = static_cast<const Tin*>(ops.b);
   job.c = static_cast<Tin*>(ops.c);
-  if constexpr (std::is_same_v<Tc, double>) {
-    job.uk = kt.f64;
-  } else {
-    job.uk = kt.f32;
-  }
-  const int mr = job.uk.mr, nr = job.uk.nr;
-  if (job.uk.fn == nullptr || mr * nr > kMaxTileElems) return Status::internal("cpu kernels: bad micro-kernel table");
+  job.kernels = kt.get<Tin>();
+  const int mr = job.kernels.uk.mr, nr = job.kernels.uk.nr;
+  if (job.kernels.uk.fn == nullptr || job.kernels.pack_a == nullptr || job.kernels.pack_b == nullptr ||
+      mr * nr > kMaxTileElems)
+    return Status::internal("cpu kernels: incomplete kernel table");
   job.mc = std::max<int64_t>(mr, cfg.mc / mr * mr);
   job.nc = std::max<int64_t>(nr, cfg.nc / nr * nr);
   job.kc = std::max<int64_t>(1, cfg.kc);

@@ -2,9 +2,7 @@
 // (see CMakeLists.txt) and is reached only through avx2_kernels(), after the CPU check.
 #include <immintrin.h>
 
-#include "backends/cpu/kernels/kernel_table.h"
-#include "backends/cpu/kernels/micro_kernel_impl.h"
-#include "backends/cpu/kernels/skinny_impl.h"
+#include "backends/cpu/kernels/isa_table_impl.h"
 
 namespace tunableop::cpu_kernels {
 namespace {
@@ -77,12 +75,10 @@ const IsaKernels& avx2_kernels() {
   static const IsaKernels k = [] {
     IsaKernels t;
     t.isa = Isa::kAvx2;
-    t.f32 = {kMv * F32x8::kWidth, kNr, &micro_kernel<F32x8, kMv, kNr>};
-    t.f64 = {kMv * F64x4::kWidth, kNr, &micro_kernel<F64x4, kMv, kNr>};
-    t.skinny_f32 = {&skinny_dot<F32x8, float>, &skinny_axpy<F32x8, float>};
-    t.skinny_f64 = {&skinny_dot<F64x4, double>, &skinny_axpy<F64x4, double>};
-    t.skinny_bf16 = {&skinny_dot<F32x8, bf16>, &skinny_axpy<F32x8, bf16>};
-    t.skinny_fp16 = {&skinny_dot<F32x8, fp16>, &skinny_axpy<F32x8, fp16>};
+    t.for_f32 = make_type_kernels<float, F32x8, kMv, kNr>();
+    t.for_f64 = make_type_kernels<double, F64x4, kMv, kNr>();
+    t.for_bf16 = make_type_kernels<bf16, F32x8, kMv, kNr>();
+    t.for_fp16 = make_type_kernels<fp16, F32x8, kMv, kNr>();
     return t;
   }();
   return k;

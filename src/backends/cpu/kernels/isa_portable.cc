@@ -1,9 +1,7 @@
 // Portable kernels: plain C++ on scalars, built with the project's default flags. They run on
 // any CPU (the compiler may still vectorize them for its baseline ISA) and decide which tables
 // exist for kernels_for().
-#include "backends/cpu/kernels/kernel_table.h"
-#include "backends/cpu/kernels/micro_kernel_impl.h"
-#include "backends/cpu/kernels/skinny_impl.h"
+#include "backends/cpu/kernels/isa_table_impl.h"
 
 namespace tunableop::cpu_kernels {
 namespace {
@@ -42,12 +40,10 @@ const IsaKernels& portable_kernels() {
   static const IsaKernels k = [] {
     IsaKernels t;
     t.isa = Isa::kPortable;
-    t.f32 = {kMr, kNr, &micro_kernel<Scalar1<float>, kMr, kNr>};
-    t.f64 = {kMr, kNr, &micro_kernel<Scalar1<double>, kMr, kNr>};
-    t.skinny_f32 = {&skinny_dot<Scalar1<float>, float>, &skinny_axpy<Scalar1<float>, float>};
-    t.skinny_f64 = {&skinny_dot<Scalar1<double>, double>, &skinny_axpy<Scalar1<double>, double>};
-    t.skinny_bf16 = {&skinny_dot<Scalar1<float>, bf16>, &skinny_axpy<Scalar1<float>, bf16>};
-    t.skinny_fp16 = {&skinny_dot<Scalar1<float>, fp16>, &skinny_axpy<Scalar1<float>, fp16>};
+    t.for_f32 = make_type_kernels<float, Scalar1<float>, kMr, kNr>();
+    t.for_f64 = make_type_kernels<double, Scalar1<double>, kMr, kNr>();
+    t.for_bf16 = make_type_kernels<bf16, Scalar1<float>, kMr, kNr>();
+    t.for_fp16 = make_type_kernels<fp16, Scalar1<float>, kMr, kNr>();
     return t;
   }();
   return k;

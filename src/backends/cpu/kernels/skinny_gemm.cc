@@ -17,18 +17,9 @@ namespace {
 constexpr int64_t kRowGrain = 64;
 
 template <class Tin>
-SkinnyPair<Tin, AccOf<Tin>> pick(const IsaKernels& kt) {
-  if constexpr (std::is_same_v<Tin, float>) return kt.skinny_f32;
-  if constexpr (std::is_same_v<Tin, double>) return kt.skinny_f64;
-  if constexpr (std::is_same_v<Tin, bf16>) return kt.skinny_bf16;
-  if constexpr (std::is_same_v<Tin, fp16>) return kt.skinny_fp16;
-}
-
-template <class Tin>
 Status run_typed(const GemmParams& p, const GemmOperands& ops, const SkinnyConfig& cfg, const IsaKernels& kt) {
   using Acc = AccOf<Tin>;
-  const SkinnyPair<Tin, Acc> fns = pick<Tin>(kt);
-  const SkinnyFn<Tin, Acc> fn = p.transa == 'T' ? fns.dot : fns.axpy;
+  const SkinnyFn<Tin, Acc> fn = p.transa == 'T' ? kt.get<Tin>().skinny_dot : kt.get<Tin>().skinny_axpy;
   if (fn == nullptr) return Status::internal("cpu kernels: missing skinny kernel");
   const Tin* a_all = static_cast<const Tin*>(ops.a);
   const Tin* b_all = static_cast<const Tin*>(ops.b);

@@ -49,29 +49,43 @@ void dot_tile(int64_t k, const Tin* a, int64_t lda, const typename V::T* x, int6
     for (int j = 0; j < JB; ++j) y[i + j * ldy] = s[i][j];
 }
 
+// Rows of op(A) against JB columns of x, as many rows at once as fit in the registers next to
+// the JB x vectors and one A vector.
 template <class V, class Tin, int JB>
-void dot_rows(int64_t m, int64_t k, const Tin* a, int64_t lda, const typename V::T* x, int64_t ldx, typename V::T* y,
-              int64_t ldy) {
-  // As many rows as fit in the registers next to the JB x vectors and one A vector.
+constexpr int dot_rows_per_tile() {
   constexpr int kFit = (V::kRegs - JB - 1) / JB;
-  constexpr int IB = kFit > 8 ? 8 : kFit < 1 ? 1 : kFit;
-  int64_t i = 0;
-  for (; i + IB <= m; i += IB) dot_tile<V, Tin, IB, JB>(k, a + i * lda, lda, x, ldx, y + i, ldy);
-  for (; i < m; ++i) dot_tile<V, Tin, 1, JB>(k, a + i * lda, lda, x, ldx, y + i, ldy);
+  return kFit > 8 ? 8 : kFit < 1 ? 1 : kFit;
 }
 
-// op(A)(i, l) = a[l + i*lda]: each output is a dot product of a contiguous row with x.
+template <class V, class Tin, int IB>
+void dot_row_block(int64_t n, int64_t k, const Tin* a, int64_t lda, const typename V::T* x, int64_t ldx,
+                   typename V::T* y, int64_t ldy) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) dot_tile<V, Tin, IB, 4>(k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy);
+  switch (n - j) {
+    case 3: dot_tile<V, Tin, IB, 3>(k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy); break;
+    case 2: dot_tile<V, Tin, IB, 2>(k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy); break;
+    case 1: dot_tile<V, Tin, IB, 1>(k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy); break;
+    default: break;
+  }
+}
+
+// op(A)(i, l) = a[l + i*lda]: each output is a dot product of a contiguous row with x. A block of
+// rows meets every column of x before the next block is read, so A streams from memory once
+// (later column groups find the rows in L2) however many columns there are.
 template <class V, class Tin>
 void skinny_dot(int64_t m, int64_t n, int64_t k, const Tin* a, int64_t lda, const typename V::T* x, int64_t ldx,
                 typename V::T* y, int64_t ldy) {
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) dot_rows<V, Tin, 4>(m, k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy);
-  switch (n - j) {
-    case 3: dot_rows<V, Tin, 3>(m, k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy); break;
-    case 2: dot_rows<V, Tin, 2>(m, k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy); break;
-    case 1: dot_rows<V, Tin, 1>(m, k, a, lda, x + j * ldx, ldx, y + j * ldy, ldy); break;
-    default: break;
+  // Rows per block: sized for 4 columns of x (the common group), or for one when n == 1.
+  constexpr int IB4 = dot_rows_per_tile<V, Tin, 4>();
+  constexpr int IB1 = dot_rows_per_tile<V, Tin, 1>();
+  int64_t i = 0;
+  if (n == 1) {
+    for (; i + IB1 <= m; i += IB1) dot_tile<V, Tin, IB1, 1>(k, a + i * lda, lda, x, ldx, y + i, ldy);
+  } else {
+    for (; i + IB4 <= m; i += IB4) dot_row_block<V, Tin, IB4>(n, k, a + i * lda, lda, x, ldx, y + i, ldy);
   }
+  for (; i < m; ++i) dot_row_block<V, Tin, 1>(n, k, a + i * lda, lda, x, ldx, y + i, ldy);
 }
 
 // op(A)(i, l) = a[i + l*lda]: y columns are sums of scaled A columns. Rows go in chunks small

@@ -78,12 +78,12 @@ Status from_dnnl(dnnl_status_t st, const char* what) {
 }  // namespace
 
 struct OnednnLibrary::Api {
-  dnnl_status_t (*sgemm)(char, char, dnnl_dim_t, dnnl_dim_t, dnnl_dim_t, float, const float*, dnnl_dim_t,
-                         const float*, dnnl_dim_t, float, float*, dnnl_dim_t) = nullptr;
+  dnnl_status_t (*sgemm)(char, char, dnnl_dim_t, dnnl_dim_t, dnnl_dim_t, float, const float*, dnnl_dim_t, const float*,
+                         dnnl_dim_t, float, float*, dnnl_dim_t) = nullptr;
   // Exported by oneDNN but not declared in its public headers (its own tests declare it the
   // same way): row-major, bf16 A and B, fp32 C.
-  dnnl_status_t (*gemm_bf16bf16f32)(char, char, dnnl_dim_t, dnnl_dim_t, dnnl_dim_t, float, const uint16_t*,
-                                    dnnl_dim_t, const uint16_t*, dnnl_dim_t, float, float*, dnnl_dim_t) = nullptr;
+  dnnl_status_t (*gemm_bf16bf16f32)(char, char, dnnl_dim_t, dnnl_dim_t, dnnl_dim_t, float, const uint16_t*, dnnl_dim_t,
+                                    const uint16_t*, dnnl_dim_t, float, float*, dnnl_dim_t) = nullptr;
   const dnnl_version_t* (*version)() = nullptr;
   dnnl_cpu_isa_t (*effective_isa)() = nullptr;
   // From oneDNN's own dependency scope: the libgomp whose per-thread setting it reads.
@@ -216,10 +216,10 @@ Status OnednnLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int th
   } else {
     for (int64_t b = 0; b < p.batch && st.is_ok(); ++b) {
       // Row-major view of column-major memory: swap A and B (and m and n), keep the flags.
-      st = from_dnnl(api_->sgemm(p.transb, p.transa, p.n, p.m, p.k, float(p.alpha), at<float>(ops.b, b * p.stride_b),
-                                 p.ldb, at<float>(ops.a, b * p.stride_a), p.lda, float(p.beta),
-                                 at<float>(ops.c, b * p.stride_c), p.ldc),
-                     "dnnl_sgemm");
+      st = from_dnnl(
+          api_->sgemm(p.transb, p.transa, p.n, p.m, p.k, float(p.alpha), at<float>(ops.b, b * p.stride_b), p.ldb,
+                      at<float>(ops.a, b * p.stride_a), p.lda, float(p.beta), at<float>(ops.c, b * p.stride_c), p.ldc),
+          "dnnl_sgemm");
     }
   }
   if (change) api_->omp_set_num_threads(previous);
@@ -243,9 +243,8 @@ Status OnednnLibrary::gemm_bf16(const GemmParams& p, const GemmOperands& ops) co
       for (int64_t j = 0; j < p.n; ++j)
         for (int64_t i = 0; i < p.m; ++i) c32[j * p.m + i] = to_float(c[j * p.ldc + i]);
     TUNABLEOP_RETURN_IF_ERROR(from_dnnl(
-        api_->gemm_bf16bf16f32(p.transb, p.transa, p.n, p.m, p.k, float(p.alpha),
-                               at<uint16_t>(ops.b, b * p.stride_b), p.ldb, at<uint16_t>(ops.a, b * p.stride_a), p.lda,
-                               float(p.beta), c32, p.m),
+        api_->gemm_bf16bf16f32(p.transb, p.transa, p.n, p.m, p.k, float(p.alpha), at<uint16_t>(ops.b, b * p.stride_b),
+                               p.ldb, at<uint16_t>(ops.a, b * p.stride_a), p.lda, float(p.beta), c32, p.m),
         "dnnl_gemm_bf16bf16f32"));
     for (int64_t j = 0; j < p.n; ++j)
       for (int64_t i = 0; i < p.m; ++i) c[j * p.ldc + i] = to_bf16(c32[j * p.m + i]);

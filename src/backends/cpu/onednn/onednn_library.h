@@ -25,7 +25,7 @@ class OnednnLibrary {
   const std::string& path() const { return path_; }
   // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" if none.
   std::string symbol_file(const char* symbol) const;
-  std::string version() const;  // dnnl_version(): "2.6.3"
+  std::string version() const;      // dnnl_version(): "2.6.3"
   std::string cpu_runtime() const;  // "omp", "seq", "tbb", "threadpool"
   // True when the thread count can be chosen per call (OpenMP runtime) or is fixed at 1 (seq).
   bool controls_threads() const;

@@ -53,8 +53,8 @@ void register_onednn_from(Registry& r, const std::vector<std::string>& paths) {
   }
   const std::vector<int> counts = lib->sequential() ? std::vector<int>{1} : thread_counts(cpu_core_count());
   for (int threads : counts)
-    list.push_back(make_candidate(lib, "Gemm_Onednn_t" + std::to_string(threads), threads,
-                                  threads == counts.front() ? 0 : 1));
+    list.push_back(
+        make_candidate(lib, "Gemm_Onednn_t" + std::to_string(threads), threads, threads == counts.front() ? 0 : 1));
 }
 
 }  // namespace tunableop

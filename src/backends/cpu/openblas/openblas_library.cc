@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 

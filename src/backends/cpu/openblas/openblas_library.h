@@ -51,8 +51,8 @@ class OpenblasLibrary {
   OpenblasLibrary() = default;
   Status bind_symbols();
 
-  using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
-                           float*, int);
+  using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
+                           int);
   using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
                            double*, int);
 

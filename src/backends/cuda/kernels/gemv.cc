@@ -48,7 +48,6 @@ Status gemv_run(const GemvShape& s, const GemmParams& p, const GemmOperands& o) 
   TUNABLEOP_RETURN_IF_ERROR(gemv_supports(s, p));
   if (!aligned16(o.a) || !aligned16(o.b)) return Status::unsupported("gemv: A and B must be 16-byte aligned");
   GemvLaunch l;
-  l.dtype = p.dtype == DType::kF32 ? GemvDtype::kF32 : p.dtype == DType::kBF16 ? GemvDtype::kBF16 : GemvDtype::kF16;
   l.rows = s.rows;
   l.k_split = s.k_split;
   l.a = o.a;
@@ -66,7 +65,11 @@ Status gemv_run(const GemvShape& s, const GemmParams& p, const GemmOperands& o) 
   l.batch = p.batch;
   l.alpha = float(p.alpha);
   l.beta = float(p.beta);
-  return cuda_status(gemv_launch(l, static_cast<cudaStream_t>(o.stream)), "gemv_launch");
+  auto stream = static_cast<cudaStream_t>(o.stream);
+  cudaError_t e = p.dtype == DType::kF32    ? gemv_launch_f32(l, stream)
+                  : p.dtype == DType::kBF16 ? gemv_launch_bf16(l, stream)
+                                            : gemv_launch_f16(l, stream);
+  return cuda_status(e, "gemv kernel launch");
 }
 
 std::vector<GemmCandidate> make_gemv_candidates() {

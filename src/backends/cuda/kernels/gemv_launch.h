@@ -8,10 +8,7 @@
 
 namespace tunableop::cuda {
 
-enum class GemvDtype { kF32, kBF16, kF16 };
-
 struct GemvLaunch {
-  GemvDtype dtype = GemvDtype::kBF16;
   int rows = 1;     // rows per warp group: 1, 2, 4
   int k_split = 1;  // warps splitting K: 1, 2, 4, 8
   const void* a = nullptr;
@@ -25,7 +22,10 @@ struct GemvLaunch {
   float alpha = 1.f, beta = 0.f;
 };
 
-// Queues the TN kernel on `stream`; A, B and lda/ldb (and batch strides) must be 16-byte aligned.
-cudaError_t gemv_launch(const GemvLaunch& args, cudaStream_t stream);
+// Queue the TN kernel on `stream` (one translation unit per dtype); A, B and lda/ldb (and batch
+// strides) must be 16-byte aligned, 1 <= n <= 16, batch <= 65535 (the caller checks).
+cudaError_t gemv_launch_f32(const GemvLaunch& args, cudaStream_t stream);
+cudaError_t gemv_launch_bf16(const GemvLaunch& args, cudaStream_t stream);
+cudaError_t gemv_launch_f16(const GemvLaunch& args, cudaStream_t stream);
 
 }  // namespace tunableop::cuda

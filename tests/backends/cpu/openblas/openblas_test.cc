@@ -166,8 +166,7 @@ TEST(OpenblasAbsentTest, OpeningSomethingElseIsAClearStatus) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   auto not_openblas = OpenblasLibrary::open("libm.so.6");
   ASSERT_FALSE(not_openblas.is_ok());
-  EXPECT_NE(not_openblas.status().message().find("cblas_sgemm"), std::string::npos)
-      << not_openblas.status().message();
+  EXPECT_NE(not_openblas.status().message().find("cblas_sgemm"), std::string::npos) << not_openblas.status().message();
 }
 
 }  // namespace

@@ -1,15 +1,16 @@
-// Skinny GEMM kernels (n <= 16, TN). Memory-bound by design: every byte of A (the weight) is
-// read exactly once with 16-byte streaming loads; B (a few activation columns) is re-read by
-// every block through L1/L2 and costs no device-memory bandwidth.
+// Skinny GEMM kernels (n <= 16, TN), included once per dtype by gemv_<dtype>.cu so that the
+// ~60 instantiations per dtype compile in parallel. Memory-bound by design: every byte of A (the
+// weight) is read exactly once with 16-byte streaming loads; B (a few activation columns) is
+// re-read by every block through L1/L2 and costs no device-memory bandwidth.
+#pragma once
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "backends/cuda/kernels/gemv_launch.h"
 
-namespace tunableop::cuda {
-
-namespace {
+namespace tunableop::cuda::gemv_detail {
 
 template <class T>
 __device__ __forceinline__ float to_f(T v);
@@ -224,16 +225,4 @@ cudaError_t launch_rows(const GemvLaunch& args, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-}  // namespace
-
-cudaError_t gemv_launch(const GemvLaunch& args, cudaStream_t stream) {
-  if (args.n < 1 || args.n > 16 || args.m < 1 || args.batch < 1 || args.batch > 65535) return cudaErrorInvalidValue;
-  switch (args.dtype) {
-    case GemvDtype::kF32: return launch_rows<float>(args, stream);
-    case GemvDtype::kBF16: return launch_rows<__nv_bfloat16>(args, stream);
-    case GemvDtype::kF16: return launch_rows<__half>(args, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
-}  // namespace tunableop::cuda
+}  // namespace tunableop::cuda::gemv_detail

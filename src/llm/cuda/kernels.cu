@@ -1,0 +1,399 @@
+// CUDA kernels of the forward pass (see kernels.h). Each is the plain one-block-per-row or
+// grid-stride form: they are memory-bound next to the GEMMs, and decode runs them on a handful
+// of rows, so clarity wins over tuning here. Math in fp32, storage in E (fp32 or bf16).
+#include <cuda_bf16.h>
+
+#include <cfloat>
+
+#include "llm/cuda/kernels.h"
+#include "llm/random_hash.h"
+
+namespace tunableop::llm::cuda {
+
+namespace {
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class E>
+__device__ __forceinline__ E from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Calls f.template operator()<E>() with E the element type for `e`.
+template <class F>
+cudaError_t dispatch(Elem e, F&& f) {
+  if (e == Elem::kF32) return f(float{});
+  return f(__nv_bfloat16{});
+}
+
+unsigned grid_for(int64_t n, int threads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  return unsigned(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide reduction through shared memory; every thread gets the result.
+template <bool kMax>
+__device__ float block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = kMax ? -FLT_MAX : 0.f;
+  for (int w = 0; w < warps; ++w) r = kMax ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
+template <class E>
+__global__ void fill_random_kernel(E* dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale, float offset) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = from_f<E>(offset + scale * random_uniform(seed, stream_id, uint64_t(i)));
+  }
+}
+
+template <class E>
+__global__ void convert_kernel(const float* src, E* dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = from_f<E>(src[i]);
+  }
+}
+
+template <class E>
+__global__ void embedding_kernel(const int32_t* ids, const E* table, int64_t width, float scale, float* x) {
+  const int64_t r = blockIdx.x;
+  const E* src = table + int64_t(ids[r]) * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) x[r * width + i] = to_f(from_f<E>(to_f(src[i]) * scale));
+}
+
+template <class E>
+__global__ void rmsnorm_kernel(const float* x, const E* w, int64_t width, float eps, bool add_one, E* out) {
+  __shared__ float scratch[32];
+  const float* xr = x + blockIdx.x * width;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_reduce<false>(ss, scratch);
+  const float inv = rsqrtf(ss / float(width) + eps);
+  E* o = out + blockIdx.x * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const float wi = to_f(w[i]);
+    o[i] = from_f<E>(xr[i] * inv * (add_one ? 1.0f + wi : wi));
+  }
+}
+
+template <class E>
+__global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] += to_f(y[i]);
+  }
+}
+
+template <class E>
+__global__ void rope_store_kernel(RopeStoreArgs a) {
+  const int64_t r = blockIdx.x;
+  const int64_t hd = a.head_dim, half = hd / 2, group = a.n_heads / a.n_kv_heads;
+  const int64_t pos = a.positions[r], seq = a.seqs[r];
+  E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
+  const float* c = a.cos + pos * half;
+  const float* s = a.sin + pos * half;
+  E* kc = static_cast<E*>(a.k_cache);
+  E* vc = static_cast<E*>(a.v_cache);
+  // q and k heads: one rotation pair per thread step.
+  const int64_t pairs = (a.n_heads + a.n_kv_heads) * half;
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int64_t h = p / half, i = p % half;
+    const float x0 = to_f(row[h * hd + i]), x1 = to_f(row[h * hd + i + half]);
+    const E y0 = from_f<E>(x0 * c[i] - x1 * s[i]);
+    const E y1 = from_f<E>(x1 * c[i] + x0 * s[i]);
+    E* dst;
+    if (h < a.n_heads) {
+      if (a.q_perm) {
+        const int64_t g = h / group, gi = h % group;
+        dst = static_cast<E*>(a.q_perm) + (((seq * a.n_kv_heads + g) * a.tokens_per_seq + pos) * group + gi) * hd;
+      } else {
+        dst = row + h * hd;
+      }
+    } else {
+      dst = kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
+    }
+    dst[i] = y0;
+    dst[i + half] = y1;
+  }
+  const E* v = row + (a.n_heads + a.n_kv_heads) * hd;
+  for (int64_t j = threadIdx.x; j < a.n_kv_heads * hd; j += blockDim.x) {
+    const int64_t h = j / hd, d = j % hd;
+    vc[((seq * a.n_kv_heads + h) * a.max_seq + pos) * hd + d] = v[j];
+  }
+}
+
+constexpr int kAttnThreads = 128;
+
+// One block per (sequence, query head). Scores in dynamic shared memory after the query.
+template <class E>
+__global__ void decode_attention_kernel(const E* qkv, int64_t row_stride, int64_t n_heads, int64_t n_kv,
+                                        int64_t hd, const int32_t* positions, const E* k_cache, const E* v_cache,
+                                        int64_t max_seq, float scale, E* out) {
+  extern __shared__ float smem[];
+  __shared__ float scratch[32];
+  float* q = smem;
+  float* p = smem + hd;
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const int64_t g = h / (n_heads / n_kv);
+  const int64_t len = int64_t(positions[b]) + 1;
+  const E* kc = k_cache + (b * n_kv + g) * max_seq * hd;
+  const E* vc = v_cache + (b * n_kv + g) * max_seq * hd;
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) q[i] = to_f(qkv[b * row_stride + h * hd + i]);
+  __syncthreads();
+  // Scores: each warp takes keys in turn, lanes split the head dimension.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  float local_max = -FLT_MAX;
+  for (int64_t j = warp; j < len; j += warps) {
+    float dot = 0;
+    for (int64_t i = lane; i < hd; i += 32) dot += q[i] * to_f(kc[j * hd + i]);
+    dot = warp_sum(dot) * scale;
+    if (lane == 0) p[j] = dot;
+    local_max = fmaxf(local_max, dot);
+  }
+  const float m = block_reduce<true>(local_max, scratch);  // syncs: all scores are written
+  float local_sum = 0;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const float e = __expf(p[j] - m);
+    p[j] = e;
+    local_sum += e;
+  }
+  const float inv = 1.0f / block_reduce<false>(local_sum, scratch);
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+    float acc = 0;
+    for (int64_t j = 0; j < len; ++j) acc += p[j] * to_f(vc[j * hd + i]);
+    out[b * n_heads * hd + h * hd + i] = from_f<E>(acc * inv);
+  }
+}
+
+template <class E>
+__global__ void causal_softmax_kernel(E* scores, int64_t rows, int64_t cols, int64_t group) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;  // over mats * rows
+  E* s = scores + row * cols;
+  const int64_t valid = (row % rows) / group + 1;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, to_f(s[j]));
+  m = block_reduce<true>(m, scratch);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += __expf(to_f(s[j]) - m);
+  const float inv = 1.0f / block_reduce<false>(sum, scratch);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    s[j] = from_f<E>(j < valid ? __expf(to_f(s[j]) - m) * inv : 0.0f);
+  }
+}
+
+template <class E>
+__global__ void unpermute_kernel(const E* o_perm, int64_t n_kv, int64_t tokens, int64_t group, int64_t hd, E* attn) {
+  // One block per (seq, t); threads over heads x head_dim.
+  const int64_t seq = blockIdx.x / tokens, t = blockIdx.x % tokens;
+  const int64_t width = n_kv * group * hd;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    const int64_t h = j / hd, d = j % hd, g = h / group, gi = h % group;
+    attn[(seq * tokens + t) * width + j] = o_perm[(((seq * n_kv + g) * tokens + t) * group + gi) * hd + d];
+  }
+}
+
+__device__ __forceinline__ float act_fn(Act act, float g) {
+  switch (act) {
+    case Act::kSilu: return g / (1.0f + __expf(-g));
+    case Act::kGeluTanh: return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
+    case Act::kGeluErf: return 0.5f * g * (1.0f + erff(g * 0.7071067811865476f));
+  }
+  return 0.f;
+}
+
+template <class E>
+__global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out) {
+  const int64_t n = rows * inter;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = k / inter, i = k % inter;
+    const E* row = gate_up + r * 2 * inter;
+    out[k] = from_f<E>(act_fn(act, to_f(row[i])) * to_f(row[inter + i]));
+  }
+}
+
+__global__ void gather_kernel(const float* x, int64_t width, const int64_t* rows, float* out) {
+  const float* src = x + rows[blockIdx.x] * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[blockIdx.x * width + i] = src[i];
+}
+
+template <class E>
+__global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
+  __shared__ float best_v[1024 / 32];
+  __shared__ int64_t best_i[1024 / 32];
+  const E* row = x + blockIdx.x * width;
+  float v = -FLT_MAX;
+  int64_t idx = width;  // larger than any real index: loses ties
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const float f = to_f(row[i]);
+    if (f > v) v = f, idx = i;  // strided scan: the first max of this thread's subsequence
+  }
+  // Reduce (value, index): larger value wins, equal values keep the smaller index.
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > v || (ov == v && oi < idx)) v = ov, idx = oi;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) best_v[warp] = v, best_i[warp] = idx;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < warps; ++w) {
+      if (best_v[w] > best_v[0] || (best_v[w] == best_v[0] && best_i[w] < best_i[0])) {
+        best_v[0] = best_v[w], best_i[0] = best_i[w];
+      }
+    }
+    out[blockIdx.x] = int32_t(best_i[0] < width ? best_i[0] : 0);
+  }
+}
+
+int threads_for_width(int64_t width) { return width >= 1024 ? 1024 : width >= 256 ? 256 : 128; }
+
+}  // namespace
+
+cudaError_t fill_random(Elem e, void* dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale, float offset,
+                        cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    fill_random_kernel<E><<<grid_for(n, 256), 256, 0, s>>>(static_cast<E*>(dst), n, seed, stream_id, scale, offset);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t convert_f32(Elem e, const float* src, void* dst, int64_t n, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    convert_kernel<E><<<grid_for(n, 256), 256, 0, s>>>(src, static_cast<E*>(dst), n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale,
+                      float* x, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    embedding_kernel<E><<<unsigned(rows), 256, 0, s>>>(ids, static_cast<const E*>(table), width, scale, x);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
+                    void* out, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    rmsnorm_kernel<E><<<unsigned(rows), threads_for_width(width), 0, s>>>(x, static_cast<const E*>(w), width, eps,
+                                                                          add_one, static_cast<E*>(out));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    add_residual_kernel<E><<<grid_for(n, 256), 256, 0, s>>>(x, static_cast<const E*>(y), n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    rope_store_kernel<E><<<unsigned(a.rows), 256, 0, s>>>(a);
+    return cudaGetLastError();
+  });
+}
+
+int64_t decode_attention_max_seq(Elem, int64_t head_dim) {
+  int dev = 0, max_optin = 48 * 1024;
+  if (cudaGetDevice(&dev) == cudaSuccess) {
+    cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  }
+  return int64_t(max_optin) / int64_t(sizeof(float)) - head_dim - 64;
+}
+
+cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row_stride, int64_t n_heads,
+                             int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const void* k_cache,
+                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s) {
+  const size_t smem = size_t(max_seq + head_dim) * sizeof(float);
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    auto kernel = decode_attention_kernel<E>;
+    // Raising the shared-memory limit is a host-side attribute call: done once per size (the
+    // engine's first, uncaptured decode step), never again while a graph is being captured.
+    static size_t configured = 48 * 1024;
+    if (smem > configured) {
+      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      if (err != cudaSuccess) return err;
+      configured = smem;
+    }
+    const dim3 grid{unsigned(batch), unsigned(n_heads), 1u};
+    kernel<<<grid, kAttnThreads, smem, s>>>(static_cast<const E*>(qkv), row_stride, n_heads, n_kv_heads, head_dim,
+                                            positions, static_cast<const E*>(k_cache),
+                                            static_cast<const E*>(v_cache), max_seq, scale, static_cast<E*>(out));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group,
+                           cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    causal_softmax_kernel<E><<<unsigned(mats * rows), threads_for_width(cols), 0, s>>>(static_cast<E*>(scores), rows,
+                                                                                     cols, group);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
+                            int64_t group, int64_t head_dim, void* attn, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    unpermute_kernel<E><<<unsigned(seqs * tokens), 256, 0, s>>>(static_cast<const E*>(o_perm), n_kv_heads, tokens,
+                                                               group, head_dim, static_cast<E*>(attn));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
+                             cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    gated_kernel<E><<<grid_for(rows * inter, 256), 256, 0, s>>>(static_cast<const E*>(gate_up), rows, inter, act,
+                                                               static_cast<E*>(out));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out,
+                        cudaStream_t s) {
+  gather_kernel<<<unsigned(count), 256, 0, s>>>(x, width, rows, out);
+  return cudaGetLastError();
+}
+
+cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s) {
+  return dispatch(e, [&](auto tag) {
+    using E = decltype(tag);
+    argmax_kernel<E><<<unsigned(rows), 1024, 0, s>>>(static_cast<const E*>(x), width, out);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace tunableop::llm::cuda

@@ -1,0 +1,84 @@
+// Launchers for the non-GEMM kernels of the CUDA forward pass. Plain C++17 with no library
+// headers, so that kernels.cu compiles under any CMake/nvcc dialect; every launcher returns the
+// launch's cudaError_t for the engine to check.
+//
+// Element type E of the GEMM operands (weights, normalised activations, q/k/v, KV cache,
+// logits) is fp32 or bf16; the residual stream stays fp32 in both (more accurate than keeping
+// it in bf16, at the cost of one fp32 vector per token). Layouts match the CPU engine:
+//   qkv row [q heads | k heads | v heads]; gate_up row [gate | up];
+//   KV cache per layer [seq][kv_head][max_seq][head_dim].
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tunableop::llm::cuda {
+
+enum class Elem { kF32, kBF16 };
+enum class Act { kSilu, kGeluTanh, kGeluErf };
+
+// dst[i] = E(offset + scale * random_uniform(seed, stream_id, i)): the host generator's values.
+cudaError_t fill_random(Elem e, void* dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale, float offset,
+                        cudaStream_t s);
+// dst (E) = src (fp32, device), rounded to nearest even for bf16.
+cudaError_t convert_f32(Elem e, const float* src, void* dst, int64_t n, cudaStream_t s);
+
+// x[r] = E(table[ids[r]] * scale) widened to fp32 (transformers rounds Gemma's scaled
+// embedding to the model dtype before the first layer).
+cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale,
+                      float* x, cudaStream_t s);
+// out (E) = x / sqrt(mean(x^2) + eps) * w  (or * (1 + w) when add_one)
+cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
+                    void* out, cudaStream_t s);
+// x (fp32) += y (E)
+cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s);
+
+struct RopeStoreArgs {
+  void* qkv = nullptr;  // [rows, row_stride]
+  int64_t rows = 0, row_stride = 0;
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const int32_t* seqs = nullptr;       // device, [rows]
+  const int32_t* positions = nullptr;  // device, [rows]
+  const float* cos = nullptr;          // device, [max_seq][head_dim / 2]
+  const float* sin = nullptr;
+  void* k_cache = nullptr;  // this layer's
+  void* v_cache = nullptr;
+  int64_t max_seq = 0;
+  // Prefill: rotated q goes to q_perm[seq][kv_head][t][group][head_dim] (t = positions[r],
+  // tokens_per_seq rows per sequence) so each kv head's queries form one GEMM operand. Decode:
+  // null, q is rotated in place.
+  void* q_perm = nullptr;
+  int64_t tokens_per_seq = 0;
+};
+// Rotate-half RoPE on q and k, k and v into the cache at (seqs[r], positions[r]).
+cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s);
+
+// Decode attention: one query per sequence (qkv row b) against cache positions
+// 0..positions[b]; out [batch, n_heads * head_dim]. Positions are read on the device, so a
+// captured graph replays correctly as sequences grow.
+cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row_stride, int64_t n_heads,
+                             int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const void* k_cache,
+                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s);
+// Largest max_seq decode_attention supports on this device (scores live in shared memory).
+int64_t decode_attention_max_seq(Elem e, int64_t head_dim);
+
+// Prefill: scores [mats][rows][cols] (E) -> causal softmax in place; row r is query token
+// r / group and sees columns 0..r / group (padding sits after the real tokens, so causality
+// also hides it).
+cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group,
+                           cudaStream_t s);
+// o_perm [seq][kv_head][t][group][head_dim] -> attn [seq * tokens + t][(kv_head * group + i) * head_dim]
+cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
+                            int64_t group, int64_t head_dim, void* attn, cudaStream_t s);
+
+// out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]
+cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
+                             cudaStream_t s);
+// out[i] = x[rows[i]] (fp32 rows of `width`; rows on the device)
+cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out,
+                        cudaStream_t s);
+// First index of each row's maximum (torch.argmax's tie rule).
+cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s);
+
+}  // namespace tunableop::llm::cuda
