@@ -9,7 +9,8 @@ set(TUNABLEOP_CONFIG_HAVE_CUDA ${TUNABLEOP_HAVE_CUDA})
 set(TUNABLEOP_CONFIG_HAVE_OPENMP ${OpenMP_CXX_FOUND})
 configure_package_config_file(cmake/tunableopConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/tunableopConfig.cmake
-  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tunableop)
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tunableop
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/tunableopConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tunableopConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/tunableopConfigVersion.cmake

@@ -23,7 +23,10 @@ BENCH=${GPU_CHECK_BENCH:-1}
 BENCH_ONLY=${GPU_CHECK_BENCH_ONLY:-}
 BENCH_TIMEOUT=${GPU_CHECK_BENCH_TIMEOUT:-420}
 TEST_TIMEOUT=${GPU_CHECK_TEST_TIMEOUT:-300}
-mkdir -p "$OUT"
+# The device tool returns at most 8 files: logs are packed into logs.tgz at the end; the bench
+# table, its CSV and the results file stay beside it.
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
 # cmake and ninja live in the torch venv on the device machine.
 [ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
 export NCCL_NVLS_ENABLE=0
@@ -34,25 +37,25 @@ stamp() { echo "[$(($(date +%s) - start))s] $*"; }
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
   nvcc --version 2>&1 | tail -2
   cmake --version | head -1
-} >"$OUT/machine.txt"
-stamp "machine: $(sed -n 2p "$OUT/machine.txt")"
+} >"$LOGS/machine.txt"
+stamp "machine: $(sed -n 2p "$LOGS/machine.txt")"
 
 stamp "configure"
-if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1; then
-  tail -30 "$OUT/configure.log"
+if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGS/configure.log" 2>&1; then
+  tail -30 "$LOGS/configure.log"
   echo "gpu-check: configure failed (full log: configure.log)"
   exit 1
 fi
-grep -E "tunableop:" "$OUT/configure.log"
+grep -E "tunableop:" "$LOGS/configure.log"
 
 stamp "build"
 # -k 0: a broken test elsewhere must not stop the library, the CLI and the GPU tests.
 # GPU_CHECK_TARGETS (e.g. "tunableop_cli test_cuda_gemm") builds only those.
 # shellcheck disable=SC2086
-ninja -C "$BUILD" -k 0 ${GPU_CHECK_TARGETS:-} >"$OUT/build.log" 2>&1
+ninja -C "$BUILD" -k 0 ${GPU_CHECK_TARGETS:-} >"$LOGS/build.log" 2>&1
 build_rc=$?
 if [ $build_rc -ne 0 ]; then
-  grep -E "FAILED|error" "$OUT/build.log" | head -20
+  grep -E "FAILED|error" "$LOGS/build.log" | head -20
   echo "gpu-check: build had failures (rc $build_rc); continuing with what was built"
 fi
 [ -x "$BUILD/tools/tunableop" ] || { echo "gpu-check: tools/tunableop was not built"; exit 1; }
@@ -64,19 +67,19 @@ if [ "$TESTS" != "none" ]; then
   stamp "ctest ${label[*]}"
   # GPU tests one at a time (they time and size device memory); CPU tests in parallel.
   if [ "$TESTS" = "all" ]; then
-    ctest --test-dir "$BUILD" -LE gpu -j "$(nproc)" --timeout "$TEST_TIMEOUT" --output-on-failure >"$OUT/ctest_cpu.log" 2>&1
-    cpu_line=$(grep -E "tests passed|tests failed" "$OUT/ctest_cpu.log" | tail -1)
+    ctest --test-dir "$BUILD" -LE gpu -j "$(nproc)" --timeout "$TEST_TIMEOUT" --output-on-failure >"$LOGS/ctest_cpu.log" 2>&1
+    cpu_line=$(grep -E "tests passed|tests failed" "$LOGS/ctest_cpu.log" | tail -1)
   fi
-  ctest --test-dir "$BUILD" -L gpu --timeout "$TEST_TIMEOUT" --output-on-failure -V >"$OUT/ctest_gpu.log" 2>&1
-  gpu_line=$(grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log" | tail -1)
+  ctest --test-dir "$BUILD" -L gpu --timeout "$TEST_TIMEOUT" --output-on-failure -V >"$LOGS/ctest_gpu.log" 2>&1
+  gpu_line=$(grep -E "tests passed|tests failed" "$LOGS/ctest_gpu.log" | tail -1)
   test_summary="gpu tests: ${gpu_line:-?}${cpu_line:+ | cpu tests: $cpu_line}"
-  grep -E "^\s*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)" "$OUT"/ctest_*.log | head -20
+  grep -E "^\s*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)" "$LOGS"/ctest_*.log | head -20
 fi
 
 if [ "$BENCH" = "1" ]; then
   stamp "bench: seed Example 1 on the GPU (fp32 1024 x 512 x 2048)"
-  TUNABLEOP_FILENAME="$OUT/example1_results%d.csv" timeout 60 "$BUILD/tools/tunableop" bench -m 1024 -n 512 -k 2048 \
-    --device cuda >"$OUT/bench_example1.txt" 2>&1
+  TUNABLEOP_FILENAME="$LOGS/example1_results%d.csv" timeout 60 "$BUILD/tools/tunableop" bench -m 1024 -n 512 -k 2048 \
+    --device cuda >"$LOGS/bench_example1.txt" 2>&1
   stamp "bench: llm suite"
   suite=(--suite llm)
   if [ "${GPU_CHECK_QUICK:-0}" = "1" ]; then
@@ -96,29 +99,33 @@ if [ "$BENCH" = "1" ]; then
       echo "vocab50257@2048,bf16,T,N,50257,2048,4096"
       echo "vocab32001@2048,bf16,T,N,32001,2048,4096"
       echo "gemma-2b.gate_up@2048,bf16,T,N,32768,2048,2048"
-    } >"$OUT/quick_suite.csv"
-    suite=(--suite-file "$OUT/quick_suite.csv")
+    } >"$LOGS/quick_suite.csv"
+    suite=(--suite-file "$LOGS/quick_suite.csv")
   fi
   only=()
   [ -n "$BENCH_ONLY" ] && only=(--only "$BENCH_ONLY")
   timeout "$BENCH_TIMEOUT" "$BUILD/tools/tunableop" bench "${suite[@]}" --device cuda "${only[@]}" \
-    --csv "$OUT/bench_llm.csv" --results "$OUT/bench_llm_results%d.csv" >"$OUT/bench_llm.md" 2>"$OUT/bench_llm.log"
+    --csv "$OUT/bench_llm.csv" --results "$OUT/bench_llm_results%d.csv" >"$OUT/bench_llm.md" 2>"$LOGS/bench_llm.log"
   bench_rc=$?
   [ $bench_rc -ne 0 ] && echo "gpu-check: bench exited with $bench_rc (124 = cut at ${BENCH_TIMEOUT}s); see bench_llm.log"
   if [ -n "${GPU_CHECK_EXTRA_BENCH:-}" ]; then
     stamp "bench: extra: $GPU_CHECK_EXTRA_BENCH"
     # shellcheck disable=SC2086
-    timeout 120 "$BUILD/tools/tunableop" bench $GPU_CHECK_EXTRA_BENCH --device cuda >"$OUT/bench_extra.txt" 2>&1
+    timeout 120 "$BUILD/tools/tunableop" bench $GPU_CHECK_EXTRA_BENCH --device cuda >"$LOGS/bench_extra.txt" 2>&1
   fi
 fi
 
 stamp "done"
+tar czf "$OUT/logs.tgz" -C "$LOGS" . && rm -rf "$LOGS"
+LOGS_VIEW=$(mktemp -d)
+tar xzf "$OUT/logs.tgz" -C "$LOGS_VIEW"
 echo
 echo "== $test_summary"
-[ -f "$OUT/bench_example1.txt" ] && grep -E "iter/s" "$OUT/bench_example1.txt"
+grep -hE "Failure$|^Expected|^  Actual|Which is|error: |Value of:" "$LOGS_VIEW"/ctest_gpu.log 2>/dev/null | head -24
+[ -f "$LOGS/bench_example1.txt" ] && grep -E "iter/s" "$LOGS/bench_example1.txt"
 if [ -s "$OUT/bench_llm.md" ]; then
   cat "$OUT/bench_llm.md"
-elif [ -s "$OUT/bench_llm.log" ]; then
+elif [ -s "$LOGS/bench_llm.log" ]; then
   echo "(bench table not written; per-shape lines so far:)"
-  tail -40 "$OUT/bench_llm.log"
+  tail -40 "$LOGS/bench_llm.log"
 fi

@@ -7,6 +7,7 @@
 #include "backends/cuda/cublaslt/lt_family.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/pad_ld.h"
+#include "backends/cuda/kernels/split_m.h"
 #include "backends/cuda/runtime.h"
 #include "backends/cuda/validators.h"
 #include "tunableop/gemm.h"
@@ -31,6 +32,7 @@ void register_cuda(Registry& r) {
   auto& list = r.list<GemmCandidate>();
   list.push_back(cuda::make_default_gemm());
   for (auto& c : cuda::make_gemv_candidates()) list.push_back(std::move(c));
+  for (auto& c : cuda::make_split_m_candidates()) list.push_back(std::move(c));
   for (auto& c : cuda::make_pad_ld_candidates()) list.push_back(std::move(c));
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
 }

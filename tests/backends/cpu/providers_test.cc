@@ -4,10 +4,16 @@
 // into another provider or into the caller's OpenMP setting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <set>
 
 #include "backends/cpu/providers_test_support.h"
+#include "core/cpu_info.h"
 #include "ops/gemm/reference.h"
 #ifdef TUNABLEOP_HAVE_OPENBLAS
 #include "backends/cpu/openblas/openblas_library.h"
@@ -25,16 +31,23 @@
 namespace tunableop {
 namespace {
 
-// Every provider built into this binary, loaded from its default paths.
+// The default paths, then FILE in $TUNABLEOP_TEST_LIBRARY_DIR when set: lets the benchmark
+// below run on a machine where a library is copied in rather than installed.
+[[maybe_unused]] std::vector<std::string> with_test_dir(std::vector<std::string> paths, const char* file) {
+  if (const char* dir = std::getenv("TUNABLEOP_TEST_LIBRARY_DIR")) paths.push_back(std::string(dir) + "/" + file);
+  return paths;
+}
+
+// Every provider built into this binary.
 void register_all_providers(Registry& r) {
 #ifdef TUNABLEOP_HAVE_OPENBLAS
-  register_openblas(r);
+  register_openblas_from(r, with_test_dir(OpenblasLibrary::default_paths(), "libopenblas.so.0"));
 #endif
 #ifdef TUNABLEOP_HAVE_BLIS
-  register_blis(r);
+  register_blis_from(r, with_test_dir(BlisLibrary::default_paths(), "libblis.so.4"));
 #endif
 #ifdef TUNABLEOP_HAVE_ONEDNN
-  register_onednn(r);
+  register_onednn_from(r, with_test_dir(OnednnLibrary::default_paths(), "libdnnl.so.2"));
 #endif
 }
 
@@ -156,6 +169,71 @@ TEST(CpuProvidersTest, ProvidersRegisterSideBySideWithDistinctNamesAndValidators
     EXPECT_FALSE(v.value().empty()) << v.key;
   }
   for (const auto& note : r.notes()) std::cout << "note: " << note << "\n";
+}
+
+// Not a correctness test: GFLOP/s of every provider candidate on LLM-shaped fp32 problems, for
+// docs/backends-cpu-libraries.md. Disabled by default; run it with
+//   test_cpu_providers --gtest_also_run_disabled_tests --gtest_filter='*GflopsPerCandidate*'
+// Inputs rotate through copies that together exceed the last-level cache (as in the tuner),
+// so no figure measures a warm cache that a model's weights would not have.
+TEST(CpuProvidersBench, DISABLED_GflopsPerCandidate) {
+  Registry r;
+  register_all_providers(r);
+  for (const auto& note : r.notes()) std::printf("note: %s\n", note.c_str());
+  for (const auto& v : r.validators()) std::printf("%s %s\n", v.key.c_str(), v.value().c_str());
+  const auto& all = r.list<GemmCandidate>();
+  if (all.empty()) GTEST_SKIP() << "no CPU BLAS provider loadable here";
+  struct Shape {
+    const char* name;
+    char ta;
+    int64_t m, n, k;
+  };
+  // Seed example 1 and Llama-2-7B / Gemma-2B projections as column-major y = W x problems.
+  const Shape shapes[] = {{"seed-example-1", 'N', 512, 1024, 2048},      {"llama7b-qkvo-1tok", 'T', 4096, 1, 4096},
+                          {"llama7b-qkvo-8tok", 'T', 4096, 8, 4096},     {"llama7b-up-8tok", 'T', 11008, 8, 4096},
+                          {"llama7b-qkvo-128tok", 'T', 4096, 128, 4096}, {"gemma2b-q-128tok", 'T', 2048, 128, 2048}};
+  const size_t pool_floats = std::max<size_t>(cpu_last_level_cache_bytes() * 3 / 2, size_t(64) << 20) / 4;
+  std::vector<float> pool(pool_floats);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& x : pool) x = dist(rng);
+  std::printf("%-22s %-20s", "shape", "column-major");
+  for (const auto& c : all) std::printf(" %16s", c.name.c_str());
+  std::printf("   (GFLOP/s, median)\n");
+  for (const Shape& s : shapes) {
+    GemmParams p;
+    p.transa = s.ta, p.m = s.m, p.n = s.n, p.k = s.k;
+    p = p.with_defaults();
+    const size_t per_copy = size_t(p.a_span() + p.b_span() + p.c_span());
+    const size_t copies = std::max<size_t>(1, pool.size() / per_copy);
+    char dims[64];
+    std::snprintf(dims, sizeof dims, "%cN %ldx%ldx%ld", s.ta, long(s.m), long(s.n), long(s.k));
+    std::printf("%-22s %-20s", s.name, dims);
+    for (const auto& c : all) {
+      size_t next = 0;
+      auto run_once = [&] {
+        float* base = pool.data() + (next++ % copies) * per_copy;
+        GemmOperands ops;
+        ops.a = base, ops.b = base + p.a_span(), ops.c = base + p.a_span() + p.b_span();
+        return c.run(p, ops);
+      };
+      ASSERT_TRUE(run_once().is_ok());  // warm-up: thread start, JIT, packing buffers
+      ASSERT_TRUE(run_once().is_ok());
+      std::vector<double> ms;
+      const auto start = std::chrono::steady_clock::now();
+      while (ms.size() < 50) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ASSERT_TRUE(run_once().is_ok());
+        const auto t1 = std::chrono::steady_clock::now();
+        ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        if (ms.size() >= 7 && std::chrono::duration<double>(t1 - start).count() > 1.0) break;
+      }
+      std::nth_element(ms.begin(), ms.begin() + long(ms.size() / 2), ms.end());
+      std::printf(" %16.1f", p.flops() / ms[ms.size() / 2] / 1e6);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace

@@ -17,9 +17,10 @@ namespace {
 struct RunCounts {
   std::map<std::string, int> ran;  // by name prefix
   int total = 0;
+  // "Gemm_Lt_a66_..." -> "Gemm_Lt", "Gemv_bf16_r4_sk1" -> "Gemv", "Default" -> "Default".
   void add(const std::string& name) {
     ++total;
-    ++ran[name.substr(0, name.find('_', 5))];
+    ++ran[name.substr(0, name.find('_', name.rfind("Gemm_", 0) == 0 ? 5 : 0))];
   }
 };
 
@@ -91,6 +92,7 @@ TEST_P(CudaGemm, EveryCandidateMatchesReferenceAndDefault) {
   }
   EXPECT_GT(counts.ran["Gemm_Lt"], 0) << "no cuBLASLt candidate ran";
   EXPECT_GT(counts.ran["Gemm_PadLd"], 0) << "no padded-ld candidate ran";
+  EXPECT_GT(counts.ran["Gemm_SplitM"], 0) << "no split-m candidate ran";
   for (auto& [k, v] : counts.ran) std::printf("  %-12s ran %d times\n", k.c_str(), v);
 }
 
@@ -124,8 +126,8 @@ TEST(CudaGemmExhaustive, EffortTwoConfigsAreCorrect) {
   EXPECT_GT(counts.ran["Gemm_Lt"], 8);
 }
 
-// The padded-ld candidates on the shape class they exist for (odd m = ldc), with guard bytes
-// around C and sentinels in the ld gaps: nothing outside C may change.
+// The padded-ld and split-m candidates on the shape class they exist for (odd m = ldc), with
+// guard bytes around C and sentinels in the ld gaps: nothing outside C may change.
 TEST(CudaPadLd, WritesNothingOutsideC) {
   TUNABLEOP_REQUIRE_GPU();
   std::vector<GemmParams> shapes;
@@ -153,7 +155,8 @@ TEST(CudaPadLd, WritesNothingOutsideC) {
     HostGemmProblem prob = HostGemmProblem::random(p, seed++);
     DeviceGemm dev(prob, 0, 4096);
     for (const GemmCandidate& c : cuda_candidates(p, 1)) {
-      if (c.name.rfind("Gemm_PadLd", 0) != 0 || !c.supports(p).is_ok()) continue;
+      bool ours = c.name.rfind("Gemm_PadLd", 0) == 0 || c.name.rfind("Gemm_SplitM", 0) == 0;
+      if (!ours || !c.supports(p).is_ok()) continue;
       for (bool own_ws : {true, false}) {  // op-given workspace, then the backend's scratch
         Status st;
         std::vector<uint8_t> out = run_candidate(c, prob, dev, &st, own_ws);
@@ -164,7 +167,7 @@ TEST(CudaPadLd, WritesNothingOutsideC) {
       }
     }
   }
-  EXPECT_GE(ran, 12);
+  EXPECT_GE(ran, 24);
 }
 
 // LLM decode shapes at their real size: the gemv family must agree with the reference there too.

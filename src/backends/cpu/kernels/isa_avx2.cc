@@ -42,6 +42,27 @@ struct F32x8 {
   static float scalar(bf16 v) { return bf16_bits_to_float(v.bits); }
   static float scalar(fp16 v) { return _cvtsh_ss(v.bits); }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  // 8 x 8 in place: interleave 32-bit and 64-bit pairs inside 128-bit lanes, then swap lanes.
+  static void transpose(R* r) {
+    R t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + e], lane L: element 4L + e of rows 4g .. 4g + 3.
+    for (int g = 0; g < 2; ++g) {
+      const __m256d a = _mm256_castps_pd(t[4 * g]), b = _mm256_castps_pd(t[4 * g + 2]);
+      const __m256d c = _mm256_castps_pd(t[4 * g + 1]), d = _mm256_castps_pd(t[4 * g + 3]);
+      u[4 * g] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+      u[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+      u[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+      u[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    }
+    for (int e = 0; e < 4; ++e) {
+      r[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
+      r[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
+    }
+  }
 };
 
 struct F64x4 {
@@ -63,6 +84,15 @@ struct F64x4 {
   }
   static double scalar(double v) { return v; }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  // 4 x 4 in place.
+  static void transpose(R* r) {
+    const R t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    const R t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+  }
 };
 
 // 16 x 6 (fp32) and 8 x 6 (fp64): 12 accumulators + 2 A vectors + 1 broadcast of 16 ymm.

@@ -38,6 +38,33 @@ struct F32x16 {
   static float scalar(bf16 v) { return bf16_bits_to_float(v.bits); }
   static float scalar(fp16 v) { return _cvtsh_ss(v.bits); }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  // r[i] becomes column i of the 16 x 16 matrix whose rows were r[0..15]: interleave 32-bit and
+  // 64-bit pairs inside 128-bit lanes, then gather the lanes with two rounds of shuffle_f32x4.
+  static void transpose(R* r) {
+    R t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + e], lane L: element 4L + e of rows 4g .. 4g + 3.
+    for (int g = 0; g < 4; ++g) {
+      const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+      const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
+      u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+      u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int e = 0; e < 4; ++e) {
+      const R v0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x88), v1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xdd);
+      const R w0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x88),
+              w1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xdd);
+      r[e] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+      r[4 + e] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+      r[8 + e] = _mm512_shuffle_f32x4(v0, w0, 0xdd);
+      r[12 + e] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
+    }
+  }
 };
 
 struct F64x8 {
@@ -56,6 +83,23 @@ struct F64x8 {
   static double reduce(R v) { return _mm512_reduce_add_pd(v); }
   static double scalar(double v) { return v; }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  // 8 x 8 in place, as F32x16::transpose with one interleave round fewer.
+  static void transpose(R* r) {
+    R t[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
+    }
+    // t[2g + h], lane L: element 2L + h of rows 2g, 2g + 1.
+    for (int h = 0; h < 2; ++h) {
+      const R v0 = _mm512_shuffle_f64x2(t[h], t[2 + h], 0x88), v1 = _mm512_shuffle_f64x2(t[h], t[2 + h], 0xdd);
+      const R w0 = _mm512_shuffle_f64x2(t[4 + h], t[6 + h], 0x88), w1 = _mm512_shuffle_f64x2(t[4 + h], t[6 + h], 0xdd);
+      r[h] = _mm512_shuffle_f64x2(v0, w0, 0x88);
+      r[2 + h] = _mm512_shuffle_f64x2(v1, w1, 0x88);
+      r[4 + h] = _mm512_shuffle_f64x2(v0, w0, 0xdd);
+      r[6 + h] = _mm512_shuffle_f64x2(v1, w1, 0xdd);
+    }
+  }
 };
 
 // 32 x 12 (fp32) and 16 x 12 (fp64): 24 accumulators + 2 A vectors + 1 broadcast of 32 zmm.

@@ -27,6 +27,7 @@ struct Scalar1 {
   static T scalar(bf16 v) { return to_float(v); }
   static T scalar(fp16 v) { return to_float(v); }
   static void prefetch(const void* p) { __builtin_prefetch(p); }
+  static void transpose(R*) {}  // 1 x 1
 };
 
 // 8 x 4 scalar tile: 32 accumulators is more than most baseline ISAs have, but the compiler

@@ -1,7 +1,9 @@
 // Packing of A blocks and B panels into the sliver layout the micro-kernel reads, written once
 // over vector traits V like micro_kernel_impl.h (same rule: include only from an ISA
-// translation unit). The sliver width W is a compile-time constant, so the copies unroll into
-// whole-register moves; packing also converts bf16/fp16 inputs to fp32.
+// translation unit). Besides the micro-kernel's traits it uses load(const Tin*) for every input
+// type, scalar(Tin) and transpose(R*) (kWidth registers holding a square block, in place). The sliver width W is a
+// compile-time constant, so the copies unroll into whole-register moves; packing also converts bf16/fp16 inputs to
+// fp32.
 #pragma once
 
 #include <cstdint>
@@ -39,12 +41,24 @@ void pack_panel(const Tin* src, int64_t ld, bool r_contiguous, int64_t rows, int
       }
       continue;
     }
-    // A transpose: each source row is contiguous in l. Take one cache line of every row of the
-    // sliver at a time, so the W rows stream in parallel and the writes stay within a few KiB.
-    constexpr int64_t kLine = 64 / sizeof(Tin);
+    // A transpose: each source row is contiguous in l. Full slivers go through VW x VW
+    // register transposes (VW rows of VW elements in, VW columns out); otherwise one cache line
+    // of every row at a time, so the rows stream in parallel and the writes stay within a few KiB.
     const Tin* p = src + s * ld;
     int64_t l = 0;
-    if (n == W) {
+    if (n == W && W % VW == 0 && VW > 1) {
+      for (; l + VW <= k; l += VW) {
+        for (int rb = 0; rb < W; rb += VW) {
+          typename V::R r[VW];
+#pragma GCC unroll 16
+          for (int i = 0; i < VW; ++i) r[i] = V::load(p + (rb + i) * ld + l);
+          V::transpose(r);
+#pragma GCC unroll 16
+          for (int q = 0; q < VW; ++q) V::store(o + (l + q) * W + rb, r[q]);
+        }
+      }
+    } else if (n == W) {
+      constexpr int64_t kLine = 64 / sizeof(Tin);
       for (; l + kLine <= k; l += kLine) {
 #pragma GCC unroll 4
         for (int i = 0; i < W; ++i) {

@@ -17,9 +17,12 @@ using cpu_kernels::BlockedConfig;
 using cpu_kernels::Isa;
 using cpu_kernels::SkinnyConfig;
 
-// Default sends products this narrow to the skinny path: there the blocked kernel's packing of
-// A costs as much as the product itself.
-constexpr int64_t kDefaultSkinnyMaxN = 4;
+// Default sends products this narrow to the skinny path, where the blocked kernel's packing of
+// A costs as much as the product itself (crossovers measured as in skinny_gemm.h).
+bool default_goes_skinny(const GemmParams& p) {
+  const char ta = p.transa == 't' ? 'T' : p.transa;
+  return p.n <= (ta == 'T' ? 32 : 8);
+}
 
 struct Blocking {
   int64_t mc, nc, kc;
@@ -90,7 +93,7 @@ void register_cpu_kernels(Registry& r) {
   const BlockedConfig dcfg{best, def.mc, def.nc, def.kc, all};
   const SkinnyConfig scfg{best, all};
   d.run = [dcfg, scfg](const GemmParams& p, const GemmOperands& ops) {
-    if (p.n <= kDefaultSkinnyMaxN) return cpu_kernels::skinny_gemm(p, ops, scfg);
+    if (default_goes_skinny(p)) return cpu_kernels::skinny_gemm(p, ops, scfg);
     return cpu_kernels::blocked_gemm(p, ops, dcfg);
   };
   list.push_back(std::move(d));
@@ -108,7 +111,7 @@ void register_cpu_kernels(Registry& r) {
     if (!cpu_kernels::isa_available(isa)) continue;
     for (const Blocking& b : blockings(isa)) {
       for (auto [threads, extra] : threads_extra) {
-        // The default blocking on all threads is Default itself for n > kDefaultSkinnyMaxN.
+        // The default blocking on all threads is Default itself for all but narrow n.
         if (isa == best && b.mc == def.mc && b.nc == def.nc && b.kc == def.kc && threads == all) continue;
         int effort = std::min(2, b.min_effort + extra);
         if (isa != best) effort = 2;  // an older ISA on the same core only wins by accident

@@ -1,5 +1,6 @@
 // gemv kernels for float (see gemv_kernel.cuh).
 #include "backends/cuda/kernels/gemv_kernel.cuh"
+#include "backends/cuda/kernels/gemv_mma.cuh"
 
 namespace tunableop::cuda {
 

@@ -76,6 +76,38 @@ __device__ __forceinline__ float dot16<__half>(const uint4& a, const uint4& b, f
 
 constexpr int kUnroll = 2;  // vectors per thread in flight per row before the first use
 
+// Programmatic dependent launch (sm_90): with args.pdl the kernel may be launched while the
+// previous kernel in the stream is still running; it waits here, before touching any global
+// memory, until that kernel has completed and its writes are visible. So only the launch
+// latency overlaps, never data: safe whatever the previous kernel wrote.
+__device__ __forceinline__ void pdl_wait(int on) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (on) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next kernel in the stream start launching (it still waits for our completion).
+__device__ __forceinline__ void pdl_trigger(int on) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <class... Args>
+cudaError_t launch_kernel(void (*kernel)(Args...), dim3 grid, dim3 block, cudaStream_t stream, const GemvLaunch& args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = args.pdl ? attr : nullptr;
+  cfg.numAttrs = args.pdl ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
 // Block = G groups of SK warps; group g owns rows [row0 + g*R, +R); its SK warps stride over K
 // together (coalesced 16-byte loads), then reduce through shared memory.
 template <class T, int R, int NT, int SK, int G>
@@ -86,6 +118,7 @@ __global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvLaunch args) {
   const int warp = threadIdx.x >> 5;
   const int g = warp / SK, wk = warp % SK;
   const int t = wk * 32 + lane;  // index inside the group
+  pdl_wait(args.pdl);
   const int64_t bz = blockIdx.y;
   const T* A = static_cast<const T*>(args.a) + bz * args.stride_a;
   const T* B = static_cast<const T*>(args.b) + bz * args.stride_b;
@@ -128,6 +161,7 @@ __global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvLaunch args) {
       }
     }
   }
+  pdl_trigger(args.pdl);
   // K tail (k % V elements), scalar.
   for (int64_t e = kv * V + t; e < args.k; e += kThreads) {
 #pragma unroll
@@ -191,8 +225,7 @@ cudaError_t launch(const GemvLaunch& args, cudaStream_t stream) {
   constexpr int G = groups_for(SK);
   int64_t blocks = (int64_t(args.m) + R * G - 1) / (R * G);
   dim3 grid{unsigned(blocks), unsigned(args.batch), 1};
-  gemv_tn_kernel<T, R, NT, SK, G><<<grid, 32 * SK * G, 0, stream>>>(args);
-  return cudaGetLastError();
+  return launch_kernel(gemv_tn_kernel<T, R, NT, SK, G>, grid, dim3{32 * SK * G, 1, 1}, stream, args);
 }
 
 template <class T, int R, int SK>
@@ -216,7 +249,11 @@ cudaError_t launch_sk(const GemvLaunch& args, cudaStream_t stream) {
 }
 
 template <class T>
+cudaError_t launch_mma_sk(const GemvLaunch& args, cudaStream_t stream);  // gemv_mma.cuh
+
+template <class T>
 cudaError_t launch_rows(const GemvLaunch& args, cudaStream_t stream) {
+  if (args.mma) return launch_mma_sk<T>(args, stream);
   switch (args.rows) {
     case 1: return launch_sk<T, 1>(args, stream);
     case 2: return launch_sk<T, 2>(args, stream);

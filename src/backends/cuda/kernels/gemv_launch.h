@@ -20,6 +20,8 @@ struct GemvLaunch {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int64_t batch = 1;  // <= 65535 (grid.y)
   float alpha = 1.f, beta = 0.f;
+  int mma = 0;  // 1: tensor-core kernel (bf16/fp16; `rows` unused, 16 rows per block)
+  int pdl = 0;  // 1: programmatic dependent launch (sm_90; see pdl_wait in gemv_kernel.cuh)
 };
 
 // Queue the TN kernel on `stream` (one translation unit per dtype); A, B and lda/ldb (and batch
