@@ -6,7 +6,8 @@
 #   scripts/gpu-check.sh                    # everything
 #   GPU_CHECK_TESTS=gpu scripts/gpu-check.sh   # only GPU tests (faster)
 #   GPU_CHECK_TESTS=none GPU_CHECK_BENCH_ONLY=vocab scripts/gpu-check.sh
-#   GPU_CHECK_QUICK=1 scripts/gpu-check.sh     # decode shapes + the odd-ld vocab ones only
+#   GPU_CHECK_QUICK=1 scripts/gpu-check.sh     # decode shapes + the odd-m vocab ones only
+#   GPU_CHECK_QUICK=ordered scripts/gpu-check.sh  # the full llm suite, largest shape last
 #
 # Knobs (environment): GPU_CHECK_TESTS=all|gpu|none, GPU_CHECK_BENCH=1|0, GPU_CHECK_BENCH_ONLY=<substring
 # of shape names>, GPU_CHECK_BENCH_TIMEOUT=<s> (default 420), GPU_CHECK_TEST_TIMEOUT=<s per test>
@@ -82,25 +83,33 @@ if [ "$BENCH" = "1" ]; then
     --device cuda >"$LOGS/bench_example1.txt" 2>&1
   stamp "bench: llm suite"
   suite=(--suite llm)
+  layers="llama2-7b.qkv:12288:4096 llama2-7b.o:4096:4096 llama2-7b.gate_up:22016:4096 llama2-7b.down:4096:11008
+          llama2-7b.lm_head:32000:4096 gemma-2b.qkv:2560:2048 gemma-2b.o:2048:2048 gemma-2b.gate_up:32768:2048
+          gemma-2b.down:2048:16384 gemma-2b.lm_head:256000:2048"
+  suite_line() { IFS=: read -r name m k <<<"$1"; echo "$name@$2,bf16,T,N,$m,$2,$k"; }
   if [ "${GPU_CHECK_QUICK:-0}" = "1" ]; then
-    # Every 1- and 8-token shape of the llm suite, plus the odd-ld vocab shapes and one large
+    # Every 1- and 8-token shape of the llm suite, plus the odd-m vocab shapes and one large
     # aligned one: what our own kernels target, in a fraction of the full suite's time.
     {
-      for t in 1 8; do
-        for l in llama2-7b.qkv:12288:4096 llama2-7b.o:4096:4096 llama2-7b.gate_up:22016:4096 \
-                 llama2-7b.down:4096:11008 llama2-7b.lm_head:32000:4096 gemma-2b.qkv:2560:2048 \
-                 gemma-2b.o:2048:2048 gemma-2b.gate_up:32768:2048 gemma-2b.down:2048:16384 \
-                 gemma-2b.lm_head:256000:2048; do
-          IFS=: read -r name m k <<<"$l"
-          echo "$name@$t,bf16,T,N,$m,$t,$k"
-        done
-      done
+      for t in 1 8; do for l in $layers; do suite_line "$l" "$t"; done; done
       echo "vocab50257@1,bf16,T,N,50257,1,4096"
       echo "vocab50257@2048,bf16,T,N,50257,2048,4096"
       echo "vocab32001@2048,bf16,T,N,32001,2048,4096"
       echo "gemma-2b.gate_up@2048,bf16,T,N,32768,2048,2048"
     } >"$LOGS/quick_suite.csv"
     suite=(--suite-file "$LOGS/quick_suite.csv")
+  elif [ "${GPU_CHECK_QUICK:-0}" = "ordered" ]; then
+    # The whole llm suite, cheapest first, so that a time limit cuts only the largest shape
+    # (Gemma lm_head at 2048 tokens: a 1 GB output).
+    {
+      for t in 1 8; do for l in $layers; do suite_line "$l" "$t"; done; done
+      echo "vocab50257@1,bf16,T,N,50257,1,4096"
+      echo "vocab32001@1,bf16,T,N,32001,1,4096"
+      echo "vocab50257@2048,bf16,T,N,50257,2048,4096"
+      echo "vocab32001@2048,bf16,T,N,32001,2048,4096"
+      for l in $layers; do suite_line "$l" 2048; done
+    } >"$LOGS/ordered_suite.csv"
+    suite=(--suite-file "$LOGS/ordered_suite.csv")
   fi
   only=()
   [ -n "$BENCH_ONLY" ] && only=(--only "$BENCH_ONLY")

@@ -121,7 +121,7 @@ int run_llm(const LlmArgs& a) {
       fmt::print(stderr, "saved {} to {}\n", w->name, a.save_model);
     }
     auto shared = std::make_shared<const llm::ModelWeights>(std::move(w.value()));
-    auto e = llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx));
+    auto e = llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx));
     if (!e.is_ok()) return fail(e.status());
     engine = std::move(e.value());
   } else {
@@ -150,10 +150,11 @@ int run_llm(const LlmArgs& a) {
     if (!r.is_ok()) return fail(r.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
     if (a.json) {
-      fmt::print("{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
-                 "\"results_file\": \"{}\"}}\n",
-                 a.model, engine->device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
-                 ctx.results_path());
+      fmt::print(
+          "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
+          "\"results_file\": \"{}\"}}\n",
+          a.model, engine->device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
+          ctx.results_path());
     } else {
       fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
       fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
@@ -175,11 +176,13 @@ int run_llm(const LlmArgs& a) {
   if (a.json) {
     std::string j = llm::report_json(*r);
     j.pop_back();  // add context to the object
-    fmt::print("{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
-               "\"results_file\": \"{}\"}}\n",
-               j, a.model, engine->device_name(), opts.enabled, opts.tuning, ctx.results_path());
+    fmt::print(
+        "{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
+        "\"results_file\": \"{}\"}}\n",
+        j, a.model, engine->device_name(), opts.enabled, opts.tuning, ctx.results_path());
   } else {
-    fmt::print("TunableOp: {}{}\n", opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
+    fmt::print("TunableOp: {}{}\n",
+               opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
                opts.enabled ? ", results file " + ctx.results_path() : "");
     fmt::print("{}", llm::format_report(*r));
   }
@@ -199,14 +202,15 @@ void add_llm_command(CLI::App& app) {
       "llm", "Greedy generation on a Llama/Gemma model, every GEMM through tunableop (seed Example 2)");
   std::string presets;
   for (const auto& p : llm::preset_names()) presets += (presets.empty() ? "" : ", ") + p;
-  c->add_option("--model", a->model,
-                "Hugging Face model directory (config.json + safetensors) or builtin:NAME with random weights (" +
-                    presets + ")")
+  c->add_option(
+       "--model", a->model,
+       "Hugging Face model directory (config.json + safetensors) or builtin:NAME with random weights (" + presets + ")")
       ->capture_default_str();
   c->add_option("--seed", a->seed, "seed of a built-in model's random weights")->capture_default_str();
   c->add_option("--layers", a->layers, "built-in models: override the number of layers");
-  c->add_option("--prompt-ids", a->prompt_ids, "prompt as comma-separated token ids (text prompts need a tokenizer, "
-                                               "which this engine does not have)")
+  c->add_option("--prompt-ids", a->prompt_ids,
+                "prompt as comma-separated token ids (text prompts need a tokenizer, "
+                "which this engine does not have)")
       ->capture_default_str();
   c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids");
   c->add_option("--max-new-tokens", a->max_new_tokens, "tokens generated per sequence (exactly)")

@@ -34,7 +34,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 struct State {
   size_t index = 0;
   std::string name;
-  int batch = 1;  // runs per timed sample
+  int batch = 1;                // runs per timed sample
   std::vector<double> samples;  // ms per run
   Measurement m;
   bool timed = false;
@@ -104,7 +104,8 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
         note(i, CandidateReport::Outcome::kNumericsFailed, st.message());
         Status rec = pr.recover();
         if (!rec.is_ok()) log_.warn(rec.to_string());
-        if (i == 0) return Status::numerics(fmt::format("Default fails the numerics check on {}: {}", what, st.message()));
+        if (i == 0)
+          return Status::numerics(fmt::format("Default fails the numerics check on {}: {}", what, st.message()));
         continue;
       }
       log_.log(3, fmt::format("├──verify numerics passed id={}, {}", i, name));
@@ -124,7 +125,8 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
 
     // Screening: cheap estimates against the best so far (Default is never screened out).
     bool dropped = false, failed = false;
-    for (auto [runs, ratio] : {std::pair{pol.screen_runs_1, pol.screen_ratio_1}, {pol.screen_runs_2, pol.screen_ratio_2}}) {
+    for (auto [runs, ratio] :
+         {std::pair{pol.screen_runs_1, pol.screen_ratio_1}, {pol.screen_runs_2, pol.screen_ratio_2}}) {
       for (int r = 0; r < runs; ++r) {
         auto ms = time_runs(pr, i, s.batch, rotation);
         if (!ms.is_ok()) {
@@ -184,8 +186,9 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
     if (failed) continue;
     s.m = summarize(s.samples);
     s.timed = true;
-    log_.log(2, fmt::format("├──tuning using warmup iters {} [{:.6g} ms] and tuning iters {} [{:.6g} ms] instance id={}, {} {}",
-                            warm, warm_ms, tune, timer.now_ms() - t0, i, what, name));
+    log_.log(2, fmt::format(
+                    "├──tuning using warmup iters {} [{:.6g} ms] and tuning iters {} [{:.6g} ms] instance id={}, {} {}",
+                    warm, warm_ms, tune, timer.now_ms() - t0, i, what, name));
     log_.log(3, fmt::format("│   min {:.6g} median {:.6g} mean {:.6g} std {:.3g} ms over {} samples", s.m.min_ms,
                             s.m.median_ms, s.m.mean_ms, s.m.std_ms, s.m.runs));
     if (s.m.median_ms < best) {
@@ -206,15 +209,18 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
   order.resize(std::min(order.size(), size_t(pol.finalists) + 1));
   if (order.size() > 1 && pol.remeasure_rounds > 0) {
     std::vector<std::vector<double>> rounds(order.size());
+    const double r0 = timer.now_ms();
     for (int r = 0; r < pol.remeasure_rounds; ++r) {
+      // Three rounds give a median; more only while the re-measurement budget lasts.
+      if (r >= 3 && timer.now_ms() - r0 > pol.remeasure_ms) break;
       for (size_t q = 0; q < order.size(); ++q) {
         size_t j = order[(q + size_t(r)) % order.size()];  // rotate who goes first
         State& s = timed[j];
         if (!s.timed) continue;  // failed in an earlier round: never run it again
         // Enough runs per sample to fill ~1/rounds of the tuning budget, within the iteration
         // budget too (smaller wins; at least one run per round).
-        int runs = std::max(s.batch, int(std::min<double>(
-                                         1000, pol.max_tuning_ms / pol.remeasure_rounds / std::max(s.m.median_ms, 1e-6))));
+        int runs = std::max(s.batch, int(std::min<double>(1000, pol.max_tuning_ms / pol.remeasure_rounds /
+                                                                    std::max(s.m.median_ms, 1e-6))));
         runs = int(std::max<int64_t>(1, std::min<int64_t>(runs, pol.max_tuning_iters / pol.remeasure_rounds)));
         auto ms = time_runs(pr, s.index, runs, rotation);
         if (!ms.is_ok()) {

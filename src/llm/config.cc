@@ -22,8 +22,8 @@ const char* activation_name(Activation a) {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  int64_t per_layer = hidden_size * qkv_dim() + q_dim() * hidden_size + 3 * hidden_size * intermediate_size +
-                      2 * hidden_size;
+  int64_t per_layer =
+      hidden_size * qkv_dim() + q_dim() * hidden_size + 3 * hidden_size * intermediate_size + 2 * hidden_size;
   int64_t n = vocab_size * hidden_size + num_layers * per_layer + hidden_size;
   if (!tie_word_embeddings) n += vocab_size * hidden_size;
   return n;

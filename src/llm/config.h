@@ -30,7 +30,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   Activation activation = Activation::kSilu;
   bool tie_word_embeddings = false;
-  int64_t pad_token_id = 0;  // the id used for prompt padding (never attended to)
+  int64_t pad_token_id = 0;       // the id used for prompt padding (never attended to)
   std::string dtype = "float32";  // "dtype"/"torch_dtype" of the checkpoint (informational)
 
   // Gemma's differences from Llama, as switches the forward pass reads.

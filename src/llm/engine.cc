@@ -1,5 +1,7 @@
 #include "llm/engine.h"
 
+#include <cmath>
+
 namespace tunableop::llm {
 
 LinearOp::Fn tunableop_linear(Context& ctx) {
@@ -29,6 +31,8 @@ void LinearOp::count(Phase phase, const GemmParams& p) {
   }
   (phase == Phase::kPrefill ? found->in_prefill : found->in_decode) = true;
   ++found->calls;
+  if (phase == Phase::kPrefill) ++found->prefill_calls;
+  found->flops = p.flops();
 }
 
 Status LinearOp::operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
@@ -47,13 +51,14 @@ std::vector<LinearOp::Problem> LinearOp::difference(const std::vector<Problem>& 
                                                     const std::vector<Problem>& after) {
   std::vector<Problem> d;
   for (const Problem& a : after) {
-    int64_t prior = 0;
+    int64_t prior = 0, prior_prefill = 0;
     for (const Problem& b : before) {
-      if (b.op == a.op && b.params == a.params) prior = b.calls;
+      if (b.op == a.op && b.params == a.params) prior = b.calls, prior_prefill = b.prefill_calls;
     }
     if (a.calls > prior) {
       d.push_back(a);
       d.back().calls = a.calls - prior;
+      d.back().prefill_calls = a.prefill_calls - prior_prefill;
     }
   }
   return d;
@@ -73,6 +78,8 @@ void LinearOp::add_calls(const std::vector<Problem>& calls, int64_t times) {
     found->in_prefill |= c.in_prefill;
     found->in_decode |= c.in_decode;
     found->calls += c.calls * times;
+    found->prefill_calls += c.prefill_calls * times;
+    found->flops = c.flops;
   }
 }
 
@@ -91,6 +98,42 @@ int64_t LinearOp::calls() const {
 void LinearOp::reset_counts() {
   std::lock_guard<std::mutex> lock(mu_);
   problems_.clear();
+}
+
+AttentionGemms prefill_attention_gemms(const ModelConfig& c, DType dtype, int64_t seqs, int64_t tokens,
+                                       int64_t max_seq) {
+  const int64_t hd = c.head_dim, T = tokens, M = tokens * (c.num_heads / c.num_kv_heads);
+  AttentionGemms g;
+  GemmParams& s = g.scores;
+  s.dtype = dtype;
+  s.transa = 'T';
+  s.transb = 'N';
+  s.m = T;
+  s.n = M;
+  s.k = hd;
+  s.lda = hd;
+  s.ldb = hd;
+  s.ldc = T;
+  s.alpha = 1.0 / std::sqrt(double(hd));
+  s.batch = seqs * c.num_kv_heads;
+  s.stride_a = max_seq * hd;
+  s.stride_b = M * hd;
+  s.stride_c = M * T;
+  GemmParams& o = g.output;
+  o.dtype = dtype;
+  o.transa = 'N';
+  o.transb = 'N';
+  o.m = hd;
+  o.n = M;
+  o.k = T;
+  o.lda = hd;
+  o.ldb = T;
+  o.ldc = hd;
+  o.batch = seqs * c.num_kv_heads;
+  o.stride_a = max_seq * hd;
+  o.stride_b = M * T;
+  o.stride_c = M * hd;
+  return g;
 }
 
 Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::vector<std::vector<int32_t>>& prompts) {

@@ -36,12 +36,15 @@ class LinearOp {
                     void* y, void* stream = nullptr);
   // Any other GEMM of the forward pass, counted the same way.
   Status gemm(Phase phase, const GemmParams& p, const GemmOperands& ops);
+  bool has_gemm() const { return bool(gemm_fn_); }
 
   struct Problem {
     std::string op;      // GemmTunableOp_float_TN
     std::string params;  // tn_<out>_<tokens>_<in>
     bool in_prefill = false, in_decode = false;
-    int64_t calls = 0;
+    int64_t calls = 0;          // all phases
+    int64_t prefill_calls = 0;  // of which in prefill
+    double flops = 0;           // per call
   };
   std::vector<Problem> problems() const;  // first-seen order
   int64_t calls() const;
@@ -99,9 +102,23 @@ class Engine {
   virtual std::vector<int64_t> sequence_lengths() const = 0;
   // Padded prompt length of the last prefill.
   virtual int64_t padded_prompt_length() const = 0;
+  // Bytes of weights as stored on the device: what a decode step must read at least once.
+  virtual int64_t weight_bytes() const = 0;
 
   virtual LinearOp& linear() = 0;
 };
+
+// Prefill attention as two strided-batched GEMMs, one batch entry per (sequence, kv head), the
+// group of query heads sharing that kv head stacked into M = tokens * group rows:
+//   scores [M x tokens] = scale * q_perm [M x hd] * K [tokens x hd]^T   (column-major S^T = K q^T)
+//   out    [M x hd]     = P [M x tokens] * V [tokens x hd]               (column-major O^T = V^T P^T)
+// K and V are read in place from the cache ([seq][kv_head][max_seq][hd]); q_perm, scores and
+// out are dense. A causal softmax turns scores into P in between.
+struct AttentionGemms {
+  GemmParams scores, output;
+};
+AttentionGemms prefill_attention_gemms(const ModelConfig& c, DType dtype, int64_t seqs, int64_t tokens,
+                                       int64_t max_seq);
 
 // Rounds n up to a multiple of m (m >= 1).
 inline int64_t round_up(int64_t n, int64_t m) { return m <= 1 ? n : (n + m - 1) / m * m; }
@@ -110,8 +127,9 @@ inline int64_t round_up(int64_t n, int64_t m) { return m <= 1 ? n : (n + m - 1) 
 Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::vector<std::vector<int32_t>>& prompts);
 
 // Builds the CPU engine (fp32): weights are used in place (kept alive by the shared_ptr).
+// Prefill attention uses `gemm` (tunableop_gemm(ctx)) when given, else a plain kernel.
 StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
-                                                  LinearOp::Fn linear);
+                                                  LinearOp::Fn linear, LinearOp::GemmFn gemm = {});
 
 // Builds the CUDA engine on ctx's GPU (bf16 weights and activations, fp32 accumulation; decode
 // captured once as a CUDA graph). Built-in models are generated on the GPU directly. Returns

@@ -31,8 +31,8 @@ StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int3
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
   if (std::max(padded, longest + max_new_tokens - 1) > engine.options().max_seq) {
-    return Status::invalid_argument("prompt (" + std::to_string(longest) + " tokens, padded " +
-                                    std::to_string(padded) + ") + " + std::to_string(max_new_tokens) +
+    return Status::invalid_argument("prompt (" + std::to_string(longest) + " tokens, padded " + std::to_string(padded) +
+                                    ") + " + std::to_string(max_new_tokens) +
                                     " new tokens do not fit the KV cache of " +
                                     std::to_string(engine.options().max_seq) + " positions");
   }
@@ -87,9 +87,17 @@ struct Accumulator {
     r.decode_tokens_per_s = r.tpot_ms > 0 ? double(r.batch) / (r.tpot_ms * 1e-3) : 0;
     r.first_sequence = first;
     r.gemm_problems = engine.linear().problems();
+    r.weight_bytes = engine.weight_bytes();
+    r.decode_weight_gbps = r.tpot_ms > 0 ? double(r.weight_bytes) / (r.tpot_ms * 1e-3) / 1e9 : 0;
     return r;
   }
 };
+
+double prefill_gflop(const std::vector<LinearOp::Problem>& problems, int runs) {
+  double f = 0;
+  for (const auto& p : problems) f += double(p.prefill_calls) * p.flops;
+  return f / double(runs) / 1e9;
+}
 
 Status check_options(const BenchmarkOptions& o) {
   if (o.iterations < 1) return Status::invalid_argument("iterations must be >= 1");
@@ -118,12 +126,14 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
   BenchmarkReport r = acc.finish(engine, prompts, o);
   r.warmup_s = warmup_s;
   r.gemm_calls_per_run = engine.linear().calls() / (o.iterations + o.warmup);
+  r.prefill_gflop = prefill_gflop(r.gemm_problems, o.iterations + o.warmup);
   return r;
 }
 
-StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(
-    Engine& engine, const std::vector<std::vector<int32_t>>& prompts, const BenchmarkOptions& o,
-    const std::function<void(bool tuned)>& set_mode) {
+StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& engine,
+                                                                     const std::vector<std::vector<int32_t>>& prompts,
+                                                                     const BenchmarkOptions& o,
+                                                                     const std::function<void(bool tuned)>& set_mode) {
   TUNABLEOP_RETURN_IF_ERROR(check_options(o));
   engine.linear().reset_counts();
   double warmup_s[2] = {0, 0};
@@ -146,7 +156,10 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(
   std::pair<BenchmarkReport, BenchmarkReport> out{acc[0].finish(engine, prompts, o), acc[1].finish(engine, prompts, o)};
   out.first.warmup_s = warmup_s[0];
   out.second.warmup_s = warmup_s[1];
-  out.first.gemm_calls_per_run = out.second.gemm_calls_per_run = engine.linear().calls() / (2 * (o.iterations + o.warmup));
+  out.first.gemm_calls_per_run = out.second.gemm_calls_per_run =
+      engine.linear().calls() / (2 * (o.iterations + o.warmup));
+  out.first.prefill_gflop = out.second.prefill_gflop =
+      prefill_gflop(out.first.gemm_problems, 2 * (o.iterations + o.warmup));
   return out;
 }
 
@@ -161,13 +174,26 @@ std::string format_report(const BenchmarkReport& r) {
   std::snprintf(buf, sizeof(buf), "  Tokens/second: %.4f (%lld tokens, %.2f seconds)\n", r.tokens_per_s,
                 (long long)r.generated_tokens, r.total_s);
   s += buf;
-  std::snprintf(buf, sizeof(buf),
-                "  TTFT: %.3f ms (prompt %lld tokens, padded to %lld, batch %lld)\n"
-                "  TPOT: %.3f ms (%.1f tokens/s per sequence while decoding)\n"
-                "  Latency: %.3f ms = TTFT + TPOT x %lld\n",
-                r.ttft_ms, (long long)r.prompt_tokens, (long long)r.padded_prompt_tokens, (long long)r.batch,
-                r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.latency_ms, (long long)(r.new_tokens - 1));
+  std::snprintf(buf, sizeof(buf), "  TTFT: %.3f ms (prompt %lld tokens, padded to %lld, batch %lld)\n", r.ttft_ms,
+                (long long)r.prompt_tokens, (long long)r.padded_prompt_tokens, (long long)r.batch);
   s += buf;
+  if (r.new_tokens > 1) {
+    std::snprintf(buf, sizeof(buf),
+                  "  TPOT: %.3f ms (%.1f tokens/s per sequence while decoding)\n"
+                  "  Latency: %.3f ms = TTFT + TPOT x %lld\n",
+                  r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.latency_ms, (long long)(r.new_tokens - 1));
+  } else {
+    std::snprintf(buf, sizeof(buf), "  TPOT: none (1 new token)\n  Latency: %.3f ms = TTFT\n", r.latency_ms);
+  }
+  s += buf;
+  std::snprintf(buf, sizeof(buf), "  Prefill GEMMs: %.2f GFLOP (%.1f GFLOP/s at this TTFT)\n", r.prefill_gflop,
+                r.ttft_ms > 0 ? r.prefill_gflop / (r.ttft_ms * 1e-3) : 0.0);
+  s += buf;
+  if (r.new_tokens > 1) {
+    std::snprintf(buf, sizeof(buf), "  Decode: %.1f MB of weights per step, %.1f GB/s at this TPOT\n",
+                  double(r.weight_bytes) / 1e6, r.decode_weight_gbps);
+    s += buf;
+  }
   std::snprintf(buf, sizeof(buf),
                 "  GEMM problems: %zu distinct (prefill %d, decode %d), %lld GEMM calls per run; warm-up %.2f s\n",
                 r.gemm_problems.size(), prefill, decode, (long long)r.gemm_calls_per_run, r.warmup_s);
@@ -192,10 +218,13 @@ std::string report_json(const BenchmarkReport& r) {
   j["decode_tokens_per_s"] = r.decode_tokens_per_s;
   j["warmup_s"] = r.warmup_s;
   j["gemm_calls_per_run"] = r.gemm_calls_per_run;
+  j["weight_bytes"] = r.weight_bytes;
+  j["decode_weight_gbps"] = r.decode_weight_gbps;
+  j["prefill_gflop"] = r.prefill_gflop;
   j["gemm_problems"] = nlohmann::json::array();
   for (const auto& p : r.gemm_problems) {
-    j["gemm_problems"].push_back({{"op", p.op}, {"params", p.params}, {"prefill", p.in_prefill},
-                                  {"decode", p.in_decode}, {"calls", p.calls}});
+    j["gemm_problems"].push_back(
+        {{"op", p.op}, {"params", p.params}, {"prefill", p.in_prefill}, {"decode", p.in_decode}, {"calls", p.calls}});
   }
   j["generated_ids"] = r.first_sequence;
   return j.dump();

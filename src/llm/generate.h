@@ -13,14 +13,13 @@ namespace tunableop::llm {
 
 struct Generation {
   std::vector<std::vector<int32_t>> tokens;  // new tokens per sequence (max_new_tokens each)
-  double ttft_s = 0;                          // prefill, up to the first new token on the host
-  std::vector<double> step_s;                 // each decode step
+  double ttft_s = 0;                         // prefill, up to the first new token on the host
+  std::vector<double> step_s;                // each decode step
   double total_s = 0;
 };
 
 // Exactly max_new_tokens per sequence (no stop token: the seed forces min = max new tokens).
-StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                              int64_t max_new_tokens);
+StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens);
 
 struct BenchmarkOptions {
   int64_t max_new_tokens = 32;
@@ -31,14 +30,17 @@ struct BenchmarkOptions {
 struct BenchmarkReport {
   int64_t batch = 0, prompt_tokens = 0, padded_prompt_tokens = 0, new_tokens = 0;
   int iterations = 0, warmup = 0;
-  int64_t generated_tokens = 0;  // iterations * batch * new_tokens
-  double total_s = 0;            // timed iterations only
-  double tokens_per_s = 0;       // generated_tokens / total_s (the seed's number)
-  double ttft_ms = 0;            // median over timed iterations
-  double tpot_ms = 0;            // mean decode step over timed iterations
-  double latency_ms = 0;         // ttft + tpot * (new_tokens - 1)
+  int64_t generated_tokens = 0;    // iterations * batch * new_tokens
+  double total_s = 0;              // timed iterations only
+  double tokens_per_s = 0;         // generated_tokens / total_s (the seed's number)
+  double ttft_ms = 0;              // median over timed iterations
+  double tpot_ms = 0;              // mean decode step over timed iterations
+  double latency_ms = 0;           // ttft + tpot * (new_tokens - 1)
   double decode_tokens_per_s = 0;  // batch / tpot
-  double warmup_s = 0;           // includes any tuning done on the first pass
+  double warmup_s = 0;             // includes any tuning done on the first pass
+  int64_t weight_bytes = 0;
+  double decode_weight_gbps = 0;        // weight_bytes / TPOT: compare with the memory bandwidth
+  double prefill_gflop = 0;             // GEMM work of one prefill: / TTFT = achieved rate
   std::vector<int32_t> first_sequence;  // new tokens of sequence 0 in the last run
   std::vector<LinearOp::Problem> gemm_problems;
   int64_t gemm_calls_per_run = 0;
@@ -49,11 +51,12 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
 
 // Untuned and tuned in one process, alternating run by run; `set_mode(tuned)` switches the
 // engine's context (TunableOp off -> every GEMM runs Default; on -> tuned solutions).
-StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(
-    Engine& engine, const std::vector<std::vector<int32_t>>& prompts, const BenchmarkOptions& o,
-    const std::function<void(bool tuned)>& set_mode);
+StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& engine,
+                                                                     const std::vector<std::vector<int32_t>>& prompts,
+                                                                     const BenchmarkOptions& o,
+                                                                     const std::function<void(bool tuned)>& set_mode);
 
 std::string format_report(const BenchmarkReport& r);  // the human-readable block
-std::string report_json(const BenchmarkReport& r);     // one JSON object
+std::string report_json(const BenchmarkReport& r);    // one JSON object
 
 }  // namespace tunableop::llm

@@ -21,9 +21,7 @@ StatusOr<ModelConfig> preset_config(const std::string& name);
 // Which tensor a random stream belongs to (fused layouts, as in weights.h).
 enum class RandomTensor : uint64_t { kEmbed = 1, kFinalNorm, kLmHead, kAttnNorm, kWqkv, kWo, kMlpNorm, kGateUp, kDown };
 
-inline uint64_t random_stream(RandomTensor t, int64_t layer) {
-  return uint64_t(t) + 16u * uint64_t(layer + 1);
-}
+inline uint64_t random_stream(RandomTensor t, int64_t layer) { return uint64_t(t) + 16u * uint64_t(layer + 1); }
 
 // Weight = offset + scale * random_uniform. Matrices get std 1/sqrt(fan_in) so activations stay
 // O(1) at any width; norm weights sit near their neutral value (1 for Llama, 0 for Gemma's 1 + w).

@@ -34,10 +34,14 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 namespace {
 
 bool dtype_from_name(const std::string& s, DType* out) {
-  if (s == "F32") *out = DType::kF32;
-  else if (s == "BF16") *out = DType::kBF16;
-  else if (s == "F16") *out = DType::kF16;
-  else return false;
+  if (s == "F32")
+    *out = DType::kF32;
+  else if (s == "BF16")
+    *out = DType::kBF16;
+  else if (s == "F16")
+    *out = DType::kF16;
+  else
+    return false;
   return true;
 }
 
@@ -265,7 +269,8 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= uint64_t(d);
     uint64_t bytes = n * element_size(t.dtype);
-    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   header["__metadata__"] = {{"format", "pt"}};

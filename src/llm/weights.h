@@ -24,11 +24,11 @@ struct LayerWeights {
 
 struct ModelWeights {
   ModelConfig config;
-  std::string name;                  // directory or "builtin:<preset>", for messages
-  DType storage_dtype = DType::kF32; // how the checkpoint stored them (informational)
-  std::vector<float> embed;          // [V, H]
-  std::vector<float> final_norm;     // [H]
-  std::vector<float> lm_head;        // [V, H]; empty when tied to `embed`
+  std::string name;                   // directory or "builtin:<preset>", for messages
+  DType storage_dtype = DType::kF32;  // how the checkpoint stored them (informational)
+  std::vector<float> embed;           // [V, H]
+  std::vector<float> final_norm;      // [H]
+  std::vector<float> lm_head;         // [V, H]; empty when tied to `embed`
   std::vector<LayerWeights> layers;
 
   const float* lm_head_data() const { return lm_head.empty() ? embed.data() : lm_head.data(); }

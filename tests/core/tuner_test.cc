@@ -171,7 +171,7 @@ std::map<size_t, std::pair<long, long>> phase_counts(const std::vector<std::stri
   return out;
 }
 
-constexpr int kScreenRuns = 2 + 4;  // TuningPolicy's screen_runs_1 + screen_runs_2
+const int kScreenRuns = TuningPolicy{}.screen_runs_1 + TuningPolicy{}.screen_runs_2;
 
 TEST(Summarize, Statistics) {
   Measurement empty = summarize({});
@@ -262,6 +262,7 @@ TEST(Tuner, RemeasurementRespectsTheBudgets) {
     FakeProblem pr(cands);
     TuningPolicy pol = counting_policy();
     pol.remeasure_rounds = 7;
+    pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
     pol.finalists = 3;
     pol.max_tuning_iters = iters;
     pol.max_tuning_ms = 20;
@@ -288,8 +289,9 @@ TEST(Tuner, ScreeningPrunesSlowCandidatesEarly) {
                   {"TenPercent", 0.55}});   // 1.1x: survives both
   auto r = tune(pr, counting_policy());
   ASSERT_TRUE(r.report.is_ok());
-  EXPECT_EQ(pr.runs(2), 1 + 2);
-  EXPECT_EQ(pr.runs(3), 1 + 2 + 4);
+  const TuningPolicy d;
+  EXPECT_EQ(pr.runs(2), 1 + d.screen_runs_1);  // sizing run + first screen
+  EXPECT_EQ(pr.runs(3), 1 + d.screen_runs_1 + d.screen_runs_2);
   EXPECT_EQ(pr.runs(4), 1 + kScreenRuns + 1 + 10);
   EXPECT_EQ(outcome(*r.report, "TwiceAsSlow")->outcome, CandidateReport::Outcome::kSkippedSlow);
   EXPECT_EQ(outcome(*r.report, "ThirtyPercent")->outcome, CandidateReport::Outcome::kSkippedSlow);
@@ -445,6 +447,7 @@ TEST(Tuner, FailingCandidateIsReportedAndTuningGoesOn) {
 TEST(Tuner, CandidateFailingInRemeasurementIsDroppedOnce) {
   TuningPolicy pol = counting_policy();
   pol.remeasure_rounds = 7;
+  pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
   FakeCandidate flaky{"Flaky", 0.5};
   flaky.fail_on_run = 1 + kScreenRuns + 1 + 10 + 1;  // first run after its first pass
   FakeProblem pr({{"Default", 1.0}, flaky, {"Steady", 0.55}});
@@ -507,6 +510,7 @@ TEST(Tuner, NoisyTimingsStillFindTheFastest) {
     FakeProblem pr(cands, 0.05, seed);
     TuningPolicy pol = counting_policy();
     pol.remeasure_rounds = 7;
+    pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
     pol.max_tuning_ms = 30;
     auto r = tune(pr, pol);
     ASSERT_TRUE(r.report.is_ok());
@@ -524,6 +528,7 @@ TEST(Tuner, MediansResistLuckyRuns) {
   FakeProblem pr({{"Default", 1.2}, lucky, {"Steady", 0.9}});
   TuningPolicy pol = counting_policy();
   pol.remeasure_rounds = 7;
+  pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
   auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok());
   EXPECT_GE(pr.runs(1), 10);  // it did get lucky at least once

@@ -104,12 +104,11 @@ TEST(LlmConfig, RejectsBadConfigsWithAMessageNamingTheField) {
       {"zero size", replace(kLlama, "\"vocab_size\": 128", "\"vocab_size\": 0"), "vocab_size"},
       {"heads not multiple", replace(kLlama, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
        "num_key_value_heads"},
-      {"hidden not divisible", replace(kLlama, "\"num_attention_heads\": 4", "\"num_attention_heads\": 3"),
-       "head_dim"},
+      {"hidden not divisible", replace(kLlama, "\"num_attention_heads\": 4", "\"num_attention_heads\": 3"), "head_dim"},
       {"odd head_dim", replace(kGemma, "\"head_dim\": 32", "\"head_dim\": 33"), "head_dim"},
       {"scaled rope", replace(kGemma, "\"rope_type\": \"default\"", "\"rope_type\": \"llama3\""), "llama3"},
-      {"old rope_scaling", replace(kLlama, "\"hidden_act\"", "\"rope_scaling\": {\"type\": \"linear\"}, \"hidden_act\""),
-       "linear"},
+      {"old rope_scaling",
+       replace(kLlama, "\"hidden_act\"", "\"rope_scaling\": {\"type\": \"linear\"}, \"hidden_act\""), "linear"},
       {"bias", replace(kLlama, "\"hidden_act\"", "\"attention_bias\": true, \"hidden_act\""), "attention_bias"},
       {"activation", replace(kLlama, "\"silu\"", "\"relu\""), "relu"},
       {"pad outside vocab", replace(kGemma, "\"pad_token_id\": 0", "\"pad_token_id\": 128"), "pad_token_id"},
@@ -117,7 +116,8 @@ TEST(LlmConfig, RejectsBadConfigsWithAMessageNamingTheField) {
   for (const BadCase& c : cases) {
     auto r = parse_model_config(c.json, "dir/config.json");
     ASSERT_FALSE(r.is_ok()) << c.what;
-    EXPECT_NE(r.status().message().find("dir/config.json"), std::string::npos) << c.what << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("dir/config.json"), std::string::npos)
+        << c.what << ": " << r.status().message();
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << c.what << ": " << r.status().message();
   }
 }

@@ -31,14 +31,14 @@ struct GpuRun {
 
 // A CUDA engine on a default-only context (every GEMM runs Default); skips the test when there
 // is no GPU or no CUDA build.
-#define MAKE_GPU_ENGINE(var, spec, layers, opts)                                              \
-  GpuRun var;                                                                                 \
-  var.ctx = std::make_unique<Context>(Device::cuda(0), Config::defaults_only());              \
-  {                                                                                           \
-    auto _e = make_cuda_engine((spec), 7, (layers), (opts), *var.ctx);                         \
+#define MAKE_GPU_ENGINE(var, spec, layers, opts)                                                              \
+  GpuRun var;                                                                                                 \
+  var.ctx = std::make_unique<Context>(Device::cuda(0), Config::defaults_only());                              \
+  {                                                                                                           \
+    auto _e = make_cuda_engine((spec), 7, (layers), (opts), *var.ctx);                                        \
     if (!_e.is_ok() && _e.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << _e.status().message(); \
-    ASSERT_TRUE(_e.is_ok()) << _e.status().to_string();                                       \
-    var.engine = std::move(_e.value());                                                       \
+    ASSERT_TRUE(_e.is_ok()) << _e.status().to_string();                                                       \
+    var.engine = std::move(_e.value());                                                                       \
   }
 
 EngineOptions opts(DType dtype, int64_t batch = 1, int64_t pad = 8, bool graph = true) {
@@ -70,7 +70,7 @@ TEST(LlmCuda, Fp32MatchesCpuEngine) {
     auto cfg = preset_config(preset);
     cfg->num_layers = 2;
     auto w = std::make_shared<const ModelWeights>(make_random_weights(*cfg, 7));
-    auto cpu = make_cpu_engine(w, opts(DType::kF32), tunableop_linear(cpu_ctx));
+    auto cpu = make_cpu_engine(w, opts(DType::kF32), tunableop_linear(cpu_ctx), tunableop_gemm(cpu_ctx));
     ASSERT_TRUE(cpu.is_ok());
     auto g_gpu = generate(*gpu.engine, {kPrompt}, 16);
     auto g_cpu = generate(**cpu, {kPrompt}, 16);
@@ -109,8 +109,7 @@ TEST(LlmCuda, GraphReplayEqualsEagerDecode) {
     ASSERT_TRUE(a.is_ok()) << a.status().to_string();
     ASSERT_TRUE(b.is_ok()) << b.status().to_string();
     EXPECT_EQ(a->tokens, b->tokens);
-    EXPECT_NE(graph.engine->device_name().find("CUDA graph decode"), std::string::npos)
-        << graph.engine->device_name();
+    EXPECT_NE(graph.engine->device_name().find("CUDA graph decode"), std::string::npos) << graph.engine->device_name();
     std::vector<float> la, lb;
     ASSERT_TRUE(graph.engine->last_logits(&la).is_ok());
     ASSERT_TRUE(eager.engine->last_logits(&lb).is_ok());

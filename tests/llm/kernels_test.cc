@@ -134,7 +134,8 @@ TEST(LlmKernels, EmbeddingGatherArgmax) {
   std::vector<float> out(size_t(3 * width));
   embedding(ids.data(), 3, table.data(), width, 2.0f, out.data());
   for (int64_t r = 0; r < 3; ++r) {
-    for (int64_t i = 0; i < width; ++i) EXPECT_EQ(out[size_t(r * width + i)], 2.0f * table[size_t(ids[size_t(r)] * width + i)]);
+    for (int64_t i = 0; i < width; ++i)
+      EXPECT_EQ(out[size_t(r * width + i)], 2.0f * table[size_t(ids[size_t(r)] * width + i)]);
   }
   std::vector<int64_t> rows = {2, 0};
   std::vector<float> g(size_t(2 * width));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "llm/config.h"
+#include "llm/engine.h"
 #include "llm/random_model.h"
 
 namespace tunableop::llm::testing {
@@ -31,6 +32,14 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+inline EngineOptions options(int64_t max_batch, int64_t max_seq, int64_t pad_multiple) {
+  EngineOptions o;
+  o.max_batch = max_batch;
+  o.max_seq = max_seq;
+  o.pad_multiple = pad_multiple;
+  return o;
+}
 
 // Llama with GQA (4 query heads over 2 kv heads), untied, odd intermediate size.
 inline ModelConfig small_llama() {

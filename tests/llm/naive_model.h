@@ -89,7 +89,8 @@ inline std::vector<double> naive_logits(const ModelWeights& w, const std::vector
         }
         for (double& e : s) sum += (e = std::exp(e - m));
         for (int64_t j = 0; j <= t; ++j)
-          for (int64_t i = 0; i < D; ++i) attn[size_t(t * Q + h * D + i)] += s[size_t(j)] / sum * v[size_t(j * KV + g * D + i)];
+          for (int64_t i = 0; i < D; ++i)
+            attn[size_t(t * Q + h * D + i)] += s[size_t(j)] / sum * v[size_t(j * KV + g * D + i)];
       }
     }
     Mat o = matmul(attn, Q, L.wo.data(), H);

@@ -17,6 +17,7 @@
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm/weights.h"
+#include "llm_test_util.h"
 #include "tunableop/context.h"
 
 namespace tunableop::llm {
@@ -51,7 +52,7 @@ TEST_P(HfReference, MatchesTransformers) {
 
   for (int64_t pad : {int64_t(8), int64_t(1)}) {
     Context ctx(Device::cpu(), Config::defaults_only());
-    auto engine = make_cpu_engine(shared, {1, 64, pad}, tunableop_linear(ctx));
+    auto engine = make_cpu_engine(shared, testing::options(1, 64, pad), tunableop_linear(ctx), tunableop_gemm(ctx));
     ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
     std::vector<int32_t> next;
     ASSERT_TRUE((*engine)->prefill({prompt}, &next).is_ok());
@@ -60,8 +61,8 @@ TEST_P(HfReference, MatchesTransformers) {
     double scale = 1, worst = 0;
     for (double v : want_logits) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want_logits[i]));
-    EXPECT_LE(worst, kLogitTolerance * scale) << GetParam() << " pad " << pad << ": max |logit - reference| = "
-                                              << worst << " (largest logit " << scale << ")";
+    EXPECT_LE(worst, kLogitTolerance * scale) << GetParam() << " pad " << pad << ": max |logit - reference| = " << worst
+                                              << " (largest logit " << scale << ")";
     auto g = generate(**engine, {prompt}, int64_t(want_ids.size()));
     ASSERT_TRUE(g.is_ok()) << g.status().to_string();
     EXPECT_EQ(g->tokens[0], want_ids) << GetParam() << " pad " << pad;

@@ -136,6 +136,51 @@ void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_hea
   }
 }
 
+void permute_q(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, int64_t tokens, float* q_perm) {
+  const int64_t group = n_heads / n_kv_heads;
+  const size_t bytes = size_t(head_dim) * sizeof(float);
+#pragma omp parallel for schedule(static) if (rows * n_heads * head_dim >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t seq = r / tokens, t = r % tokens;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t g = h / group, i = h % group;
+      std::memcpy(q_perm + (((seq * n_kv_heads + g) * tokens + t) * group + i) * head_dim,
+                  qkv + r * row_stride + h * head_dim, bytes);
+    }
+  }
+}
+
+void causal_softmax(float* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group) {
+#pragma omp parallel for schedule(static) if (mats * rows * cols >= kParallelMin)
+  for (int64_t row = 0; row < mats * rows; ++row) {
+    float* s = scores + row * cols;
+    const int64_t valid = (row % rows) / group + 1;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < valid; ++j) m = std::max(m, s[j]);
+    float sum = 0;
+    for (int64_t j = 0; j < valid; ++j) sum += (s[j] = std::exp(s[j] - m));
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < valid; ++j) s[j] *= inv;
+    std::fill(s + valid, s + cols, 0.0f);
+  }
+}
+
+void unpermute_heads(const float* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
+                     int64_t head_dim, float* attn) {
+  const int64_t width = n_kv_heads * group * head_dim;
+  const size_t bytes = size_t(head_dim) * sizeof(float);
+#pragma omp parallel for schedule(static) if (seqs * tokens * width >= kParallelMin)
+  for (int64_t r = 0; r < seqs * tokens; ++r) {
+    const int64_t seq = r / tokens, t = r % tokens;
+    for (int64_t h = 0; h < n_kv_heads * group; ++h) {
+      const int64_t g = h / group, i = h % group;
+      std::memcpy(attn + r * width + h * head_dim,
+                  o_perm + (((seq * n_kv_heads + g) * tokens + t) * group + i) * head_dim, bytes);
+    }
+  }
+}
+
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 float gelu_tanh(float x) {

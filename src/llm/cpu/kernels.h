@@ -53,6 +53,18 @@ void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_hea
                const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache, float scale,
                float* out);
 
+// Prefill attention as GEMMs (see cpu_engine.cc): the (rotated) q heads of `tokens` rows per
+// sequence, regrouped so each kv head's query heads form one matrix:
+// q_perm[seq][kv_head][t][group][head_dim], t = row % tokens, seq = row / tokens.
+void permute_q(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, int64_t tokens, float* q_perm);
+// scores [mats][rows][cols] -> causal softmax in place; row r is token r / group and sees
+// columns 0..r / group (the rest become 0).
+void causal_softmax(float* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group);
+// o_perm [seq][kv_head][t][group][head_dim] -> attn [seq * tokens + t][(kv_head * group + i) * head_dim]
+void unpermute_heads(const float* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
+                     int64_t head_dim, float* attn);
+
 // out[r, i] = act(gate_up[r, i]) * gate_up[r, I + i].
 void gated_activation(const float* gate_up, int64_t rows, int64_t inter, Activation act, float* out);
 

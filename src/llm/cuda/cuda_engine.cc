@@ -141,14 +141,16 @@ class CudaEngine final : public Engine {
   const ModelConfig& config() const override { return c_; }
   const EngineOptions& options() const override { return o_; }
   std::string device_name() const override {
-    return device_desc_ + (o_.cuda_graph ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
-                                         : ", eager decode");
+    return device_desc_ + (o_.cuda_graph
+                               ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
+                               : ", eager decode");
   }
   LinearOp& linear() override { return linear_; }
   std::vector<int64_t> sequence_lengths() const override {
     return std::vector<int64_t>(seq_len_.begin(), seq_len_.begin() + batch_);
   }
   int64_t padded_prompt_length() const override { return padded_; }
+  int64_t weight_bytes() const override { return c_.parameter_count() * int64_t(esize_); }
 
   Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) override {
     TUNABLEOP_RETURN_IF_ERROR(check_prompts(c_, o_, prompts));
@@ -327,45 +329,16 @@ class CudaEngine final : public Engine {
 
   const void* lm_head() const { return c_.tie_word_embeddings ? embed_.get() : lm_head_.get(); }
 
-  // Scores = q k^T (scaled), causal softmax, probabilities x v, for every (sequence, kv head)
-  // as one strided batch; the group of query heads sharing a kv head is stacked into the rows.
+  // Scores = q k^T (scaled), causal softmax, probabilities x v (prefill_attention_gemms).
   Status prefill_attention(int64_t layer, int64_t T, Activations& a) {
     const int64_t hd = c_.head_dim, group = c_.num_heads / c_.num_kv_heads, M = T * group;
     const int64_t mats = batch_ * c_.num_kv_heads;
-    GemmParams s;  // column-major S^T [T keys x M] = K [hd x T]^T * Q^T [hd x M]
-    s.dtype = o_.dtype;
-    s.transa = 'T';
-    s.transb = 'N';
-    s.m = T;
-    s.n = M;
-    s.k = hd;
-    s.lda = hd;
-    s.ldb = hd;
-    s.ldc = T;
-    s.alpha = 1.0 / std::sqrt(double(hd));
-    s.batch = mats;
-    s.stride_a = o_.max_seq * hd;
-    s.stride_b = M * hd;
-    s.stride_c = M * T;
+    const AttentionGemms g = prefill_attention_gemms(c_, o_.dtype, batch_, T, o_.max_seq);
     TUNABLEOP_RETURN_IF_ERROR(linear_.gemm(
-        Phase::kPrefill, s, GemmOperands{k_cache_[size_t(layer)].get(), q_perm_.get(), scores_.get(), stream_}));
+        Phase::kPrefill, g.scores, GemmOperands{k_cache_[size_t(layer)].get(), q_perm_.get(), scores_.get(), stream_}));
     LLM_CUDA(cuda::causal_softmax(e_, scores_.get(), mats, M, T, group, stream_));
-    GemmParams o;  // column-major O^T [hd x M] = V^T [hd x T] * P^T [T x M]
-    o.dtype = o_.dtype;
-    o.transa = 'N';
-    o.transb = 'N';
-    o.m = hd;
-    o.n = M;
-    o.k = T;
-    o.lda = hd;
-    o.ldb = T;
-    o.ldc = hd;
-    o.batch = mats;
-    o.stride_a = o_.max_seq * hd;
-    o.stride_b = M * T;
-    o.stride_c = M * hd;
     TUNABLEOP_RETURN_IF_ERROR(linear_.gemm(
-        Phase::kPrefill, o, GemmOperands{v_cache_[size_t(layer)].get(), scores_.get(), o_perm_.get(), stream_}));
+        Phase::kPrefill, g.output, GemmOperands{v_cache_[size_t(layer)].get(), scores_.get(), o_perm_.get(), stream_}));
     LLM_CUDA(cuda::unpermute_heads(e_, o_perm_.get(), batch_, c_.num_kv_heads, T, group, hd, a.attn.get(), stream_));
     return Status::ok();
   }
@@ -410,8 +383,7 @@ class CudaEngine final : public Engine {
       } else {
         LLM_CUDA(cuda::decode_attention(e_, a.qkv.get(), rows, QKV, c.num_heads, c.num_kv_heads, c.head_dim,
                                         a.pos.as<int32_t>(), k_cache_[size_t(l)].get(), v_cache_[size_t(l)].get(),
-                                        o_.max_seq, float(1.0 / std::sqrt(double(c.head_dim))), a.attn.get(),
-                                        stream_));
+                                        o_.max_seq, float(1.0 / std::sqrt(double(c.head_dim))), a.attn.get(), stream_));
       }
       TUNABLEOP_RETURN_IF_ERROR(linear_(phase, dt, rows, Q, H, a.attn.get(), L.wo.get(), a.tmp.get(), stream_));
       LLM_CUDA(cuda::add_residual(e_, x, a.tmp.get(), rows * H, stream_));

@@ -144,9 +144,9 @@ constexpr int kAttnThreads = 128;
 
 // One block per (sequence, query head). Scores in dynamic shared memory after the query.
 template <class E>
-__global__ void decode_attention_kernel(const E* qkv, int64_t row_stride, int64_t n_heads, int64_t n_kv,
-                                        int64_t hd, const int32_t* positions, const E* k_cache, const E* v_cache,
-                                        int64_t max_seq, float scale, E* out) {
+__global__ void decode_attention_kernel(const E* qkv, int64_t row_stride, int64_t n_heads, int64_t n_kv, int64_t hd,
+                                        const int32_t* positions, const E* k_cache, const E* v_cache, int64_t max_seq,
+                                        float scale, E* out) {
   extern __shared__ float smem[];
   __shared__ float scratch[32];
   float* q = smem;
@@ -286,8 +286,8 @@ cudaError_t convert_f32(Elem e, const float* src, void* dst, int64_t n, cudaStre
   });
 }
 
-cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale,
-                      float* x, cudaStream_t s) {
+cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale, float* x,
+                      cudaStream_t s) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
     embedding_kernel<E><<<unsigned(rows), 256, 0, s>>>(ids, static_cast<const E*>(table), width, scale, x);
@@ -346,8 +346,8 @@ cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row
     }
     const dim3 grid{unsigned(batch), unsigned(n_heads), 1u};
     kernel<<<grid, kAttnThreads, smem, s>>>(static_cast<const E*>(qkv), row_stride, n_heads, n_kv_heads, head_dim,
-                                            positions, static_cast<const E*>(k_cache),
-                                            static_cast<const E*>(v_cache), max_seq, scale, static_cast<E*>(out));
+                                            positions, static_cast<const E*>(k_cache), static_cast<const E*>(v_cache),
+                                            max_seq, scale, static_cast<E*>(out));
     return cudaGetLastError();
   });
 }
@@ -356,18 +356,18 @@ cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int
                            cudaStream_t s) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    causal_softmax_kernel<E><<<unsigned(mats * rows), threads_for_width(cols), 0, s>>>(static_cast<E*>(scores), rows,
-                                                                                     cols, group);
+    causal_softmax_kernel<E>
+        <<<unsigned(mats * rows), threads_for_width(cols), 0, s>>>(static_cast<E*>(scores), rows, cols, group);
     return cudaGetLastError();
   });
 }
 
-cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
-                            int64_t group, int64_t head_dim, void* attn, cudaStream_t s) {
+cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
+                            int64_t head_dim, void* attn, cudaStream_t s) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
     unpermute_kernel<E><<<unsigned(seqs * tokens), 256, 0, s>>>(static_cast<const E*>(o_perm), n_kv_heads, tokens,
-                                                               group, head_dim, static_cast<E*>(attn));
+                                                                group, head_dim, static_cast<E*>(attn));
     return cudaGetLastError();
   });
 }
@@ -377,13 +377,12 @@ cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t 
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
     gated_kernel<E><<<grid_for(rows * inter, 256), 256, 0, s>>>(static_cast<const E*>(gate_up), rows, inter, act,
-                                                               static_cast<E*>(out));
+                                                                static_cast<E*>(out));
     return cudaGetLastError();
   });
 }
 
-cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out,
-                        cudaStream_t s) {
+cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out, cudaStream_t s) {
   gather_kernel<<<unsigned(count), 256, 0, s>>>(x, width, rows, out);
   return cudaGetLastError();
 }

@@ -26,8 +26,8 @@ cudaError_t convert_f32(Elem e, const float* src, void* dst, int64_t n, cudaStre
 
 // x[r] = E(table[ids[r]] * scale) widened to fp32 (transformers rounds Gemma's scaled
 // embedding to the model dtype before the first layer).
-cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale,
-                      float* x, cudaStream_t s);
+cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale, float* x,
+                      cudaStream_t s);
 // out (E) = x / sqrt(mean(x^2) + eps) * w  (or * (1 + w) when add_one)
 cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
                     void* out, cudaStream_t s);
@@ -69,15 +69,14 @@ int64_t decode_attention_max_seq(Elem e, int64_t head_dim);
 cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group,
                            cudaStream_t s);
 // o_perm [seq][kv_head][t][group][head_dim] -> attn [seq * tokens + t][(kv_head * group + i) * head_dim]
-cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
-                            int64_t group, int64_t head_dim, void* attn, cudaStream_t s);
+cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
+                            int64_t head_dim, void* attn, cudaStream_t s);
 
 // out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
                              cudaStream_t s);
 // out[i] = x[rows[i]] (fp32 rows of `width`; rows on the device)
-cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out,
-                        cudaStream_t s);
+cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out, cudaStream_t s);
 // First index of each row's maximum (torch.argmax's tie rule).
 cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s);
 

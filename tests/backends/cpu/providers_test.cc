@@ -181,7 +181,11 @@ TEST(CpuProvidersBench, DISABLED_GflopsPerCandidate) {
   register_all_providers(r);
   for (const auto& note : r.notes()) std::printf("note: %s\n", note.c_str());
   for (const auto& v : r.validators()) std::printf("%s %s\n", v.key.c_str(), v.value().c_str());
-  const auto& all = r.list<GemmCandidate>();
+  // TUNABLEOP_TEST_BENCH_ONLY=Gemm_Blis times only the candidates whose names contain it.
+  std::vector<GemmCandidate> all;
+  const char* only = std::getenv("TUNABLEOP_TEST_BENCH_ONLY");
+  for (const auto& c : r.list<GemmCandidate>())
+    if (only == nullptr || c.name.find(only) != std::string::npos) all.push_back(c);
   if (all.empty()) GTEST_SKIP() << "no CPU BLAS provider loadable here";
   struct Shape {
     const char* name;

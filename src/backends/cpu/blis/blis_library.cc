@@ -59,6 +59,9 @@ struct BlisLibrary::Api {
   gint_t (*enable_pthreads)() = nullptr;
   dim_t (*get_num_threads)() = nullptr;
   void (*set_num_threads)(dim_t) = nullptr;
+  void (*init)() = nullptr;
+  arch_t (*arch_query_id)() = nullptr;
+  const char* (*arch_string)(arch_t) = nullptr;
 };
 
 BlisLibrary::BlisLibrary() : api_(std::make_unique<Api>()) {}
@@ -117,6 +120,9 @@ Status BlisLibrary::bind_symbols() {
   TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_info_get_enable_pthreads", api_->enable_pthreads));
   TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_thread_get_num_threads", api_->get_num_threads));
   TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_thread_set_num_threads", api_->set_num_threads));
+  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_init", api_->init));
+  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_arch_query_id", api_->arch_query_id));
+  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_arch_string", api_->arch_string));
   return Status::ok();
 }
 
@@ -131,6 +137,14 @@ std::string BlisLibrary::symbol_file(const char* symbol) const {
 std::string BlisLibrary::version() const {
   const char* v = api_->version_str();
   return v ? v : "unknown";
+}
+
+std::string BlisLibrary::arch() const {
+  // Querying the architecture before BLIS's kernel registry exists aborts when BLIS_ARCH_TYPE
+  // is set; bli_init is idempotent and thread-safe.
+  api_->init();
+  const char* s = api_->arch_string(api_->arch_query_id());
+  return s ? s : "unknown";
 }
 
 std::string BlisLibrary::threading() const {

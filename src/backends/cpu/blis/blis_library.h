@@ -28,6 +28,9 @@ class BlisLibrary {
   std::string symbol_file(const char* symbol) const;
   std::string version() const;    // bli_info_get_version_str(): "0.9.0"
   std::string threading() const;  // "openmp", "pthreads", "openmp+pthreads" or "none"
+  // The kernel set BLIS chose for this CPU when it started ("haswell", "skx", ...). It can be
+  // forced with BLIS_ARCH_TYPE before BLIS starts, and it changes every timing.
+  std::string arch() const;
   // BLIS's global thread setting (bli_thread_get_num_threads; -1 = unset, which BLIS runs as 1).
   int num_threads() const;
   void set_num_threads(int n);  // for tests and callers that manage the global setting

@@ -31,7 +31,8 @@ void register_blis_from(Registry& r, const std::vector<std::string>& paths) {
     return;
   }
   std::shared_ptr<BlisLibrary> lib = *opened;
-  r.add_validator({"BLIS_VERSION", [lib] { return lib->version(); }, DeviceKind::kCpu});
+  // Version and kernel set: BLIS_ARCH_TYPE can switch the latter, and with it every timing.
+  r.add_validator({"BLIS_VERSION", [lib] { return lib->version() + " " + lib->arch(); }, DeviceKind::kCpu});
   // A BLIS built without threading runs every call on one thread: only t1 is honest.
   const std::vector<int> counts = lib->threading() == "none" ? std::vector<int>{1} : thread_counts(cpu_core_count());
   for (int threads : counts) {

@@ -177,6 +177,20 @@ std::string OnednnLibrary::cpu_runtime() const {
   }
 }
 
+std::string OnednnLibrary::isa() const {
+  switch (api_->effective_isa()) {
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_sse41: return "sse41";
+    default: return fmt::format("isa_{:#x}", unsigned(api_->effective_isa()));
+  }
+}
+
 bool OnednnLibrary::sequential() const { return api_->version()->cpu_runtime == DNNL_RUNTIME_SEQ; }
 bool OnednnLibrary::controls_threads() const { return api_->omp_set_num_threads != nullptr || sequential(); }
 

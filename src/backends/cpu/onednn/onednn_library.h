@@ -27,6 +27,9 @@ class OnednnLibrary {
   std::string symbol_file(const char* symbol) const;
   std::string version() const;      // dnnl_version(): "2.6.3"
   std::string cpu_runtime() const;  // "omp", "seq", "tbb", "threadpool"
+  // The instruction set oneDNN's kernels use ("avx512_core_amx", ...); ONEDNN_MAX_CPU_ISA can
+  // lower it, and with it every timing.
+  std::string isa() const;
   // True when the thread count can be chosen per call (OpenMP runtime) or is fixed at 1 (seq).
   bool controls_threads() const;
   bool sequential() const;

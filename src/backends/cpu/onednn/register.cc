@@ -42,7 +42,8 @@ void register_onednn_from(Registry& r, const std::vector<std::string>& paths) {
     return;
   }
   std::shared_ptr<OnednnLibrary> lib = *opened;
-  r.add_validator({"ONEDNN_VERSION", [lib] { return lib->version(); }, DeviceKind::kCpu});
+  // Version and instruction set: ONEDNN_MAX_CPU_ISA can lower the latter, and every timing.
+  r.add_validator({"ONEDNN_VERSION", [lib] { return lib->version() + " " + lib->isa(); }, DeviceKind::kCpu});
   auto& list = r.list<GemmCandidate>();
   if (!lib->controls_threads()) {
     // TBB / threadpool builds choose their own thread count; one honestly named candidate.

@@ -33,7 +33,8 @@ void register_openblas_from(Registry& r, const std::vector<std::string>& paths) 
     return;
   }
   std::shared_ptr<OpenblasLibrary> lib = *opened;
-  r.add_validator({"OPENBLAS_VERSION", [lib] { return lib->version(); }, DeviceKind::kCpu});
+  // Version and kernel set: OPENBLAS_CORETYPE can switch the latter, and with it every timing.
+  r.add_validator({"OPENBLAS_VERSION", [lib] { return lib->version() + " " + lib->core_name(); }, DeviceKind::kCpu});
   const std::vector<int> counts = thread_counts(cpu_core_count(), lib->max_threads());
   for (int threads : counts) {
     GemmCandidate c;

@@ -10,7 +10,7 @@ namespace tunableop::cuda {
 
 struct GemvLaunch {
   int rows = 1;     // rows per warp group: 1, 2, 4
-  int k_split = 1;  // warps splitting K: 1, 2, 4, 8
+  int k_split = 1;  // warps splitting K: 1, 2, 4, 8 (mma also 16)
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;

@@ -66,8 +66,8 @@ __device__ __forceinline__ uint4 load_partial(const T* p, int64_t valid) {
 
 constexpr int kMmaUnroll = 4;  // k-chunks per warp in flight before the first mma
 
-// Block = SK warps sharing one 16-row tile; warp w takes k-chunks w, w + SK, ... NT 8-column
-// tiles cover n <= 8 * NT.
+// Block = SK warps sharing one 16-row tile, splitting its k-chunks; NT 8-column tiles cover
+// n <= 8 * NT.
 template <class T, int NT, int SK>
 __global__ void __launch_bounds__(32 * SK) gemv_mma_kernel(GemvLaunch args) {
   const int lane = threadIdx.x & 31, wk = threadIdx.x >> 5;
@@ -89,12 +89,14 @@ __global__ void __launch_bounds__(32 * SK) gemv_mma_kernel(GemvLaunch args) {
 #pragma unroll
   for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
+  // Warp wk takes groups of kMmaUnroll consecutive chunks (groups wk, wk + SK, ...), so the
+  // 64-byte pieces it loads per row are adjacent and whole 128-byte lines are consumed at once.
   const int64_t chunks = args.k / 32;
-  for (int64_t c0 = wk; c0 < chunks; c0 += int64_t(SK) * kMmaUnroll) {
+  for (int64_t c0 = int64_t(wk) * kMmaUnroll; c0 < chunks; c0 += int64_t(SK) * kMmaUnroll) {
     uint4 a_lo[kMmaUnroll], a_hi[kMmaUnroll], b[kMmaUnroll][NT];
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u) {
-      int64_t c = c0 + int64_t(u) * SK;
+      int64_t c = c0 + u;
       int64_t v = (c < chunks ? c : 0) * 4 + t;  // 16-byte vector index; chunk 0 re-read if past the end
       a_lo[u] = __ldcs(reinterpret_cast<const uint4*>(a_lo_row) + v);
       a_hi[u] = __ldcs(reinterpret_cast<const uint4*>(a_hi_row) + v);
@@ -103,12 +105,12 @@ __global__ void __launch_bounds__(32 * SK) gemv_mma_kernel(GemvLaunch args) {
     }
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u)
-      if (c0 + int64_t(u) * SK < chunks) mma_chunk<T, NT>(acc, a_lo[u], a_hi[u], b[u]);  // warp-uniform
+      if (c0 + u < chunks) mma_chunk<T, NT>(acc, a_lo[u], a_hi[u], b[u]);  // warp-uniform
   }
   pdl_trigger(args.pdl);
-  // The last partial chunk (k % 32 elements), zero-filled, by the warp after the last full one.
+  // The last partial chunk (k % 32 elements), zero-filled, by the last warp.
   const int64_t rest = args.k - chunks * 32;
-  if (rest > 0 && wk == int(chunks % SK)) {
+  if (rest > 0 && wk == SK - 1) {
     int64_t base = chunks * 32 + t * 8, valid = args.k - base;
     uint4 lo = load_partial(a_lo_row + base, valid), hi = load_partial(a_hi_row + base, valid);
     uint4 bb[NT];
@@ -170,6 +172,7 @@ cudaError_t launch_mma_sk(const GemvLaunch& args, cudaStream_t stream) {
       case 2: return launch_mma_nt<T, 2>(args, stream);
       case 4: return launch_mma_nt<T, 4>(args, stream);
       case 8: return launch_mma_nt<T, 8>(args, stream);
+      case 16: return launch_mma_nt<T, 16>(args, stream);  // few rows, long k: 16 warps per tile
     }
     return cudaErrorInvalidValue;
   }

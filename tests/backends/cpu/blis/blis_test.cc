@@ -45,7 +45,7 @@ TEST_F(BlisTest, RegistersOneCandidatePerDistinctThreadCountAndTheValidator) {
   EXPECT_TRUE(registry_.notes().empty());
   ASSERT_EQ(registry_.validators().size(), 1u);
   EXPECT_EQ(registry_.validators()[0].key, "BLIS_VERSION");
-  EXPECT_EQ(registry_.validators()[0].value(), lib_->version());
+  EXPECT_EQ(registry_.validators()[0].value(), lib_->version() + " " + lib_->arch());
   EXPECT_TRUE(std::regex_match(lib_->version(), std::regex(R"(\d+\.\d+(\.\d+)?.*)"))) << lib_->version();
 }
 

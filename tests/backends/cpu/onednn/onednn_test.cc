@@ -43,7 +43,7 @@ TEST_F(OnednnTest, RegistersOneCandidatePerDistinctThreadCountAndTheValidator) {
   }
   ASSERT_EQ(registry_.validators().size(), 1u);
   EXPECT_EQ(registry_.validators()[0].key, "ONEDNN_VERSION");
-  EXPECT_EQ(registry_.validators()[0].value(), lib_->version());
+  EXPECT_EQ(registry_.validators()[0].value(), lib_->version() + " " + lib_->isa());
   EXPECT_TRUE(std::regex_match(lib_->version(), std::regex(R"(\d+\.\d+\.\d+)"))) << lib_->version();
 }
 
