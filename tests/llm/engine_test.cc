@@ -249,8 +249,8 @@ TEST(LlmEngine, BenchmarkReportsConsistentMetrics) {
   // Prefill GEMM work: 2 x (non-embedding weights) x 8 padded rows x 2 sequences, plus the two
   // attention GEMMs per layer (2 x 8 x 8 x head_dim x heads each), plus lm_head at 2 rows.
   const ModelConfig c = testing::small_gemma();
-  const double weights = double(c.parameter_count() - c.vocab_size * c.hidden_size - c.hidden_size -
-                                c.num_layers * 2 * c.hidden_size);
+  const double weights =
+      double(c.parameter_count() - c.vocab_size * c.hidden_size - c.hidden_size - c.num_layers * 2 * c.hidden_size);
   const double attention = 2.0 * c.num_layers * 2 * (2.0 * 8 * 8 * c.head_dim * c.num_heads);
   const double head = 2.0 * 2 * c.hidden_size * c.vocab_size;
   EXPECT_NEAR(r->prefill_gflop * 1e9, 2.0 * weights * 16 + attention + head, 1.0);

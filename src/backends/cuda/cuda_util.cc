@@ -26,8 +26,8 @@ Status cublas_status(cublasStatus_t st, const char* what) {
 Status check_launch(const char* kernel_name) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return Status::ok();
-  return Status::device_error(fmt::format("launch of {}: {} ({})", kernel_name, cudaGetErrorString(err),
-                                          cudaGetErrorName(err)));
+  return Status::device_error(
+      fmt::format("launch of {}: {} ({})", kernel_name, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
 namespace {
@@ -116,8 +116,7 @@ StatusOr<void*> workspace_for(const GemmOperands& o, size_t bytes) {
 
 CudaTypes cuda_types(const GemmParams& p) {
   switch (p.dtype) {
-    case DType::kF32:
-      return {CUDA_R_32F, CUDA_R_32F, p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case DType::kF32: return {CUDA_R_32F, CUDA_R_32F, p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
     case DType::kF64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
     case DType::kBF16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
     case DType::kF16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};

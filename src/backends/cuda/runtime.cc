@@ -51,10 +51,10 @@ Status recover_device() {
   cudaGetLastError();
   cudaError_t again = cudaDeviceSynchronize();
   if (again == cudaSuccess) return Status::ok();
-  return Status::device_error(fmt::format(
-      "the CUDA context is unusable after a sticky error ({}: {}; last error before recovery: {}); "
-      "later GPU work in this process will fail, restart it",
-      cudaGetErrorName(again), cudaGetErrorString(again), cudaGetErrorName(last)));
+  return Status::device_error(
+      fmt::format("the CUDA context is unusable after a sticky error ({}: {}; last error before recovery: {}); "
+                  "later GPU work in this process will fail, restart it",
+                  cudaGetErrorName(again), cudaGetErrorString(again), cudaGetErrorName(last)));
 }
 
 DeviceRuntime make_cuda_runtime() {

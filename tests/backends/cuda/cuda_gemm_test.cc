@@ -87,7 +87,8 @@ TEST_P(CudaGemm, EveryCandidateMatchesReferenceAndDefault) {
     check_all_candidates(HostGemmProblem::random(p, seed++), 1, 0, counts);
   }
   if (dt != DType::kF64) {
-    for (const GemmParams& p : skinny_shapes(dt, seed)) check_all_candidates(HostGemmProblem::random(p, seed++), 1, 0, counts);
+    for (const GemmParams& p : skinny_shapes(dt, seed))
+      check_all_candidates(HostGemmProblem::random(p, seed++), 1, 0, counts);
     EXPECT_GT(counts.ran["Gemv"], 0) << "no gemv candidate ran";
   }
   EXPECT_GT(counts.ran["Gemm_Lt"], 0) << "no cuBLASLt candidate ran";
@@ -104,7 +105,8 @@ TEST_P(CudaGemm, MisalignedPointersAreRefusedOrCorrect) {
   std::vector<GemmParams> shapes = random_gemm_shapes(dt, seed, 8);
   if (dt != DType::kF64)
     for (const GemmParams& p : skinny_shapes(dt, seed)) shapes.push_back(p);
-  for (const GemmParams& p : shapes) check_all_candidates(HostGemmProblem::random(p, seed++), 1, dtype_size(dt), counts);
+  for (const GemmParams& p : shapes)
+    check_all_candidates(HostGemmProblem::random(p, seed++), 1, dtype_size(dt), counts);
   EXPECT_GT(counts.ran["Default"], 0);
 }
 
@@ -200,8 +202,8 @@ TEST(CudaLt, NameRoundTrip) {  // no GPU needed
   auto back = cuda::parse_lt_name(name);
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(*back, c);
-  for (const char* bad : {"Gemm_Lt_a66", "Gemm_Lt_a66_t23_s33_k4_r2_w1_c3_i0_cl2x", "Gemm_Lt_a-1_t0_s0_k1_r0_w0_c0_i0_cl0",
-                          "Gemm_Lt_a01_t0_s0_k1_r0_w0_c0_i0_cl0", "Default"}) {
+  for (const char* bad : {"Gemm_Lt_a66", "Gemm_Lt_a66_t23_s33_k4_r2_w1_c3_i0_cl2x",
+                          "Gemm_Lt_a-1_t0_s0_k1_r0_w0_c0_i0_cl0", "Gemm_Lt_a01_t0_s0_k1_r0_w0_c0_i0_cl0", "Default"}) {
     EXPECT_FALSE(cuda::parse_lt_name(bad).is_ok()) << bad;
   }
 }

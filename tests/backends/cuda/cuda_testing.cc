@@ -45,8 +45,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 DeviceGemm::DeviceGemm(const HostGemmProblem& prob, size_t off, size_t g)
-    : a(prob.a.size() + off + 16), b(prob.b.size() + off + 16), c(prob.c.size() + off + 2 * g + 16),
-      offset(off), guard(g), c_bytes(prob.c.size()) {
+    : a(prob.a.size() + off + 16),
+      b(prob.b.size() + off + 16),
+      c(prob.c.size() + off + 2 * g + 16),
+      offset(off),
+      guard(g),
+      c_bytes(prob.c.size()) {
   check(cudaMemcpy(a.data() + offset, prob.a.data(), prob.a.size(), cudaMemcpyHostToDevice), "copy A");
   check(cudaMemcpy(b.data() + offset, prob.b.data(), prob.b.size(), cudaMemcpyHostToDevice), "copy B");
   reset_c(prob);

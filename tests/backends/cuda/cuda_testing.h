@@ -16,9 +16,9 @@ namespace tunableop::testing {
 // Empty when a GPU is usable, else why not (the message every GPU test skips with).
 std::string no_gpu_reason();
 
-#define TUNABLEOP_REQUIRE_GPU()                                               \
-  do {                                                                        \
-    std::string _why = ::tunableop::testing::no_gpu_reason();                 \
+#define TUNABLEOP_REQUIRE_GPU()                                                 \
+  do {                                                                          \
+    std::string _why = ::tunableop::testing::no_gpu_reason();                   \
     if (!_why.empty()) GTEST_SKIP() << "no CUDA GPU on this machine: " << _why; \
   } while (0)
 
@@ -44,8 +44,8 @@ class DeviceBuffer {
 struct DeviceGemm {
   DeviceGemm(const HostGemmProblem& prob, size_t offset = 0, size_t guard = 0);
   GemmOperands operands(void* stream = nullptr) const;
-  void reset_c(const HostGemmProblem& prob);   // C back to its initial contents (and guards)
-  std::vector<uint8_t> read_c() const;         // C only (c_span elements)
+  void reset_c(const HostGemmProblem& prob);  // C back to its initial contents (and guards)
+  std::vector<uint8_t> read_c() const;        // C only (c_span elements)
   bool guards_intact() const;
 
   DeviceBuffer a, b, c;

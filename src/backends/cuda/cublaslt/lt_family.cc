@@ -25,8 +25,8 @@ struct Preference {
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     if (by_algo_id) {
       uint32_t mode = CUBLASLT_SEARCH_LIMITED_BY_ALGO_ID;
-      TUNABLEOP_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode,
-                                                                sizeof(mode)));
+      TUNABLEOP_CUBLAS_TRY(
+          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_SEARCH_MODE, &mode, sizeof(mode)));
     }
     return Status::ok();
   }
@@ -50,8 +50,8 @@ void heuristic_configs(cublasLtHandle_t h, const LtPlan& plan, int count, std::v
   if (!pref.init(false).is_ok()) return;
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(count));
   int n = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(h, plan.op(), plan.a(), plan.b(), plan.c(), plan.c(), pref.pref, count,
-                                     res.data(), &n) != CUBLAS_STATUS_SUCCESS) {
+  if (cublasLtMatmulAlgoGetHeuristic(h, plan.op(), plan.a(), plan.b(), plan.c(), plan.c(), pref.pref, count, res.data(),
+                                     &n) != CUBLAS_STATUS_SUCCESS) {
     return;
   }
   for (int i = 0; i < n; ++i) {
@@ -75,8 +75,8 @@ void per_id_configs(cublasLtHandle_t h, const LtPlan& plan, std::vector<LtConfig
   Preference pref;
   if (!pref.init(true).is_ok()) return;
   int n = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(h, plan.op(), plan.a(), plan.b(), plan.c(), plan.c(), pref.pref,
-                                     int(res.size()), res.data(), &n) != CUBLAS_STATUS_SUCCESS) {
+  if (cublasLtMatmulAlgoGetHeuristic(h, plan.op(), plan.a(), plan.b(), plan.c(), plan.c(), pref.pref, int(res.size()),
+                                     res.data(), &n) != CUBLAS_STATUS_SUCCESS) {
     return;
   }
   for (int i = 0; i < n && i < int(res.size()); ++i) {
@@ -153,8 +153,9 @@ void exhaustive_configs(cublasLtHandle_t h, const LtPlan& plan, size_t limit, st
         if (split_ok) {
           for (int32_t s : {2, 3, 4, 8, 16}) {
             if (k < int64_t(s) * 64) break;  // slices thinner than one k-tile only add reduction cost
-            for (uint32_t r : {uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE), uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
-                               uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
+            for (uint32_t r :
+                 {uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE), uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+                  uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
               if (!(red_mask & r)) continue;
               LtConfig v = base;
               v.split_k = s;
@@ -191,8 +192,8 @@ GemmCandidate make_candidate(std::shared_ptr<LtPlan> plan, const LtConfig& cfg, 
       return need > 1 && (reinterpret_cast<uintptr_t>(ptr) % need) != 0;
     };
     if (misaligned(o.a, align.a) || misaligned(o.b, align.b) || misaligned(o.c, align.c)) {
-      return Status::unsupported(
-          fmt::format("pointers not aligned as the algorithm needs (A {}, B {}, C {} bytes)", align.a, align.b, align.c));
+      return Status::unsupported(fmt::format("pointers not aligned as the algorithm needs (A {}, B {}, C {} bytes)",
+                                             align.a, align.b, align.c));
     }
     auto ws = workspace_for(o, workspace);
     if (!ws.is_ok()) return ws.status();

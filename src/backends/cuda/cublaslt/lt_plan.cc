@@ -12,8 +12,8 @@
 namespace tunableop::cuda {
 
 std::string lt_name(const LtConfig& c) {
-  return fmt::format("{}a{}_t{}_s{}_k{}_r{}_w{}_c{}_i{}_cl{}", kLtPrefix, c.id, c.tile, c.stages, c.split_k, c.reduction,
-                     c.swizzle, c.custom, c.inner, c.cluster);
+  return fmt::format("{}a{}_t{}_s{}_k{}_r{}_w{}_c{}_i{}_cl{}", kLtPrefix, c.id, c.tile, c.stages, c.split_k,
+                     c.reduction, c.swizzle, c.custom, c.inner, c.cluster);
 }
 
 StatusOr<LtConfig> parse_lt_name(const std::string& name) {
@@ -139,8 +139,8 @@ LtPlan::~LtPlan() {
 
 bool LtPlan::matches(const GemmParams& q) const {
   const GemmParams& p = p_;
-  return p.dtype == q.dtype && p.transa == q.transa && p.transb == q.transb && p.m == q.m && p.n == q.n &&
-         p.k == q.k && p.lda == q.lda && p.ldb == q.ldb && p.ldc == q.ldc && p.batch == q.batch &&
+  return p.dtype == q.dtype && p.transa == q.transa && p.transb == q.transb && p.m == q.m && p.n == q.n && p.k == q.k &&
+         p.lda == q.lda && p.ldb == q.ldb && p.ldc == q.ldc && p.batch == q.batch &&
          (p.batch == 1 || (p.stride_a == q.stride_a && p.stride_b == q.stride_b && p.stride_c == q.stride_c)) &&
          p.allow_tf32 == q.allow_tf32;
 }
@@ -150,8 +150,8 @@ Status LtPlan::check_algo(cublasLtHandle_t h, const cublasLtMatmulAlgo_t& algo, 
   TUNABLEOP_CUBLAS_TRY(cublasLtMatmulAlgoCheck(h, op_, a_, b_, c_, c_, &algo, &res));
   if (res.state != CUBLAS_STATUS_SUCCESS) return cublas_status(res.state, "cublasLtMatmulAlgoCheck");
   if (res.workspaceSize > kLtMaxWorkspaceBytes) {
-    return Status::unsupported(fmt::format("needs {} bytes of workspace (limit {})", res.workspaceSize,
-                                           kLtMaxWorkspaceBytes));
+    return Status::unsupported(
+        fmt::format("needs {} bytes of workspace (limit {})", res.workspaceSize, kLtMaxWorkspaceBytes));
   }
   if (workspace) *workspace = res.workspaceSize;
   return Status::ok();
@@ -176,8 +176,8 @@ StatusOr<cublasLtMatmulAlgo_t> LtPlan::make_algo(cublasLtHandle_t h, const LtCon
 Status LtPlan::run(cublasLtHandle_t h, const cublasLtMatmulAlgo_t& algo, const GemmParams& p,
                    const GemmOperands& o) const {
   Scalars s = make_scalars(p);
-  TUNABLEOP_CUBLAS_TRY(cublasLtMatmul(h, op_, &s.alpha, o.a, a_, o.b, b_, &s.beta, o.c, c_, o.c, c_, &algo,
-                                      o.workspace, o.workspace_bytes, static_cast<cudaStream_t>(o.stream)));
+  TUNABLEOP_CUBLAS_TRY(cublasLtMatmul(h, op_, &s.alpha, o.a, a_, o.b, b_, &s.beta, o.c, c_, o.c, c_, &algo, o.workspace,
+                                      o.workspace_bytes, static_cast<cudaStream_t>(o.stream)));
   return Status::ok();
 }
 

@@ -19,10 +19,28 @@ const GemvShape kShapes[] = {
     {16, 4, true},        // 2..16 tokens: tensor cores
     {16, 4, true, true},  // the same with programmatic dependent launch
     {4, 4, false, true},  // small, latency-bound layers
-    {1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 4}, {2, 8}, {4, 2}, {4, 4}, {4, 8},
-    {16, 1, true}, {16, 2, true}, {16, 8, true},
-    {2, 2, false, true}, {1, 8, false, true}, {4, 1, false, true}, {1, 4, false, true}, {2, 4, false, true},
-    {4, 8, false, true}, {16, 2, true, true}, {16, 8, true, true}, {16, 16, true}, {16, 16, true, true},
+    {1, 1},
+    {1, 2},
+    {1, 4},
+    {2, 1},
+    {2, 4},
+    {2, 8},
+    {4, 2},
+    {4, 4},
+    {4, 8},
+    {16, 1, true},
+    {16, 2, true},
+    {16, 8, true},
+    {2, 2, false, true},
+    {1, 8, false, true},
+    {4, 1, false, true},
+    {1, 4, false, true},
+    {2, 4, false, true},
+    {4, 8, false, true},
+    {16, 2, true, true},
+    {16, 8, true, true},
+    {16, 16, true},
+    {16, 16, true, true},
 };
 constexpr int kEffort0Shapes = 6;
 

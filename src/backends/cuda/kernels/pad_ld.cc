@@ -58,11 +58,12 @@ Status supports(const PadLdVariant& v, const GemmParams& p) {
   if (!c_unaligned && !(v.pad_inputs && in_unaligned)) {
     return Status::unsupported(fmt::format("pad-ld: leading dimensions already multiples of {}", v.granule));
   }
-  if (v.pad_inputs && !in_unaligned) return Status::unsupported("pad-ld: A and B already aligned (C-only variant covers this)");
+  if (v.pad_inputs && !in_unaligned)
+    return Status::unsupported("pad-ld: A and B already aligned (C-only variant covers this)");
   PadPlan pl = plan_for(v, p);
   if (pl.total > kPadLdMaxWorkspaceBytes) {
-    return Status::unsupported(fmt::format("pad-ld: needs {} MiB of workspace (limit {} MiB)", pl.total >> 20,
-                                           kPadLdMaxWorkspaceBytes >> 20));
+    return Status::unsupported(
+        fmt::format("pad-ld: needs {} MiB of workspace (limit {} MiB)", pl.total >> 20, kPadLdMaxWorkspaceBytes >> 20));
   }
   return check_blas_shape(pl.padded);
 }
@@ -90,7 +91,8 @@ Status run(const PadLdVariant& v, const GemmParams& p, const GemmOperands& o) {
     b = ws + pl.off_b;
   }
   if (pl.pad_c && p.beta != 0.0) {  // beta == 0 must not read C (it may hold NaN)
-    TUNABLEOP_RETURN_IF_ERROR(copy_matrices(c, q.ldc, q.stride_c, o.c, p.ldc, p.stride_c, p.m, p.n, p.batch, es, stream));
+    TUNABLEOP_RETURN_IF_ERROR(
+        copy_matrices(c, q.ldc, q.stride_c, o.c, p.ldc, p.stride_c, p.m, p.n, p.batch, es, stream));
   }
   TUNABLEOP_RETURN_IF_ERROR(cublas_gemm(q, a, b, c, o.stream));
   if (!pl.pad_c) return Status::ok();

@@ -24,7 +24,8 @@ Status supports(const SplitMVariant& v, const GemmParams& p) {
   if (p.m % v.granule == 0) return Status::unsupported(fmt::format("split-m: m is a multiple of {}", v.granule));
   if (p.m < v.granule) return Status::unsupported(fmt::format("split-m: m < {}", v.granule));
   if (p.n == 0) return Status::unsupported("split-m: empty problem");
-  if (v.pad_c && p.ldc % v.granule == 0) return Status::unsupported("split-m: ldc already aligned (plain variant covers this)");
+  if (v.pad_c && p.ldc % v.granule == 0)
+    return Status::unsupported("split-m: ldc already aligned (plain variant covers this)");
   if (padded_c_bytes(v, p) > kPadLdMaxWorkspaceBytes) return Status::unsupported("split-m: padded C too large");
   return Status::ok();
 }
@@ -43,7 +44,8 @@ Status run(const SplitMVariant& v, const GemmParams& p, const GemmOperands& o) {
     q.ldc = round_up(p.m, v.granule);
     q.stride_c = q.ldc * p.n;
     if (p.beta != 0.0) {  // beta == 0 must not read C (it may hold NaN)
-      TUNABLEOP_RETURN_IF_ERROR(copy_matrices(c, q.ldc, q.stride_c, o.c, p.ldc, p.stride_c, p.m, p.n, p.batch, es, stream));
+      TUNABLEOP_RETURN_IF_ERROR(
+          copy_matrices(c, q.ldc, q.stride_c, o.c, p.ldc, p.stride_c, p.m, p.n, p.batch, es, stream));
     }
   }
   // Rows [0, m1): op(A)'s first m1 rows are a sub-matrix of A with the same ld and strides.
