@@ -97,20 +97,6 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
       note(i, CandidateReport::Outcome::kUnsupported, st.message());
       continue;
     }
-    if (pol.numerical_check) {
-      st = pr.check_numerics(i);
-      if (!st.is_ok()) {
-        log_.log(2, fmt::format("├──verify numerics failed id={}, {} {}: {}", i, what, name, st.message()));
-        note(i, CandidateReport::Outcome::kNumericsFailed, st.message());
-        Status rec = pr.recover();
-        if (!rec.is_ok()) log_.warn(rec.to_string());
-        if (i == 0)
-          return Status::numerics(fmt::format("Default fails the numerics check on {}: {}", what, st.message()));
-        continue;
-      }
-      log_.log(3, fmt::format("├──verify numerics passed id={}, {}", i, name));
-    }
-
     State s;
     s.index = i;
     s.name = name;
@@ -148,6 +134,23 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
       }
     }
     if (dropped || failed) continue;
+
+    // Numerics after screening: only survivors pay for the check (on a GPU it copies the whole
+    // output), and `best` only ever holds verified candidates, so a wrong-but-fast one can
+    // neither win nor prune others.
+    if (pol.numerical_check) {
+      st = pr.check_numerics(i);
+      if (!st.is_ok()) {
+        log_.log(2, fmt::format("├──verify numerics failed id={}, {} {}: {}", i, what, name, st.message()));
+        note(i, CandidateReport::Outcome::kNumericsFailed, st.message());
+        Status rec = pr.recover();
+        if (!rec.is_ok()) log_.warn(rec.to_string());
+        if (i == 0)
+          return Status::numerics(fmt::format("Default fails the numerics check on {}: {}", what, st.message()));
+        continue;
+      }
+      log_.log(3, fmt::format("├──verify numerics passed id={}, {}", i, name));
+    }
 
     // Warm-up and timing under the budgets (smaller of ms and iterations; at least one run).
     double per_run = std::max(summarize(s.samples).median_ms, 1e-6);

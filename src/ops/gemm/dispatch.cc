@@ -96,24 +96,33 @@ Status gemm(Context& ctx, const GemmParams& params, const GemmOperands& ops) {
   if (cand) {
     Status st = cand->run(p, ops);
     if (st.is_ok() || name == "Default") return st;
-    ctx.log().warn(fmt::format("{}({}): {} failed ({}); running Default", op, psig, name, st.to_string()));
-    if (const DeviceRuntime* rt = runtime_for(ctx)) (void)rt->recover();
+    // "Unsupported" at run time is normal (e.g. pointers less aligned than the tuned buffers);
+    // anything else is a real failure worth a warning.
+    std::string msg = fmt::format("{}({}): {} {} ({}); running Default", op, psig, name,
+                                  st.is_unsupported() ? "does not apply to these operands" : "failed", st.message());
+    if (st.is_unsupported())
+      ctx.log().log(2, msg);
+    else
+      ctx.log().warn(msg);
+    if (!st.is_unsupported())
+      if (const DeviceRuntime* rt = runtime_for(ctx)) (void)rt->recover();
   }
   auto def = cached_candidate(ctx, p, psig, "Default");
-  if (!def) return Status::unsupported(fmt::format("no Default GEMM supports {}({}) on {}", op, psig, ctx.device().to_string()));
+  if (!def)
+    return Status::unsupported(
+        fmt::format("no Default GEMM supports {}({}) on {}", op, psig, ctx.device().to_string()));
   return def->run(p, ops);
 }
 
-
-Status linear(Context& ctx, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
-              void* y, void* stream) {
+Status linear(Context& ctx, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
+              void* stream) {
   GemmParams p = linear_params(dtype, tokens, in, out);
   GemmOperands ops{w, x, y, stream};
   return gemm(ctx, p, ops);
 }
 
 StatusOr<std::unique_ptr<GemmBuffers>> GemmBuffers::random(Context& ctx, const GemmParams& params, uint64_t seed,
-                                                          void* stream) {
+                                                           void* stream) {
   std::unique_ptr<GemmBuffers> b(new GemmBuffers());
   b->p_ = params.with_defaults();
   TUNABLEOP_RETURN_IF_ERROR(b->p_.validate());
