@@ -37,6 +37,7 @@ run() {  # name, timeout, args...
   TUNABLEOP_FILENAME="$OUT/llm_results_%d.csv" timeout "$t" "$bin" llm --device cuda "$@" >"$OUT/$name.txt" 2>&1 ||
     echo "gpu-llm: $name exited $? (see $name.txt)"
 }
+if [ "${GPU_LLM_BENCH:-1}" != 1 ]; then stamp "bench skipped (GPU_LLM_BENCH=0)"; exit 0; fi
 run gemma_seq256 150 --model builtin:gemma-2b --total-tokens 256 --compare --iterations 3 --warmup 1
 run llama_seq256 150 --model builtin:llama-2-7b --total-tokens 256 --compare --iterations 3 --warmup 1
 run gemma_ttft2048 60 --model builtin:gemma-2b --prompt-len 2048 --max-new-tokens 1 --compare --iterations 3
