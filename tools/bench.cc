@@ -155,7 +155,8 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   std::vector<Row> rows;
   std::set<std::string> families;
   for (const auto& s : shapes) {
-    Row r{s};
+    Row r;
+    r.s = s;
     auto rep = tune_gemm(ctx, s.p, /*retune=*/true, stream);
     if (!rep.is_ok()) return fail(rep.status());
     r.chosen = rep->winner.solution;
