@@ -128,7 +128,8 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   // Tune into a fresh file so that tuning time is real, unless --results names one to keep.
   std::string results = a.results;
   bool temp = results.empty();
-  if (temp) results = (std::filesystem::temp_directory_path() / fmt::format("tunableop_bench_{}_%d.csv", ::getpid())).string();
+  if (temp)
+    results = (std::filesystem::temp_directory_path() / fmt::format("tunableop_bench_{}_%d.csv", ::getpid())).string();
   (void)ctx.config().set(Setting::kFilename, results);
   (void)ctx.config().set(Setting::kEnabled, true);
   (void)ctx.config().set(Setting::kTuning, true);
@@ -183,8 +184,9 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   }
 
   // Markdown table on stdout.
-  std::string head = "| shape | m x n x k | Default ms | tuned ms | speedup | chosen | GFLOP/s | % peak | % floor | tuning s "
-                     "| best single | tuned/best |";
+  std::string head =
+      "| shape | m x n x k | Default ms | tuned ms | speedup | chosen | GFLOP/s | % peak | % floor | tuning s "
+      "| best single | tuned/best |";
   std::string sep = "|---|---|---|---|---|---|---|---|---|---|---|---|";
   if (!baseline.empty()) head += " " + baseline + " ms |", sep += "---|";
   for (const auto& f : families) head += " best " + f + " ms |", sep += "---|";
@@ -194,7 +196,8 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   for (const auto& r : rows) {
     double gf = r.tuned > 0 ? r.s.p.flops() / (r.tuned * 1e-3) / 1e9 : 0;
     std::string line = fmt::format(
-        "| {} | {}x{}x{} | {:.4f} | {:.4f} | {:.2f}x | {} | {:.1f} | {:.0f}% | {:.0f}% | {:.2f} | {:.4f} ({}) | {:.3f} |",
+        "| {} | {}x{}x{} | {:.4f} | {:.4f} | {:.2f}x | {} | {:.1f} | {:.0f}% | {:.0f}% | {:.2f} | {:.4f} ({}) | {:.3f} "
+        "|",
         r.s.name, r.s.p.m, r.s.p.n, r.s.p.k, r.def, r.tuned, r.def / r.tuned, r.chosen, gf,
         100 * gf / std::max(ceil->gemm_gflops, 1e-9), 100 * r.floor / r.tuned, r.tuning_ms / 1e3, r.best, r.best_name,
         r.tuned / r.best);

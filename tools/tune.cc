@@ -92,8 +92,8 @@ int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus, const char* s
     pid_t pid = fork();
     if (pid == 0) {
       std::string shard = std::to_string(s), shards = std::to_string(gpus.size()), gpu = std::to_string(gpus[s]);
-      std::vector<const char*> argv = {self, "tune", a.file.c_str(), "--device", "cuda", "--gpu", gpu.c_str(),
-                                       "--shard", shard.c_str(), "--shards", shards.c_str()};
+      std::vector<const char*> argv = {self,        "tune",    a.file.c_str(), "--device", "cuda",        "--gpu",
+                                       gpu.c_str(), "--shard", shard.c_str(),  "--shards", shards.c_str()};
       if (a.retune) argv.push_back("--retune");
       argv.push_back(nullptr);
       execv("/proc/self/exe", const_cast<char* const*>(argv.data()));

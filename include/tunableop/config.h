@@ -15,24 +15,24 @@
 namespace tunableop {
 
 enum class Setting {
-  kEnabled,                // TUNABLEOP_ENABLED: consult results at all (off -> always Default)
-  kTuning,                 // TUNABLEOP_TUNING: tune problems not in the results
-  kVerbose,                // TUNABLEOP_VERBOSE: 0..3
-  kFilename,               // TUNABLEOP_FILENAME: results file, %d -> device ordinal
-  kNumericalCheck,         // TUNABLEOP_NUMERICAL_CHECK
-  kMaxTuningDurationMs,    // TUNABLEOP_MAX_TUNING_DURATION_MS
-  kMaxTuningIterations,    // TUNABLEOP_MAX_TUNING_ITERATIONS
-  kMaxWarmupDurationMs,    // TUNABLEOP_MAX_WARMUP_DURATION_MS
-  kMaxWarmupIterations,    // TUNABLEOP_MAX_WARMUP_ITERATIONS
-  kRotatingBufferSize,     // TUNABLEOP_ROTATING_BUFFER_SIZE: MiB, 0 = off, -1 = auto (LLC / L2)
-  kRecordUntuned,          // TUNABLEOP_RECORD_UNTUNED
-  kUntunedFilename,        // TUNABLEOP_UNTUNED_FILENAME
-  kSearchEffort,           // TUNABLEOP_SEARCH_EFFORT: 0 few, 1 default, 2 exhaustive
-  kMinImprovement,         // TUNABLEOP_MIN_IMPROVEMENT: fraction a winner must beat Default by
-  kScreenRatio1,           // TUNABLEOP_SCREEN_RATIO_1: first screening cut (x best so far)
-  kScreenRatio2,           // TUNABLEOP_SCREEN_RATIO_2: second screening cut
-  kMaxProblemDurationMs,   // TUNABLEOP_MAX_PROBLEM_DURATION_MS: total budget per problem
-  kAllowTf32,              // TUNABLEOP_ALLOW_TF32: fp32 GEMMs may use tf32 (changes results)
+  kEnabled,               // TUNABLEOP_ENABLED: consult results at all (off -> always Default)
+  kTuning,                // TUNABLEOP_TUNING: tune problems not in the results
+  kVerbose,               // TUNABLEOP_VERBOSE: 0..3
+  kFilename,              // TUNABLEOP_FILENAME: results file, %d -> device ordinal
+  kNumericalCheck,        // TUNABLEOP_NUMERICAL_CHECK
+  kMaxTuningDurationMs,   // TUNABLEOP_MAX_TUNING_DURATION_MS
+  kMaxTuningIterations,   // TUNABLEOP_MAX_TUNING_ITERATIONS
+  kMaxWarmupDurationMs,   // TUNABLEOP_MAX_WARMUP_DURATION_MS
+  kMaxWarmupIterations,   // TUNABLEOP_MAX_WARMUP_ITERATIONS
+  kRotatingBufferSize,    // TUNABLEOP_ROTATING_BUFFER_SIZE: MiB, 0 = off, -1 = auto (LLC / L2)
+  kRecordUntuned,         // TUNABLEOP_RECORD_UNTUNED
+  kUntunedFilename,       // TUNABLEOP_UNTUNED_FILENAME
+  kSearchEffort,          // TUNABLEOP_SEARCH_EFFORT: 0 few, 1 default, 2 exhaustive
+  kMinImprovement,        // TUNABLEOP_MIN_IMPROVEMENT: fraction a winner must beat Default by
+  kScreenRatio1,          // TUNABLEOP_SCREEN_RATIO_1: first screening cut (x best so far)
+  kScreenRatio2,          // TUNABLEOP_SCREEN_RATIO_2: second screening cut
+  kMaxProblemDurationMs,  // TUNABLEOP_MAX_PROBLEM_DURATION_MS: total budget per problem
+  kAllowTf32,             // TUNABLEOP_ALLOW_TF32: fp32 GEMMs may use tf32 (changes results)
 };
 
 struct SettingInfo {

@@ -4,11 +4,11 @@
 
 #include <functional>
 #include <map>
-#include <typeindex>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <typeindex>
 
 #include "tunableop/config.h"
 #include "tunableop/device.h"
@@ -76,8 +76,8 @@ class Context {
   Registry registry_;
   Logger log_;
   ResultsStore store_;
-  std::mutex file_mu_;   // guards file_, untuned_
-  std::mutex tune_mu_;   // one problem tuned at a time per context
+  std::mutex file_mu_;  // guards file_, untuned_
+  std::mutex tune_mu_;  // one problem tuned at a time per context
   std::unique_ptr<ResultsFile> file_;
   std::string loaded_pattern_;
   std::unique_ptr<UntunedFile> untuned_;

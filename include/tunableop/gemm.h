@@ -14,19 +14,19 @@ namespace tunableop {
 
 enum class DType { kF32, kF64, kBF16, kF16 };
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);           // "fp32", "fp64", "bf16", "fp16" (CLI names)
-const char* dtype_torch_name(DType t);     // "float", "double", "BFloat16", "Half" (signatures)
+const char* dtype_name(DType t);                    // "fp32", "fp64", "bf16", "fp16" (CLI names)
+const char* dtype_torch_name(DType t);              // "float", "double", "BFloat16", "Half" (signatures)
 StatusOr<DType> parse_dtype(const std::string& s);  // accepts both name sets
 
 struct GemmParams {
-  DType dtype = DType::kF32;  // A, B and C share it; accumulation is fp32 (fp64 for kF64)
+  DType dtype = DType::kF32;        // A, B and C share it; accumulation is fp32 (fp64 for kF64)
   char transa = 'N', transb = 'N';  // 'N' or 'T'
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;  // 0 -> dense (rows of the stored matrix)
   double alpha = 1.0, beta = 0.0;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements; 0 -> dense (ld * cols)
-  bool allow_tf32 = false;  // CUDA fp32 only: permission to use tf32 tensor cores
+  bool allow_tf32 = false;                           // CUDA fp32 only: permission to use tf32 tensor cores
 
   // Rows/cols of A and B as stored (before op()).
   int64_t a_rows() const { return transa == 'N' ? m : k; }
@@ -89,8 +89,8 @@ Status gemm(Context& ctx, const GemmParams& p, const GemmOperands& ops);
 
 // Row-major y[tokens, out] = x[tokens, in] * W[out, in]^T (PyTorch nn.Linear without bias),
 // mapped to the column-major "tn_<out>_<tokens>_<in>" problem.
-Status linear(Context& ctx, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
-              const void* w, void* y, void* stream = nullptr);
+Status linear(Context& ctx, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
+              void* stream = nullptr);
 GemmParams linear_params(DType dtype, int64_t tokens, int64_t in, int64_t out);
 
 }  // namespace tunableop

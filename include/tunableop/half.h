@@ -63,7 +63,7 @@ inline fp16 to_fp16(float f) {
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return fp16{uint16_t(sign | 0x7e00u)};
   if (a >= 0x477ff000u) return fp16{uint16_t(sign | 0x7c00u)};  // rounds to >= 65520
-  if (a < 0x38800000u) {  // below 2^-14: subnormal or zero
+  if (a < 0x38800000u) {                                        // below 2^-14: subnormal or zero
     if (a < 0x33000000u) return fp16{sign};
     uint32_t man = (a & 0x7fffffu) | 0x800000u;
     // value = man * 2^(e - 150); the fp16 subnormal unit is 2^-24, so drop 126 - e bits.

@@ -53,8 +53,8 @@ struct LoadReport {
   // sibling when path's validators differ from the current ones or path is a foreign file.
   std::string active_path;
   bool existed = false;
-  bool ours = false;  // written by tunableop (has a TUNABLEOP_VERSION validator)
-  Validators validators;               // as found in the file
+  bool ours = false;                            // written by tunableop (has a TUNABLEOP_VERSION validator)
+  Validators validators;                        // as found in the file
   std::vector<std::string> foreign_validators;  // keys we do not produce (PyTorch's, ...)
   std::vector<std::string> mismatches;          // "KEY: file 'a' vs now 'b'" (ours only)
   std::vector<std::string> malformed;           // "path:LINE: reason"
@@ -87,7 +87,7 @@ class ResultsFile {
   // `replace`: append even when the key is already in the file (a re-tuned stale entry; the
   // later line wins on load).
   Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr);
-  const std::string& path() const { return path_; }            // the file in use
+  const std::string& path() const { return path_; }                 // the file in use
   const std::string& requested_path() const { return requested_; }  // the one asked for
   const Validators& validators() const { return current_; }
 
@@ -95,7 +95,7 @@ class ResultsFile {
   std::string requested_;
   std::string path_;
   Validators current_;
-  size_t read_offset_ = 0;  // bytes of path_ already parsed
+  size_t read_offset_ = 0;                              // bytes of path_ already parsed
   std::set<std::pair<std::string, std::string>> keys_;  // (op, params) already in path_
   std::mutex mu_;
 };

@@ -53,7 +53,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}       // NOLINT(implicit)
+  StatusOr(T value) : v_(std::move(value)) {}         // NOLINT(implicit)
   StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT(implicit); must not be ok
   bool is_ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {

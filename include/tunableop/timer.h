@@ -6,9 +6,9 @@ namespace tunableop {
 class Timer {
  public:
   virtual ~Timer() = default;
-  virtual void start() = 0;        // begin a timed region (after work already queued)
-  virtual double stop_ms() = 0;    // end it, wait for the work, return elapsed milliseconds
-  virtual double now_ms() = 0;     // wall clock for budgets (monotonic)
+  virtual void start() = 0;      // begin a timed region (after work already queued)
+  virtual double stop_ms() = 0;  // end it, wait for the work, return elapsed milliseconds
+  virtual double now_ms() = 0;   // wall clock for budgets (monotonic)
   // Samples shorter than this are batched (several runs between start and stop) so that the
   // clock's resolution and per-sample overhead stay small against the run.
   virtual double min_sample_ms() const { return 0.05; }

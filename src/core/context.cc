@@ -67,9 +67,10 @@ Status Context::ensure_loaded_locked() {
   if (file->path() != path) {
     std::string why;
     for (const auto& m : r.mismatches) why += (why.empty() ? "" : "; ") + m;
-    log_.warn(fmt::format("validators of {} differ from this environment ({}); keeping {} as it is, writing results "
-                          "for this environment to {}",
-                          path, why.empty() ? "foreign file" : why, path, file->path()));
+    log_.warn(
+        fmt::format("validators of {} differ from this environment ({}); keeping {} as it is, writing results "
+                    "for this environment to {}",
+                    path, why.empty() ? "foreign file" : why, path, file->path()));
   }
   for (const auto& e : r.entries) store_.insert(e);
   for (const auto& [k, v] : r.validators) log_.log(2, fmt::format("Validator,{},{}", k, v));

@@ -34,9 +34,9 @@ std::string cpu_model_name() {
 }
 
 std::string cpu_isa_flags() {
-  static const char* kRelevant[] = {"sse4_2",     "avx",        "avx2",        "fma",      "f16c",
-                                    "avx512f",    "avx512bw",   "avx512vl",    "avx512dq", "avx512_bf16",
-                                    "avx512_fp16", "avx512_vnni", "amx_bf16",  "amx_tile", "asimd", "sve"};
+  static const char* kRelevant[] = {"sse4_2",   "avx",      "avx2",     "fma",         "f16c",        "avx512f",
+                                    "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                                    "amx_bf16", "amx_tile", "asimd",    "sve"};
   std::istringstream flags(cpuinfo_field("flags") + " " + cpuinfo_field("Features"));
   std::set<std::string> have;
   std::string f;

@@ -75,7 +75,8 @@ std::vector<GemmParams> random_gemm_shapes(DType dtype, uint64_t seed, int count
   return out;
 }
 
-::testing::AssertionResult matches_reference(const HostGemmProblem& prob, const std::vector<uint8_t>& c_out, double tol) {
+::testing::AssertionResult matches_reference(const HostGemmProblem& prob, const std::vector<uint8_t>& c_out,
+                                             double tol) {
   const GemmParams& p = prob.p;
   if (c_out.size() != prob.c_initial.size()) return ::testing::AssertionFailure() << "output size differs";
   auto ref = gemm_reference_f64(p, prob.a.data(), prob.b.data(), prob.c_initial.data());
@@ -83,7 +84,8 @@ std::vector<GemmParams> random_gemm_shapes(DType dtype, uint64_t seed, int count
     if (in_matrix(p, i)) continue;
     double v = load_as_double(p.dtype, c_out.data(), i);
     if (v != kSentinel)
-      return ::testing::AssertionFailure() << describe(p) << ": element " << i << " outside C was written (" << v << ")";
+      return ::testing::AssertionFailure()
+             << describe(p) << ": element " << i << " outside C was written (" << v << ")";
   }
   double err = relative_error(p, c_out.data(), ref);
   double limit = tol > 0 ? tol : gemm_tolerance(p);

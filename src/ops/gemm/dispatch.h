@@ -19,7 +19,7 @@ StatusOr<GemmCandidate> find_gemm_candidate(Context& ctx, const GemmParams& p, c
 class GemmBuffers {
  public:
   static StatusOr<std::unique_ptr<GemmBuffers>> random(Context& ctx, const GemmParams& p, uint64_t seed = 1,
-                                                        void* stream = nullptr);
+                                                       void* stream = nullptr);
   ~GemmBuffers();
   GemmOperands operands() const { return {a_, b_, c_, stream_}; }
   const GemmParams& params() const { return p_; }

@@ -74,14 +74,14 @@ Status GemmParams::validate() const {
     return Status::invalid_argument(fmt::format("transa must be 'N' or 'T', got '{}'", transa));
   if (transb != 'N' && transb != 'T')
     return Status::invalid_argument(fmt::format("transb must be 'N' or 'T', got '{}'", transb));
-  if (m < 0 || n < 0 || k < 0) return Status::invalid_argument(fmt::format("m, n, k must be >= 0, got {}, {}, {}", m, n, k));
+  if (m < 0 || n < 0 || k < 0)
+    return Status::invalid_argument(fmt::format("m, n, k must be >= 0, got {}, {}, {}", m, n, k));
   if (batch < 1) return Status::invalid_argument(fmt::format("batch must be >= 1, got {}", batch));
   if (lda < std::max<int64_t>(1, a_rows()))
     return Status::invalid_argument(fmt::format("lda ({}) must be >= the rows of A as stored ({})", lda, a_rows()));
   if (ldb < std::max<int64_t>(1, b_rows()))
     return Status::invalid_argument(fmt::format("ldb ({}) must be >= the rows of B as stored ({})", ldb, b_rows()));
-  if (ldc < std::max<int64_t>(1, m))
-    return Status::invalid_argument(fmt::format("ldc ({}) must be >= m ({})", ldc, m));
+  if (ldc < std::max<int64_t>(1, m)) return Status::invalid_argument(fmt::format("ldc ({}) must be >= m ({})", ldc, m));
   if (batch > 1) {
     if (stride_c < ldc * n)
       return Status::invalid_argument(

@@ -63,8 +63,8 @@ std::vector<double> gemm_reference_f64(const GemmParams& p, const void* a, const
   return out;
 }
 
-double freivalds_error(const GemmParams& p, const void* a, const void* b, const void* c0, const void* c,
-                       int vectors, uint64_t seed) {
+double freivalds_error(const GemmParams& p, const void* a, const void* b, const void* c0, const void* c, int vectors,
+                       uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   std::vector<double> x(size_t(p.n)), bx(size_t(p.k)), ref(size_t(p.m)), got(size_t(p.m));
@@ -75,11 +75,13 @@ double freivalds_error(const GemmParams& p, const void* a, const void* b, const 
       // bx = op(B) x
       std::fill(bx.begin(), bx.end(), 0.0);
       for (int64_t j = 0; j < p.n; ++j)
-        for (int64_t l = 0; l < p.k; ++l) bx[size_t(l)] += load_as_double(p.dtype, b, b_index(p, bt, l, j)) * x[size_t(j)];
+        for (int64_t l = 0; l < p.k; ++l)
+          bx[size_t(l)] += load_as_double(p.dtype, b, b_index(p, bt, l, j)) * x[size_t(j)];
       // ref = alpha op(A) bx + beta C0 x ; got = C x
       std::fill(ref.begin(), ref.end(), 0.0);
       for (int64_t l = 0; l < p.k; ++l)
-        for (int64_t i = 0; i < p.m; ++i) ref[size_t(i)] += load_as_double(p.dtype, a, a_index(p, bt, i, l)) * bx[size_t(l)];
+        for (int64_t i = 0; i < p.m; ++i)
+          ref[size_t(i)] += load_as_double(p.dtype, a, a_index(p, bt, i, l)) * bx[size_t(l)];
       for (auto& e : ref) e *= p.alpha;
       std::fill(got.begin(), got.end(), 0.0);
       for (int64_t j = 0; j < p.n; ++j) {
@@ -130,8 +132,14 @@ double gemm_tolerance(const GemmParams& p) {
   switch (p.dtype) {
     case DType::kF64: store_eps = acc_eps = 1.1e-16; break;
     case DType::kF32: store_eps = acc_eps = 6e-8; break;
-    case DType::kBF16: store_eps = 3.9e-3; acc_eps = 6e-8; break;
-    case DType::kF16: store_eps = 4.9e-4; acc_eps = 6e-8; break;
+    case DType::kBF16:
+      store_eps = 3.9e-3;
+      acc_eps = 6e-8;
+      break;
+    case DType::kF16:
+      store_eps = 4.9e-4;
+      acc_eps = 6e-8;
+      break;
   }
   if (p.dtype == DType::kF32 && p.allow_tf32) acc_eps = 4.9e-4;  // tf32 inputs: 10-bit mantissa
   double k = double(std::max<int64_t>(p.k, 1));

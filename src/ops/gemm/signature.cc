@@ -69,7 +69,8 @@ StatusOr<GemmParams> parse_gemm_signature(const std::string& op, const std::stri
       break;
     }
   }
-  if (rest.size() < 4 || rest[rest.size() - 3] != '_') return bad("op must look like GemmTunableOp_<dtype>_<NN|NT|TN|TT>");
+  if (rest.size() < 4 || rest[rest.size() - 3] != '_')
+    return bad("op must look like GemmTunableOp_<dtype>_<NN|NT|TN|TT>");
   p.transa = rest[rest.size() - 2];
   p.transb = rest[rest.size() - 1];
   std::string dt = rest.substr(0, rest.size() - 3);

@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<GemmTuningProblem>> GemmTuningProblem::create(const Gem
   size_t sets = 1;
   if (policy.rotating_buffer_mib != 0) {
     size_t target = policy.rotating_buffer_mib > 0 ? size_t(policy.rotating_buffer_mib) << 20
-                                                    : rt.last_level_cache_bytes() + set_bytes;
+                                                   : rt.last_level_cache_bytes() + set_bytes;
     target = std::min(target, kMaxRotatingBytes);
     sets = std::clamp<size_t>((target + set_bytes - 1) / std::max<size_t>(set_bytes, 1), 1, kMaxSets);
   }
@@ -72,7 +72,8 @@ StatusOr<std::unique_ptr<GemmTuningProblem>> GemmTuningProblem::create(const Gem
     auto m = pr->alloc(c_bytes);
     if (!m.is_ok()) return m.status();
     pr->c_pristine_ = *m;
-    TUNABLEOP_RETURN_IF_ERROR(rt.copy(pr->c_pristine_, src.c, c_bytes, DeviceRuntime::Copy::kDeviceToDevice, src.stream));
+    TUNABLEOP_RETURN_IF_ERROR(
+        rt.copy(pr->c_pristine_, src.c, c_bytes, DeviceRuntime::Copy::kDeviceToDevice, src.stream));
   }
   for (const auto& c : pr->cands_)
     if (c.workspace_bytes) pr->workspace_bytes_ = std::max(pr->workspace_bytes_, c.workspace_bytes(p));
@@ -117,7 +118,8 @@ Status GemmTuningProblem::restore_c0() {
 
 Status GemmTuningProblem::fetch_c(std::vector<uint8_t>& host) {
   host.resize(size_t(p_.c_span()) * dtype_size(p_.dtype));
-  TUNABLEOP_RETURN_IF_ERROR(rt_.copy(host.data(), sets_[0].c, host.size(), DeviceRuntime::Copy::kDeviceToHost, stream_));
+  TUNABLEOP_RETURN_IF_ERROR(
+      rt_.copy(host.data(), sets_[0].c, host.size(), DeviceRuntime::Copy::kDeviceToHost, stream_));
   return rt_.synchronize(stream_);
 }
 
