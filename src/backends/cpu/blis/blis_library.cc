@@ -1,49 +1,17 @@
 #include "backends/cpu/blis/blis_library.h"
 
 #include <blis.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 
-#include <climits>
-#include <cstdlib>
-#include <map>
-#include <mutex>
+#include <utility>
+
+#include "backends/cpu/shared/strided_operands.h"
 
 namespace tunableop {
 
 namespace {
 
-// RTLD_DEEPBIND makes BLIS resolve its own symbols inside itself first, even when the process
-// already exports identically named ones (OpenBLAS's sgemm_, a program linked with -lblas).
-// Sanitizer runtimes refuse DEEPBIND, so those builds rely on RTLD_LOCAL alone.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kOpenFlags = RTLD_NOW | RTLD_LOCAL;
-#else
-constexpr int kOpenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
-#endif
-
-template <class Fn>
-Status bind_symbol(void* handle, const std::string& path, const char* name, Fn& fn) {
-  dlerror();
-  fn = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (fn == nullptr) return Status::not_found(fmt::format("{} has no symbol {} (is it BLIS?)", path, name));
-  return Status::ok();
-}
-
-std::mutex& cache_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-// One object per loaded file, keyed by the dlopen handle; never destroyed (see open()).
-std::map<void*, std::shared_ptr<BlisLibrary>>& cache() {
-  static auto* c = new std::map<void*, std::shared_ptr<BlisLibrary>>();
-  return *c;
-}
-
-template <class T>
-T* at(const void* base, int64_t offset) {
-  return base ? const_cast<T*>(static_cast<const T*>(base)) + offset : nullptr;
-}
+using cpu_shared::mutable_at;
 
 }  // namespace
 
@@ -64,7 +32,8 @@ struct BlisLibrary::Api {
   const char* (*arch_string)(arch_t) = nullptr;
 };
 
-BlisLibrary::BlisLibrary() : api_(std::make_unique<Api>()) {}
+BlisLibrary::BlisLibrary(cpu_shared::DynamicLibrary library)
+    : library_(std::move(library)), api_(std::make_unique<Api>()) {}
 BlisLibrary::~BlisLibrary() = default;
 
 std::vector<std::string> BlisLibrary::default_paths() {
@@ -81,57 +50,30 @@ std::vector<std::string> BlisLibrary::default_paths() {
 }
 
 StatusOr<std::shared_ptr<BlisLibrary>> BlisLibrary::open(const std::string& path) {
-  std::lock_guard lock(cache_mutex());
-  dlerror();
-  void* handle = dlopen(path.c_str(), kOpenFlags);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    return Status::not_found(fmt::format("cannot load {}: {}", path, err ? err : "unknown dlopen error"));
-  }
-  auto it = cache().find(handle);
-  if (it != cache().end()) return it->second;
-  std::shared_ptr<BlisLibrary> lib(new BlisLibrary());
-  lib->path_ = path;
-  lib->handle_ = handle;
-  Status st = lib->bind_symbols();
-  if (!st.is_ok()) {
-    dlclose(handle);  // not BLIS: nothing of it ran, so closing is safe
-    return st;
-  }
-  cache().emplace(handle, lib);
-  return lib;
+  return cpu_shared::open_cached<BlisLibrary>(
+      "BLIS", path, [](cpu_shared::DynamicLibrary library) -> StatusOr<std::shared_ptr<BlisLibrary>> {
+        std::shared_ptr<BlisLibrary> lib(new BlisLibrary(std::move(library)));
+        TUNABLEOP_RETURN_IF_ERROR(lib->bind_symbols());  // not BLIS: closed again, nothing of it ran
+        return lib;
+      });
 }
 
 StatusOr<std::shared_ptr<BlisLibrary>> BlisLibrary::open_first(const std::vector<std::string>& paths) {
-  std::string tried;
-  for (const auto& path : paths) {
-    auto lib = open(path);
-    if (lib.is_ok()) return lib;
-    tried += (tried.empty() ? "" : "; ") + lib.status().message();
-  }
-  return Status::not_found(tried.empty() ? std::string("no BLIS path to try") : tried);
+  return cpu_shared::open_first<BlisLibrary>("BLIS", paths);
 }
 
 Status BlisLibrary::bind_symbols() {
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_sgemm_ex", api_->sgemm_ex));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_dgemm_ex", api_->dgemm_ex));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_info_get_version_str", api_->version_str));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_info_get_enable_openmp", api_->enable_openmp));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_info_get_enable_pthreads", api_->enable_pthreads));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_thread_get_num_threads", api_->get_num_threads));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_thread_set_num_threads", api_->set_num_threads));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_init", api_->init));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_arch_query_id", api_->arch_query_id));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "bli_arch_string", api_->arch_string));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_sgemm_ex", api_->sgemm_ex));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_dgemm_ex", api_->dgemm_ex));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_info_get_version_str", api_->version_str));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_info_get_enable_openmp", api_->enable_openmp));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_info_get_enable_pthreads", api_->enable_pthreads));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_thread_get_num_threads", api_->get_num_threads));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_thread_set_num_threads", api_->set_num_threads));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_init", api_->init));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_arch_query_id", api_->arch_query_id));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_arch_string", api_->arch_string));
   return Status::ok();
-}
-
-std::string BlisLibrary::symbol_file(const char* symbol) const {
-  void* addr = dlsym(handle_, symbol);
-  Dl_info info{};
-  if (addr == nullptr || dladdr(addr, &info) == 0 || info.dli_fname == nullptr) return "";
-  char resolved[PATH_MAX];
-  return realpath(info.dli_fname, resolved) ? std::string(resolved) : std::string(info.dli_fname);
 }
 
 std::string BlisLibrary::version() const {
@@ -179,13 +121,13 @@ Status BlisLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int thre
     if (threads > 0) bli_rntm_set_num_threads(dim_t(threads), &rntm);
     if (p.dtype == DType::kF32) {
       float alpha = float(p.alpha), beta = float(p.beta);
-      api_->sgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, at<float>(ops.a, b * p.stride_a), 1, p.lda,
-                     at<float>(ops.b, b * p.stride_b), 1, p.ldb, &beta, at<float>(ops.c, b * p.stride_c), 1, p.ldc,
+      api_->sgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, mutable_at<float>(ops.a, b * p.stride_a), 1, p.lda,
+                     mutable_at<float>(ops.b, b * p.stride_b), 1, p.ldb, &beta, mutable_at<float>(ops.c, b * p.stride_c), 1, p.ldc,
                      nullptr, &rntm);
     } else {
       double alpha = p.alpha, beta = p.beta;
-      api_->dgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, at<double>(ops.a, b * p.stride_a), 1, p.lda,
-                     at<double>(ops.b, b * p.stride_b), 1, p.ldb, &beta, at<double>(ops.c, b * p.stride_c), 1, p.ldc,
+      api_->dgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, mutable_at<double>(ops.a, b * p.stride_a), 1, p.lda,
+                     mutable_at<double>(ops.b, b * p.stride_b), 1, p.ldb, &beta, mutable_at<double>(ops.c, b * p.stride_c), 1, p.ldc,
                      nullptr, &rntm);
     }
   }

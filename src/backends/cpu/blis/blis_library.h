@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/shared/dynamic_library.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
@@ -22,10 +23,10 @@ class BlisLibrary {
   static StatusOr<std::shared_ptr<BlisLibrary>> open(const std::string& path);
   static StatusOr<std::shared_ptr<BlisLibrary>> open_first(const std::vector<std::string>& paths);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
   // The real file (symlinks resolved) that defines `symbol` as seen through this handle; ""
   // when the handle has no such symbol. Proves which library a call lands in.
-  std::string symbol_file(const char* symbol) const;
+  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
   std::string version() const;    // bli_info_get_version_str(): "0.9.0"
   std::string threading() const;  // "openmp", "pthreads", "openmp+pthreads" or "none"
   // The kernel set BLIS chose for this CPU when it started ("haswell", "skx", ...). It can be
@@ -46,14 +47,13 @@ class BlisLibrary {
   BlisLibrary& operator=(const BlisLibrary&) = delete;
 
  private:
-  BlisLibrary();
+  explicit BlisLibrary(cpu_shared::DynamicLibrary library);
   Status bind_symbols();
 
   // The entry points, typed with blis.h's own types; defined in blis_library.cc so that
   // blis.h (tens of thousands of lines of macros) stays out of every other file.
   struct Api;
-  std::string path_;
-  void* handle_ = nullptr;
+  cpu_shared::DynamicLibrary library_;
   std::unique_ptr<Api> api_;
 };
 

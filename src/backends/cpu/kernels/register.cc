@@ -124,6 +124,7 @@ void register_cpu_kernels(Registry& r) {
     GemmCandidate c = skinny_candidate(best, threads, 1 + extra > 2 ? 2 : 1 + extra);
     if (seen.insert(c.name).second) list.push_back(std::move(c));
   }
+  register_cpu_gemm_and_bias(r);
 }
 
 }  // namespace tunableop

@@ -11,3 +11,12 @@ namespace tunableop {
 void register_cpu_kernels(Registry& r);
 
 }  // namespace tunableop
+
+namespace tunableop {
+
+// GemmAndBias on the CPU: appends "Default" (the CPU GEMM Default found in
+// r.list<GemmCandidate>(), then a bias + activation pass) to r.list<GemmAndBiasCandidate>().
+// Does nothing when no CPU GEMM Default is registered yet.
+void register_cpu_gemm_and_bias(Registry& r);
+
+}  // namespace tunableop

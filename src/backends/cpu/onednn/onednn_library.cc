@@ -1,56 +1,20 @@
 #include "backends/cpu/onednn/onednn_library.h"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_version.h>
 
-#include <climits>
-#include <cstdlib>
-#include <map>
-#include <mutex>
 #include <type_traits>
+#include <utility>
 
+#include "backends/cpu/shared/strided_operands.h"
 #include "tunableop/half.h"
 
 namespace tunableop {
 
 namespace {
 
-// RTLD_DEEPBIND makes oneDNN resolve its own symbols (and its own libgomp) inside its
-// dependency tree first. Sanitizer runtimes refuse DEEPBIND, so those builds go without.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kOpenFlags = RTLD_NOW | RTLD_LOCAL;
-#else
-constexpr int kOpenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
-#endif
-
-template <class Fn>
-Status bind_symbol(void* handle, const std::string& path, const char* name, Fn& fn) {
-  dlerror();
-  fn = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (fn == nullptr) return Status::not_found(fmt::format("{} has no symbol {} (is it oneDNN?)", path, name));
-  return Status::ok();
-}
-
-std::mutex& cache_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-// One object per loaded file, keyed by the dlopen handle; never destroyed (see open()).
-std::map<void*, std::shared_ptr<OnednnLibrary>>& cache() {
-  static auto* c = new std::map<void*, std::shared_ptr<OnednnLibrary>>();
-  return *c;
-}
-
-template <class T>
-T* at(void* base, int64_t offset) {
-  return base ? static_cast<T*>(base) + offset : nullptr;
-}
-template <class T>
-const T* at(const void* base, int64_t offset) {
-  return base ? static_cast<const T*>(base) + offset : nullptr;
-}
+using cpu_shared::at;
 
 // C = beta * C for k == 0, which oneDNN rejects as an invalid argument (BLAS allows it);
 // beta == 0 writes zeros without reading C.
@@ -91,7 +55,8 @@ struct OnednnLibrary::Api {
   void (*omp_set_num_threads)(int) = nullptr;
 };
 
-OnednnLibrary::OnednnLibrary() : api_(std::make_unique<Api>()) {}
+OnednnLibrary::OnednnLibrary(cpu_shared::DynamicLibrary library)
+    : library_(std::move(library)), api_(std::make_unique<Api>()) {}
 OnednnLibrary::~OnednnLibrary() = default;
 
 std::vector<std::string> OnednnLibrary::default_paths() {
@@ -103,63 +68,36 @@ std::vector<std::string> OnednnLibrary::default_paths() {
 }
 
 StatusOr<std::shared_ptr<OnednnLibrary>> OnednnLibrary::open(const std::string& path) {
-  std::lock_guard lock(cache_mutex());
-  dlerror();
-  void* handle = dlopen(path.c_str(), kOpenFlags);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    return Status::not_found(fmt::format("cannot load {}: {}", path, err ? err : "unknown dlopen error"));
-  }
-  auto it = cache().find(handle);
-  if (it != cache().end()) return it->second;
-  std::shared_ptr<OnednnLibrary> lib(new OnednnLibrary());
-  lib->path_ = path;
-  lib->handle_ = handle;
-  Status st = lib->bind_symbols();
-  if (!st.is_ok()) {
-    dlclose(handle);  // nothing of it ran, so closing is safe
-    return st;
-  }
-  cache().emplace(handle, lib);
-  return lib;
+  return cpu_shared::open_cached<OnednnLibrary>(
+      "oneDNN", path, [](cpu_shared::DynamicLibrary library) -> StatusOr<std::shared_ptr<OnednnLibrary>> {
+        std::shared_ptr<OnednnLibrary> lib(new OnednnLibrary(std::move(library)));
+        TUNABLEOP_RETURN_IF_ERROR(lib->bind_symbols());  // closed again: nothing of it ran
+        return lib;
+      });
 }
 
 StatusOr<std::shared_ptr<OnednnLibrary>> OnednnLibrary::open_first(const std::vector<std::string>& paths) {
-  std::string tried;
-  for (const auto& path : paths) {
-    auto lib = open(path);
-    if (lib.is_ok()) return lib;
-    tried += (tried.empty() ? "" : "; ") + lib.status().message();
-  }
-  return Status::not_found(tried.empty() ? std::string("no oneDNN path to try") : tried);
+  return cpu_shared::open_first<OnednnLibrary>("oneDNN", paths);
 }
 
 Status OnednnLibrary::bind_symbols() {
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "dnnl_sgemm", api_->sgemm));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "dnnl_version", api_->version));
-  TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "dnnl_get_effective_cpu_isa", api_->effective_isa));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("dnnl_sgemm", api_->sgemm));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("dnnl_version", api_->version));
+  TUNABLEOP_RETURN_IF_ERROR(library_.bind("dnnl_get_effective_cpu_isa", api_->effective_isa));
   const dnnl_version_t* v = api_->version();
   // The C API's types and enums (those we compiled against) change only across major versions.
   if (v == nullptr || v->major != DNNL_VERSION_MAJOR)
-    return Status::unsupported(fmt::format("{} is oneDNN {}.x but tunableop was built with oneDNN {} headers", path_,
+    return Status::unsupported(fmt::format("{} is oneDNN {}.x but tunableop was built with oneDNN {} headers", path(),
                                            v ? v->major : -1, DNNL_VERSION_MAJOR));
   if (v->cpu_runtime == DNNL_RUNTIME_OMP) {
-    TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "omp_get_max_threads", api_->omp_get_max_threads));
-    TUNABLEOP_RETURN_IF_ERROR(bind_symbol(handle_, path_, "omp_set_num_threads", api_->omp_set_num_threads));
+    TUNABLEOP_RETURN_IF_ERROR(library_.bind("omp_get_max_threads", api_->omp_get_max_threads));
+    TUNABLEOP_RETURN_IF_ERROR(library_.bind("omp_set_num_threads", api_->omp_set_num_threads));
   }
-  api_->gemm_bf16bf16f32 = reinterpret_cast<decltype(api_->gemm_bf16bf16f32)>(dlsym(handle_, "dnnl_gemm_bf16bf16f32"));
+  library_.bind_optional("dnnl_gemm_bf16bf16f32", api_->gemm_bf16bf16f32);
   const unsigned isa = unsigned(api_->effective_isa());
   const unsigned bf16_bits = unsigned(dnnl_cpu_isa_avx512_core_bf16);
   bf16_native_ = api_->gemm_bf16bf16f32 != nullptr && (isa & bf16_bits) == bf16_bits;
   return Status::ok();
-}
-
-std::string OnednnLibrary::symbol_file(const char* symbol) const {
-  void* addr = dlsym(handle_, symbol);
-  Dl_info info{};
-  if (addr == nullptr || dladdr(addr, &info) == 0 || info.dli_fname == nullptr) return "";
-  char resolved[PATH_MAX];
-  return realpath(info.dli_fname, resolved) ? std::string(resolved) : std::string(info.dli_fname);
 }
 
 std::string OnednnLibrary::version() const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/shared/dynamic_library.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
@@ -22,9 +23,9 @@ class OnednnLibrary {
   static StatusOr<std::shared_ptr<OnednnLibrary>> open(const std::string& path);
   static StatusOr<std::shared_ptr<OnednnLibrary>> open_first(const std::vector<std::string>& paths);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
   // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" if none.
-  std::string symbol_file(const char* symbol) const;
+  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
   std::string version() const;      // dnnl_version(): "2.6.3"
   std::string cpu_runtime() const;  // "omp", "seq", "tbb", "threadpool"
   // The instruction set oneDNN's kernels use ("avx512_core_amx", ...); ONEDNN_MAX_CPU_ISA can
@@ -52,14 +53,13 @@ class OnednnLibrary {
   OnednnLibrary& operator=(const OnednnLibrary&) = delete;
 
  private:
-  OnednnLibrary();
+  explicit OnednnLibrary(cpu_shared::DynamicLibrary library);
   Status bind_symbols();
   Status gemm_bf16(const GemmParams& p, const GemmOperands& ops) const;
 
   // Entry points typed with dnnl.h's types; defined in onednn_library.cc.
   struct Api;
-  std::string path_;
-  void* handle_ = nullptr;
+  cpu_shared::DynamicLibrary library_;
   std::unique_ptr<Api> api_;
   bool bf16_native_ = false;
 };

@@ -6,8 +6,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backends/cpu/shared/dynamic_library.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
@@ -25,10 +27,10 @@ class OpenblasLibrary {
   // The first of `paths` that opens; the error lists every attempt.
   static StatusOr<std::shared_ptr<OpenblasLibrary>> open_first(const std::vector<std::string>& paths);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
   // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" when
   // the handle has no such symbol. Proves which library a call lands in.
-  std::string symbol_file(const char* symbol) const;
+  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
   std::string config() const;   // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
   std::string version() const;  // "0.3.21", parsed from config()
   std::string core_name() const;
@@ -48,7 +50,7 @@ class OpenblasLibrary {
   OpenblasLibrary& operator=(const OpenblasLibrary&) = delete;
 
  private:
-  OpenblasLibrary() = default;
+  explicit OpenblasLibrary(cpu_shared::DynamicLibrary library) : library_(std::move(library)) {}
   Status bind_symbols();
 
   using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
@@ -56,8 +58,7 @@ class OpenblasLibrary {
   using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
                            double*, int);
 
-  std::string path_;
-  void* handle_ = nullptr;
+  cpu_shared::DynamicLibrary library_;
   SgemmFn sgemm_ = nullptr;
   DgemmFn dgemm_ = nullptr;
   char* (*get_config_)() = nullptr;

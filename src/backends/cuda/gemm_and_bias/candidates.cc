@@ -1,0 +1,235 @@
+#include "backends/cuda/gemm_and_bias/candidates.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "backends/cuda/cublas/default_gemm.h"
+#include "backends/cuda/cublaslt/lt_plan.h"
+#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/gemm_and_bias/bias_act.h"
+
+namespace tunableop::cuda {
+
+namespace {
+
+cublasLtEpilogue_t epilogue_for(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Activation::kGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Activation::kNone: break;
+  }
+  return CUBLASLT_EPILOGUE_BIAS;
+}
+
+// Where cuBLASLt's epilogue is offered: fp32 (tf32 too), bf16, fp16 and a non-empty product.
+Status lt_applies(const GemmAndBiasParams& p) {
+  TUNABLEOP_RETURN_IF_ERROR(check_blas_shape(p.gemm));
+  if (p.gemm.dtype == DType::kF64) return Status::unsupported("cuBLASLt bias epilogue: fp32, bf16 and fp16 only");
+  if (p.gemm.m == 0 || p.gemm.n == 0 || p.gemm.k == 0) return Status::unsupported("cuBLASLt needs m, n, k > 0");
+  return Status::ok();
+}
+
+// The plan's matmul descriptor is shared and read-only; the epilogue and the bias pointer go on a
+// descriptor of our own, made per call (host-only, microseconds), so candidates are thread-safe.
+struct EpilogueDesc {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~EpilogueDesc() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
+  Status init(const GemmAndBiasParams& p, const void* bias) {
+    CudaTypes t = cuda_types(p.gemm);
+    TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescCreate(&d, t.compute, t.scale));
+    int32_t ta = p.gemm.transa == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
+    int32_t tb = p.gemm.transb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
+    TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasLtEpilogue_t ep = epilogue_for(p.act);
+    TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    if (bias)
+      TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    return Status::ok();
+  }
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~Preference() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
+  // Alignments in bytes; 0 leaves cuBLASLt's default (256).
+  Status init(uint32_t align_a = 0, uint32_t align_b = 0, uint32_t align_c = 0) {
+    TUNABLEOP_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = kLtMaxWorkspaceBytes;
+    TUNABLEOP_CUBLAS_TRY(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    for (auto [attr, v] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+                           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+                           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+                           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}}) {
+      if (v) TUNABLEOP_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+    }
+    return Status::ok();
+  }
+};
+
+// Largest power of two (up to 256) dividing the address.
+uint32_t alignment_of(const void* p) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < 256 && (v % (2 * a)) == 0) a *= 2;
+  return a;
+}
+
+Status run_split(const GemmAndBiasParams& p, const GemmAndBiasOperands& o) {
+  const GemmParams& g = p.gemm;
+  TUNABLEOP_RETURN_IF_ERROR(cublas_gemm(g, o.a, o.b, o.c, o.stream));
+  return cuda_status(
+      bias_act_launch(int(g.dtype), int(p.act), o.c, o.bias, g.m, g.n, g.ldc, static_cast<cudaStream_t>(o.stream)),
+      "bias_act_launch");
+}
+
+Status run_lt(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, size_t workspace, const GemmAndBiasParams& p,
+              const GemmAndBiasOperands& o) {
+  auto h = current_handles();
+  if (!h.is_ok()) return h.status();
+  EpilogueDesc desc;
+  TUNABLEOP_RETURN_IF_ERROR(desc.init(p, o.bias));
+  auto ws = workspace_for(GemmOperands{o.a, o.b, o.c, o.stream, o.workspace, o.workspace_bytes}, workspace);
+  if (!ws.is_ok()) return ws.status();
+  Scalars s = make_scalars(p.gemm);
+  TUNABLEOP_CUBLAS_TRY(cublasLtMatmul(h->lt, desc.d, &s.alpha, o.a, plan.a(), o.b, plan.b(), &s.beta, o.c, plan.c(),
+                                      o.c, plan.c(), &algo, *ws, workspace, static_cast<cudaStream_t>(o.stream)));
+  return Status::ok();
+}
+
+GemmAndBiasCandidate make_lt_candidate(std::shared_ptr<LtPlan> plan, Activation act, const LtConfig& cfg,
+                                       const cublasLtMatmulAlgo_t& algo, size_t workspace) {
+  GemmAndBiasCandidate c;
+  c.name = kLtBiasPrefix + lt_name(cfg).substr(std::string(kLtPrefix).size());
+  c.device = DeviceKind::kCuda;
+  auto applies = [plan, act](const GemmAndBiasParams& p) -> Status {
+    if (!plan->matches(p.gemm) || p.act != act)
+      return Status::unsupported("cuBLASLt algorithm was configured for another problem");
+    return Status::ok();
+  };
+  c.supports = applies;
+  c.workspace_bytes = [workspace](const GemmAndBiasParams&) { return workspace; };
+  LtAlignment align = algo_alignment(algo);
+  c.run = [plan, algo, align, workspace, applies](const GemmAndBiasParams& p, const GemmAndBiasOperands& o) -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(applies(p));
+    if (alignment_of(o.a) < align.a || alignment_of(o.b) < align.b || alignment_of(o.c) < align.c ||
+        alignment_of(o.bias) < 16)
+      return Status::unsupported(fmt::format(
+          "pointers not aligned as the algorithm needs (A {}, B {}, C {}, bias 16 bytes)", align.a, align.b, align.c));
+    return run_lt(*plan, algo, workspace, p, o);
+  };
+  return c;
+}
+
+std::vector<GemmAndBiasCandidate> expand_lt(const GemmAndBiasParams& p, int) {
+  std::vector<GemmAndBiasCandidate> out;
+  if (!lt_applies(p).is_ok()) return out;
+  auto h = current_handles();
+  auto plan = LtPlan::create(p.gemm);
+  EpilogueDesc desc;
+  Preference pref;
+  if (!h.is_ok() || !plan.is_ok() || !desc.init(p, nullptr).is_ok() || !pref.init().is_ok()) return out;
+  std::vector<cublasLtMatmulHeuristicResult_t> res(kLtBiasHeuristicCount);
+  int n = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(h->lt, desc.d, (*plan)->a(), (*plan)->b(), (*plan)->c(), (*plan)->c(), pref.pref,
+                                     kLtBiasHeuristicCount, res.data(), &n) != CUBLAS_STATUS_SUCCESS)
+    return out;
+  std::set<std::string> seen;
+  for (int i = 0; i < n; ++i) {
+    const auto& r = res[size_t(i)];
+    if (r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > kLtMaxWorkspaceBytes) continue;
+    auto c = make_lt_candidate(*plan, p.act, read_config(r.algo), r.algo, r.workspaceSize);
+    if (seen.insert(c.name).second) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+StatusOr<GemmAndBiasCandidate> resolve_lt(const GemmAndBiasParams& p, const std::string& name) {
+  const std::string prefix(kLtBiasPrefix);
+  if (name.rfind(prefix, 0) != 0) return Status::not_found(fmt::format("'{}' is not a {} name", name, prefix));
+  auto cfg = parse_lt_name(kLtPrefix + name.substr(prefix.size()));
+  if (!cfg.is_ok()) return cfg.status();
+  TUNABLEOP_RETURN_IF_ERROR(lt_applies(p));
+  auto h = current_handles();
+  if (!h.is_ok()) return h.status();
+  auto plan = LtPlan::create(p.gemm);
+  if (!plan.is_ok()) return plan.status();
+  size_t plain_ws = 0;
+  auto algo = (*plan)->make_algo(h->lt, *cfg, &plain_ws);
+  if (!algo.is_ok()) return algo.status();
+  // make_algo checked it without the epilogue; check it again with it.
+  EpilogueDesc desc;
+  TUNABLEOP_RETURN_IF_ERROR(desc.init(p, nullptr));
+  cublasLtMatmulHeuristicResult_t r{};
+  TUNABLEOP_CUBLAS_TRY(
+      cublasLtMatmulAlgoCheck(h->lt, desc.d, (*plan)->a(), (*plan)->b(), (*plan)->c(), (*plan)->c(), &*algo, &r));
+  if (r.state != CUBLAS_STATUS_SUCCESS) return cublas_status(r.state, "cublasLtMatmulAlgoCheck(epilogue)");
+  if (r.workspaceSize > kLtMaxWorkspaceBytes) return Status::unsupported("needs too much workspace");
+  return make_lt_candidate(*plan, p.act, *cfg, *algo, r.workspaceSize);
+}
+
+// Default: as PyTorch's gemm_and_bias, the heuristic's first algorithm for these pointers'
+// alignments, asked on every call.
+Status run_default(const GemmAndBiasParams& p, const GemmAndBiasOperands& o) {
+  if (!lt_applies(p).is_ok() || alignment_of(o.bias) < 16) return run_split(p, o);
+  auto h = current_handles();
+  if (!h.is_ok()) return h.status();
+  auto plan = LtPlan::create(p.gemm);
+  if (!plan.is_ok()) return plan.status();
+  EpilogueDesc desc;
+  TUNABLEOP_RETURN_IF_ERROR(desc.init(p, o.bias));
+  Preference pref;
+  TUNABLEOP_RETURN_IF_ERROR(pref.init(alignment_of(o.a), alignment_of(o.b), alignment_of(o.c)));
+  cublasLtMatmulHeuristicResult_t r{};
+  int n = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, desc.d, (*plan)->a(), (*plan)->b(), (*plan)->c(),
+                                                     (*plan)->c(), pref.pref, 1, &r, &n);
+  if (st != CUBLAS_STATUS_SUCCESS || n == 0 || r.state != CUBLAS_STATUS_SUCCESS) return run_split(p, o);
+  return run_lt(**plan, r.algo, r.workspaceSize, p, o);
+}
+
+}  // namespace
+
+GemmAndBiasCandidate make_gemm_and_bias_default() {
+  GemmAndBiasCandidate c;
+  c.name = "Default";
+  c.device = DeviceKind::kCuda;
+  c.supports = [](const GemmAndBiasParams& p) { return check_blas_shape(p.gemm); };
+  c.workspace_bytes = [](const GemmAndBiasParams& p) { return lt_applies(p).is_ok() ? kLtMaxWorkspaceBytes : 0; };
+  c.run = run_default;
+  return c;
+}
+
+GemmAndBiasCandidate make_gemm_and_bias_split() {
+  GemmAndBiasCandidate c;
+  c.name = "GemmAndBias_Split";
+  c.device = DeviceKind::kCuda;
+  c.supports = [](const GemmAndBiasParams& p) { return check_blas_shape(p.gemm); };
+  c.workspace_bytes = [](const GemmAndBiasParams&) { return size_t(0); };
+  c.run = run_split;
+  return c;
+}
+
+GemmAndBiasCandidateFamily make_gemm_and_bias_lt_family() {
+  GemmAndBiasCandidateFamily f;
+  f.prefix = kLtBiasPrefix;
+  f.device = DeviceKind::kCuda;
+  f.expand = expand_lt;
+  f.resolve = resolve_lt;
+  return f;
+}
+
+void register_cuda_gemm_and_bias(Registry& r) {
+  r.list<GemmAndBiasCandidate>().push_back(make_gemm_and_bias_default());
+  r.list<GemmAndBiasCandidate>().push_back(make_gemm_and_bias_split());
+  r.list<GemmAndBiasCandidateFamily>().push_back(make_gemm_and_bias_lt_family());
+}
+
+}  // namespace tunableop::cuda
