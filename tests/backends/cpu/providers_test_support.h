@@ -1,5 +1,6 @@
 // Helpers shared by the OpenBLAS, BLIS and oneDNN provider tests: run registered candidates on
-// the poisoned random problems of support/gemm_testing.h and compare with the fp64 reference.
+// the poisoned random problems of support/gemm_testing.h and compare with the fp64 reference,
+// plus the fixture and the test bodies that the three libraries' tests have in common.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,9 +8,15 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/cpu_info.h"
 #include "support/gemm_testing.h"
 #include "tunableop/gemm.h"
 #include "tunableop/registry.h"
@@ -67,6 +74,151 @@ inline int omp_max_threads() {
 #else
   return 0;
 #endif
+}
+
+// Fixture for one provider: `Lib` opened from its default paths (the test is skipped when it
+// does not load), `Register` run into registry_, and the candidates whose names start with
+// `prefix`. A library's fixture derives from it and names the library in its constructor.
+template <class Lib, void (*Register)(Registry&)>
+class ProviderTest : public ::testing::Test {
+ protected:
+  ProviderTest(std::string label, std::string prefix) : label_(std::move(label)), prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    auto opened = Lib::open_first(Lib::default_paths());
+    if (!opened.is_ok()) GTEST_SKIP() << label_ << " not loadable here: " << opened.status().to_string();
+    lib_ = *opened;
+    Register(registry_);
+    candidates_ = candidates_with_prefix(registry_, prefix_);
+  }
+  std::string label_, prefix_;
+  std::shared_ptr<Lib> lib_;
+  Registry registry_;
+  std::vector<GemmCandidate> candidates_;
+};
+
+// `names` are exactly PREFIX<1>, PREFIX<half the cores> and PREFIX<all cores>, each once.
+inline void expect_one_name_per_thread_count(const std::vector<std::string>& names, const std::string& prefix) {
+  const int cores = cpu_core_count();
+  std::set<std::string> expected = {prefix + "1", prefix + std::to_string(std::max(1, cores / 2)),
+                                    prefix + std::to_string(cores)};
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), expected);
+  EXPECT_EQ(names.size(), expected.size()) << "duplicate thread counts must be merged";
+}
+
+// `r` has one validator, `key`, whose value is `value`.
+inline void expect_one_validator(const Registry& r, const std::string& key, const std::string& value) {
+  ASSERT_EQ(r.validators().size(), 1u);
+  EXPECT_EQ(r.validators()[0].key, key);
+  EXPECT_EQ(r.validators()[0].value(), value);
+}
+
+// beta == 0 with NaN in C, every transpose pair and sizes from 1 to past the small-matrix
+// paths: C is never read.
+inline void expect_beta_zero_never_reads_nan(const std::vector<GemmCandidate>& cs, DType dtype = DType::kF32) {
+  for (char ta : {'N', 'T'})
+    for (char tb : {'N', 'T'})
+      for (int64_t size : {1, 8, 67, 256}) {
+        GemmParams p;
+        p.dtype = dtype, p.transa = ta, p.transb = tb, p.m = size, p.n = size + 3, p.k = size + 1, p.beta = 0.0;
+        auto prob = HostGemmProblem::random(p, 5);  // C holds NaN
+        for (const auto& c : cs) {
+          Status st;
+          auto out = run_candidate(c, prob, &st);
+          ASSERT_TRUE(st.is_ok()) << st.to_string();
+          EXPECT_TRUE(matches_reference(prob, out)) << c.name;
+        }
+      }
+}
+
+// k == 0 keeps BLAS semantics: C = beta C (beta == 0 writes zeros over NaN).
+inline void expect_k_zero_scales_c_by_beta(const GemmCandidate& c, int64_t batch = 1) {
+  for (double beta : {0.0, 2.0}) {
+    GemmParams p;
+    p.m = 5, p.n = 4, p.k = 0, p.beta = beta, p.batch = batch;
+    auto prob = HostGemmProblem::random(p, 6);
+    Status st;
+    auto out = run_candidate(c, prob, &st);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_TRUE(matches_reference(prob, out)) << "beta=" << beta;
+  }
+}
+
+// Four threads call the candidates in turn (different thread counts at once), 20 calls each,
+// on problems seeded from `seed`; every answer must be right. Odd workers transpose A, or B
+// when `transpose_b`.
+inline void expect_concurrent_calls_correct(const std::vector<GemmCandidate>& cs, uint64_t seed,
+                                            bool transpose_b = false) {
+  std::vector<std::thread> workers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&, w] {
+      GemmParams p;
+      p.m = 64 + w, p.n = 48 + w, p.k = 80 - w, p.beta = w % 2 ? 1.0 : 0.0;
+      (transpose_b ? p.transb : p.transa) = w % 2 ? 'T' : 'N';
+      auto prob = HostGemmProblem::random(p, seed + uint64_t(w));
+      for (int i = 0; i < 20; ++i) {
+        Status st;
+        auto out = run_candidate(cs[size_t(i + w) % cs.size()], prob, &st);
+        if (!st.is_ok() || !matches_reference(prob, out)) ++failures;
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// With the library's global thread count set to each of `settings`, running every candidate
+// leaves that count and the caller's OpenMP setting as they were; the original count is put
+// back at the end. `reads_back` also expects the count read after setting to be the setting
+// (a library may cap it instead).
+template <class Lib>
+void expect_thread_settings_kept(Lib& lib, const std::vector<GemmCandidate>& cs, const std::vector<int>& settings,
+                                 bool reads_back) {
+  GemmParams p;
+  p.m = 300, p.n = 200, p.k = 150, p.beta = 1.0;
+  auto prob = HostGemmProblem::random(p, 7);
+  const int omp_before = omp_max_threads();
+  const int original = lib.num_threads();
+  for (int setting : settings) {
+    lib.set_num_threads(setting);
+    const int before = lib.num_threads();
+    if (reads_back) {
+      EXPECT_EQ(before, setting);
+    }
+    for (const auto& c : cs) {
+      Status st;
+      run_candidate(c, prob, &st);
+      ASSERT_TRUE(st.is_ok());
+      EXPECT_EQ(lib.num_threads(), before) << "after " << c.name;
+      EXPECT_EQ(omp_max_threads(), omp_before) << "after " << c.name;
+    }
+  }
+  lib.set_num_threads(original);
+}
+
+// register_from(r, {missing_path}) registers no candidate and no validator, and leaves one note
+// naming `label` and the path.
+inline void expect_missing_library_leaves_one_note(void (*register_from)(Registry&, const std::vector<std::string>&),
+                                                   const std::string& missing_path, const std::string& label) {
+  Registry r;
+  register_from(r, {missing_path});
+  EXPECT_TRUE(r.list<GemmCandidate>().empty());
+  EXPECT_TRUE(r.validators().empty());
+  ASSERT_EQ(r.notes().size(), 1u);
+  EXPECT_NE(r.notes()[0].find(label), std::string::npos) << r.notes()[0];
+  EXPECT_NE(r.notes()[0].find(missing_path), std::string::npos) << r.notes()[0];
+}
+
+// Lib::open of a missing file is not_found; of another library (libm) an error naming
+// `first_symbol`, the first entry point it lacks.
+template <class Lib>
+void expect_opening_something_else_is_clear(const std::string& missing_path, const std::string& first_symbol) {
+  auto missing = Lib::open(missing_path);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  auto other = Lib::open("libm.so.6");
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find(first_symbol), std::string::npos) << other.status().message();
 }
 
 }  // namespace tunableop::testing

@@ -33,7 +33,7 @@ struct BlisLibrary::Api {
 };
 
 BlisLibrary::BlisLibrary(cpu_shared::DynamicLibrary library)
-    : library_(std::move(library)), api_(std::make_unique<Api>()) {}
+    : LoadedLibrary(std::move(library)), api_(std::make_unique<Api>()) {}
 BlisLibrary::~BlisLibrary() = default;
 
 std::vector<std::string> BlisLibrary::default_paths() {
@@ -49,30 +49,17 @@ std::vector<std::string> BlisLibrary::default_paths() {
   return paths;
 }
 
-StatusOr<std::shared_ptr<BlisLibrary>> BlisLibrary::open(const std::string& path) {
-  return cpu_shared::open_cached<BlisLibrary>(
-      "BLIS", path, [](cpu_shared::DynamicLibrary library) -> StatusOr<std::shared_ptr<BlisLibrary>> {
-        std::shared_ptr<BlisLibrary> lib(new BlisLibrary(std::move(library)));
-        TUNABLEOP_RETURN_IF_ERROR(lib->bind_symbols());  // not BLIS: closed again, nothing of it ran
-        return lib;
-      });
-}
-
-StatusOr<std::shared_ptr<BlisLibrary>> BlisLibrary::open_first(const std::vector<std::string>& paths) {
-  return cpu_shared::open_first<BlisLibrary>("BLIS", paths);
-}
-
 Status BlisLibrary::bind_symbols() {
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_sgemm_ex", api_->sgemm_ex));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_dgemm_ex", api_->dgemm_ex));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_info_get_version_str", api_->version_str));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_info_get_enable_openmp", api_->enable_openmp));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_info_get_enable_pthreads", api_->enable_pthreads));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_thread_get_num_threads", api_->get_num_threads));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_thread_set_num_threads", api_->set_num_threads));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_init", api_->init));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_arch_query_id", api_->arch_query_id));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("bli_arch_string", api_->arch_string));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_sgemm_ex", api_->sgemm_ex));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_dgemm_ex", api_->dgemm_ex));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_info_get_version_str", api_->version_str));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_info_get_enable_openmp", api_->enable_openmp));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_info_get_enable_pthreads", api_->enable_pthreads));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_thread_get_num_threads", api_->get_num_threads));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_thread_set_num_threads", api_->set_num_threads));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_init", api_->init));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_arch_query_id", api_->arch_query_id));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("bli_arch_string", api_->arch_string));
   return Status::ok();
 }
 
@@ -122,13 +109,13 @@ Status BlisLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int thre
     if (p.dtype == DType::kF32) {
       float alpha = float(p.alpha), beta = float(p.beta);
       api_->sgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, mutable_at<float>(ops.a, b * p.stride_a), 1, p.lda,
-                     mutable_at<float>(ops.b, b * p.stride_b), 1, p.ldb, &beta, mutable_at<float>(ops.c, b * p.stride_c), 1, p.ldc,
-                     nullptr, &rntm);
+                     mutable_at<float>(ops.b, b * p.stride_b), 1, p.ldb, &beta,
+                     mutable_at<float>(ops.c, b * p.stride_c), 1, p.ldc, nullptr, &rntm);
     } else {
       double alpha = p.alpha, beta = p.beta;
       api_->dgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, mutable_at<double>(ops.a, b * p.stride_a), 1, p.lda,
-                     mutable_at<double>(ops.b, b * p.stride_b), 1, p.ldb, &beta, mutable_at<double>(ops.c, b * p.stride_c), 1, p.ldc,
-                     nullptr, &rntm);
+                     mutable_at<double>(ops.b, b * p.stride_b), 1, p.ldb, &beta,
+                     mutable_at<double>(ops.c, b * p.stride_c), 1, p.ldc, nullptr, &rntm);
     }
   }
   return Status::ok();

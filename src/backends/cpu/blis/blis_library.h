@@ -13,20 +13,15 @@
 
 namespace tunableop {
 
-class BlisLibrary {
+class BlisLibrary : public cpu_shared::LoadedLibrary<BlisLibrary> {
  public:
+  static constexpr const char* kName = "BLIS";
   // Where the provider looks, in order: the soname the headers were built for (whatever
   // threading variant the system's alternatives chose), then the path found at configure time.
   static std::vector<std::string> default_paths();
-  // Opens the library at `path` or returns the object already made for that loaded file. It is
+  // open(path), open_first(paths), path() and symbol_file(): see LoadedLibrary. The library is
   // never closed: BLIS keeps thread pools and memory pools alive for the life of the process.
-  static StatusOr<std::shared_ptr<BlisLibrary>> open(const std::string& path);
-  static StatusOr<std::shared_ptr<BlisLibrary>> open_first(const std::vector<std::string>& paths);
 
-  const std::string& path() const { return library_.path(); }
-  // The real file (symlinks resolved) that defines `symbol` as seen through this handle; ""
-  // when the handle has no such symbol. Proves which library a call lands in.
-  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
   std::string version() const;    // bli_info_get_version_str(): "0.9.0"
   std::string threading() const;  // "openmp", "pthreads", "openmp+pthreads" or "none"
   // The kernel set BLIS chose for this CPU when it started ("haswell", "skx", ...). It can be
@@ -43,17 +38,15 @@ class BlisLibrary {
   Status gemm(const GemmParams& p, const GemmOperands& ops, int threads) const;
 
   ~BlisLibrary();
-  BlisLibrary(const BlisLibrary&) = delete;
-  BlisLibrary& operator=(const BlisLibrary&) = delete;
 
  private:
+  friend class cpu_shared::LoadedLibrary<BlisLibrary>;
   explicit BlisLibrary(cpu_shared::DynamicLibrary library);
   Status bind_symbols();
 
   // The entry points, typed with blis.h's own types; defined in blis_library.cc so that
   // blis.h (tens of thousands of lines of macros) stays out of every other file.
   struct Api;
-  cpu_shared::DynamicLibrary library_;
   std::unique_ptr<Api> api_;
 };
 

@@ -17,7 +17,8 @@ void register_blis_from(Registry& r, const std::vector<std::string>& paths) {
   r.add_validator({"BLIS_VERSION", [lib] { return lib->version() + " " + lib->arch(); }, DeviceKind::kCpu});
   // A BLIS built without threading runs every call on one thread: only t1 is honest.
   cpu_shared::add_thread_candidates(
-      r, lib, "Gemm_Blis", lib->threading() == "none" ? std::vector<int>{1} : cpu_shared::thread_counts(cpu_core_count()));
+      r, lib, "Gemm_Blis",
+      lib->threading() == "none" ? std::vector<int>{1} : cpu_shared::thread_counts(cpu_core_count()));
 }
 
 }  // namespace tunableop

@@ -56,7 +56,7 @@ struct OnednnLibrary::Api {
 };
 
 OnednnLibrary::OnednnLibrary(cpu_shared::DynamicLibrary library)
-    : library_(std::move(library)), api_(std::make_unique<Api>()) {}
+    : LoadedLibrary(std::move(library)), api_(std::make_unique<Api>()) {}
 OnednnLibrary::~OnednnLibrary() = default;
 
 std::vector<std::string> OnednnLibrary::default_paths() {
@@ -67,33 +67,20 @@ std::vector<std::string> OnednnLibrary::default_paths() {
   return paths;
 }
 
-StatusOr<std::shared_ptr<OnednnLibrary>> OnednnLibrary::open(const std::string& path) {
-  return cpu_shared::open_cached<OnednnLibrary>(
-      "oneDNN", path, [](cpu_shared::DynamicLibrary library) -> StatusOr<std::shared_ptr<OnednnLibrary>> {
-        std::shared_ptr<OnednnLibrary> lib(new OnednnLibrary(std::move(library)));
-        TUNABLEOP_RETURN_IF_ERROR(lib->bind_symbols());  // closed again: nothing of it ran
-        return lib;
-      });
-}
-
-StatusOr<std::shared_ptr<OnednnLibrary>> OnednnLibrary::open_first(const std::vector<std::string>& paths) {
-  return cpu_shared::open_first<OnednnLibrary>("oneDNN", paths);
-}
-
 Status OnednnLibrary::bind_symbols() {
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("dnnl_sgemm", api_->sgemm));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("dnnl_version", api_->version));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("dnnl_get_effective_cpu_isa", api_->effective_isa));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("dnnl_sgemm", api_->sgemm));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("dnnl_version", api_->version));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("dnnl_get_effective_cpu_isa", api_->effective_isa));
   const dnnl_version_t* v = api_->version();
   // The C API's types and enums (those we compiled against) change only across major versions.
   if (v == nullptr || v->major != DNNL_VERSION_MAJOR)
     return Status::unsupported(fmt::format("{} is oneDNN {}.x but tunableop was built with oneDNN {} headers", path(),
                                            v ? v->major : -1, DNNL_VERSION_MAJOR));
   if (v->cpu_runtime == DNNL_RUNTIME_OMP) {
-    TUNABLEOP_RETURN_IF_ERROR(library_.bind("omp_get_max_threads", api_->omp_get_max_threads));
-    TUNABLEOP_RETURN_IF_ERROR(library_.bind("omp_set_num_threads", api_->omp_set_num_threads));
+    TUNABLEOP_RETURN_IF_ERROR(library().bind("omp_get_max_threads", api_->omp_get_max_threads));
+    TUNABLEOP_RETURN_IF_ERROR(library().bind("omp_set_num_threads", api_->omp_set_num_threads));
   }
-  library_.bind_optional("dnnl_gemm_bf16bf16f32", api_->gemm_bf16bf16f32);
+  library().bind_optional("dnnl_gemm_bf16bf16f32", api_->gemm_bf16bf16f32);
   const unsigned isa = unsigned(api_->effective_isa());
   const unsigned bf16_bits = unsigned(dnnl_cpu_isa_avx512_core_bf16);
   bf16_native_ = api_->gemm_bf16bf16f32 != nullptr && (isa & bf16_bits) == bf16_bits;

@@ -13,19 +13,15 @@
 
 namespace tunableop {
 
-class OnednnLibrary {
+class OnednnLibrary : public cpu_shared::LoadedLibrary<OnednnLibrary> {
  public:
+  static constexpr const char* kName = "oneDNN";
   // Where the provider looks, in order: the soname of the major version the headers describe,
   // then the path found when the project was configured.
   static std::vector<std::string> default_paths();
-  // Opens the library at `path` or returns the object already made for that loaded file. It is
+  // open(path), open_first(paths), path() and symbol_file(): see LoadedLibrary. The library is
   // never closed: oneDNN keeps JIT-compiled kernels and caches for the life of the process.
-  static StatusOr<std::shared_ptr<OnednnLibrary>> open(const std::string& path);
-  static StatusOr<std::shared_ptr<OnednnLibrary>> open_first(const std::vector<std::string>& paths);
 
-  const std::string& path() const { return library_.path(); }
-  // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" if none.
-  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
   std::string version() const;      // dnnl_version(): "2.6.3"
   std::string cpu_runtime() const;  // "omp", "seq", "tbb", "threadpool"
   // The instruction set oneDNN's kernels use ("avx512_core_amx", ...); ONEDNN_MAX_CPU_ISA can
@@ -49,17 +45,15 @@ class OnednnLibrary {
   static size_t workspace_bytes(const GemmParams& p);
 
   ~OnednnLibrary();
-  OnednnLibrary(const OnednnLibrary&) = delete;
-  OnednnLibrary& operator=(const OnednnLibrary&) = delete;
 
  private:
+  friend class cpu_shared::LoadedLibrary<OnednnLibrary>;
   explicit OnednnLibrary(cpu_shared::DynamicLibrary library);
   Status bind_symbols();
   Status gemm_bf16(const GemmParams& p, const GemmOperands& ops) const;
 
   // Entry points typed with dnnl.h's types; defined in onednn_library.cc.
   struct Api;
-  cpu_shared::DynamicLibrary library_;
   std::unique_ptr<Api> api_;
   bool bf16_native_ = false;
 };

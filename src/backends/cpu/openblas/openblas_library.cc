@@ -37,33 +37,20 @@ std::vector<std::string> OpenblasLibrary::default_paths() {
   return paths;
 }
 
-StatusOr<std::shared_ptr<OpenblasLibrary>> OpenblasLibrary::open(const std::string& path) {
-  return cpu_shared::open_cached<OpenblasLibrary>(
-      "OpenBLAS", path, [](cpu_shared::DynamicLibrary library) -> StatusOr<std::shared_ptr<OpenblasLibrary>> {
-        std::shared_ptr<OpenblasLibrary> lib(new OpenblasLibrary(std::move(library)));
-        TUNABLEOP_RETURN_IF_ERROR(lib->bind_symbols());  // not OpenBLAS: closed again, nothing of it ran
-        lib->max_threads_ = parse_max_threads(lib->config());
-        return lib;
-      });
-}
-
-StatusOr<std::shared_ptr<OpenblasLibrary>> OpenblasLibrary::open_first(const std::vector<std::string>& paths) {
-  return cpu_shared::open_first<OpenblasLibrary>("OpenBLAS", paths);
-}
-
 Status OpenblasLibrary::bind_symbols() {
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("cblas_sgemm", sgemm_));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("cblas_dgemm", dgemm_));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("openblas_get_config", get_config_));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("openblas_get_corename", get_corename_));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("openblas_get_parallel", get_parallel_));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("openblas_get_num_threads", get_num_threads_));
-  TUNABLEOP_RETURN_IF_ERROR(library_.bind("openblas_set_num_threads", set_num_threads_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("cblas_sgemm", sgemm_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("cblas_dgemm", dgemm_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("openblas_get_config", get_config_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("openblas_get_corename", get_corename_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("openblas_get_parallel", get_parallel_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("openblas_get_num_threads", get_num_threads_));
+  TUNABLEOP_RETURN_IF_ERROR(library().bind("openblas_set_num_threads", set_num_threads_));
   if (get_parallel_() == 2) {
     // Found in OpenBLAS's own dependency scope (DEEPBIND): the libgomp it really uses.
-    TUNABLEOP_RETURN_IF_ERROR(library_.bind("omp_get_max_threads", omp_get_max_threads_));
-    TUNABLEOP_RETURN_IF_ERROR(library_.bind("omp_set_num_threads", omp_set_num_threads_));
+    TUNABLEOP_RETURN_IF_ERROR(library().bind("omp_get_max_threads", omp_get_max_threads_));
+    TUNABLEOP_RETURN_IF_ERROR(library().bind("omp_set_num_threads", omp_set_num_threads_));
   }
+  max_threads_ = parse_max_threads(config());
   return Status::ok();
 }
 

@@ -15,22 +15,15 @@
 
 namespace tunableop {
 
-class OpenblasLibrary {
+class OpenblasLibrary : public cpu_shared::LoadedLibrary<OpenblasLibrary> {
  public:
+  static constexpr const char* kName = "OpenBLAS";
   // Where the provider looks, in order: the soname (whatever variant the system's alternatives
   // chose), then the path found when the project was configured.
   static std::vector<std::string> default_paths();
-  // Opens the library at `path` or returns the object already made for that loaded file (one
-  // per file, because its thread setting is process-wide state that one mutex must guard).
-  // The library is never closed: OpenBLAS keeps worker threads that must not lose their code.
-  static StatusOr<std::shared_ptr<OpenblasLibrary>> open(const std::string& path);
-  // The first of `paths` that opens; the error lists every attempt.
-  static StatusOr<std::shared_ptr<OpenblasLibrary>> open_first(const std::vector<std::string>& paths);
+  // open(path), open_first(paths), path() and symbol_file(): see LoadedLibrary. The library is
+  // never closed: OpenBLAS keeps worker threads that must not lose their code.
 
-  const std::string& path() const { return library_.path(); }
-  // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" when
-  // the handle has no such symbol. Proves which library a call lands in.
-  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
   std::string config() const;   // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
   std::string version() const;  // "0.3.21", parsed from config()
   std::string core_name() const;
@@ -46,11 +39,9 @@ class OpenblasLibrary {
   // the caller's OpenMP setting, for the OpenMP build) is restored before returning.
   Status gemm(const GemmParams& p, const GemmOperands& ops, int threads);
 
-  OpenblasLibrary(const OpenblasLibrary&) = delete;
-  OpenblasLibrary& operator=(const OpenblasLibrary&) = delete;
-
  private:
-  explicit OpenblasLibrary(cpu_shared::DynamicLibrary library) : library_(std::move(library)) {}
+  friend class cpu_shared::LoadedLibrary<OpenblasLibrary>;
+  explicit OpenblasLibrary(cpu_shared::DynamicLibrary library) : LoadedLibrary(std::move(library)) {}
   Status bind_symbols();
 
   using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
@@ -58,7 +49,6 @@ class OpenblasLibrary {
   using DgemmFn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
                            double*, int);
 
-  cpu_shared::DynamicLibrary library_;
   SgemmFn sgemm_ = nullptr;
   DgemmFn dgemm_ = nullptr;
   char* (*get_config_)() = nullptr;

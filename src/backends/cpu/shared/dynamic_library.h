@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tunableop/status.h"
@@ -62,41 +63,61 @@ class DynamicLibrary {
   void* handle_ = nullptr;
 };
 
-// Opens `path` as library `name` and returns the object already made for that loaded file, or
-// makes one with `make(library)` (a StatusOr<std::shared_ptr<T>>; it binds the symbols). One
-// object per loaded file and type, keyed by the dlopen handle (the same file opened under two
-// names gives the same handle), because a library's thread setting is process-wide state that
-// one object must guard. When `make` fails the library is closed again (nothing of it ran).
-// Objects are never destroyed nor libraries closed: they keep worker threads, thread and memory
-// pools and JIT-compiled kernels for the life of the process.
-template <class T, class Make>
-StatusOr<std::shared_ptr<T>> open_cached(const std::string& name, const std::string& path, Make make) {
-  static std::mutex mu;
-  static auto* cache = new std::map<void*, std::shared_ptr<T>>();
-  std::lock_guard lock(mu);
-  StatusOr<DynamicLibrary> library = DynamicLibrary::open(name, path);
-  if (!library.is_ok()) return library.status();
-  auto it = cache->find(library->handle());
-  if (it != cache->end()) return it->second;
-  StatusOr<std::shared_ptr<T>> made = make(*library);
-  if (!made.is_ok()) {
-    library->close();
-    return made;
-  }
-  cache->emplace(library->handle(), *made);
-  return made;
-}
-
-// The first of `paths` that T::open opens; the error lists every attempt.
+// Base of a provider's library class T (CRTP), which declares `static constexpr const char*
+// kName` (the name messages use), a constructor from the DynamicLibrary and `Status
+// bind_symbols()`; those may be private when T befriends LoadedLibrary<T>.
 template <class T>
-StatusOr<std::shared_ptr<T>> open_first(const std::string& name, const std::vector<std::string>& paths) {
-  std::string tried;
-  for (const auto& path : paths) {
-    auto lib = T::open(path);
-    if (lib.is_ok()) return lib;
-    tried += (tried.empty() ? "" : "; ") + lib.status().message();
+class LoadedLibrary {
+ public:
+  // Opens the library at `path` or returns the object already made for that loaded file: one
+  // per file, keyed by the dlopen handle (the same file opened under two names gives the same
+  // handle), because a library's thread setting is process-wide state that one object must
+  // guard. A file that does not bind (not this library) is closed again: nothing of it ran.
+  // Objects are never destroyed nor libraries closed: they keep worker threads, thread and
+  // memory pools and JIT-compiled kernels for the life of the process.
+  static StatusOr<std::shared_ptr<T>> open(const std::string& path) {
+    static std::mutex mu;
+    static auto* cache = new std::map<void*, std::shared_ptr<T>>();
+    std::lock_guard lock(mu);
+    StatusOr<DynamicLibrary> library = DynamicLibrary::open(T::kName, path);
+    if (!library.is_ok()) return library.status();
+    auto it = cache->find(library->handle());
+    if (it != cache->end()) return it->second;
+    std::shared_ptr<T> lib(new T(*library));
+    Status st = lib->bind_symbols();
+    if (!st.is_ok()) {
+      library->close();
+      return st;
+    }
+    cache->emplace(library->handle(), lib);
+    return lib;
   }
-  return Status::not_found(tried.empty() ? "no " + name + " path to try" : tried);
-}
+  // The first of `paths` that opens; the error lists every attempt.
+  static StatusOr<std::shared_ptr<T>> open_first(const std::vector<std::string>& paths) {
+    std::string tried;
+    for (const auto& path : paths) {
+      auto lib = open(path);
+      if (lib.is_ok()) return lib;
+      tried += (tried.empty() ? "" : "; ") + lib.status().message();
+    }
+    return Status::not_found(tried.empty() ? "no " + std::string(T::kName) + " path to try" : tried);
+  }
+
+  const std::string& path() const { return library_.path(); }
+  // The real file (symlinks resolved) defining `symbol` as seen through this handle; "" when
+  // the handle has no such symbol. Proves which library a call lands in.
+  std::string symbol_file(const char* symbol) const { return library_.symbol_file(symbol); }
+
+  LoadedLibrary(const LoadedLibrary&) = delete;
+  LoadedLibrary& operator=(const LoadedLibrary&) = delete;
+
+ protected:
+  explicit LoadedLibrary(DynamicLibrary library) : library_(std::move(library)) {}
+  ~LoadedLibrary() = default;
+  const DynamicLibrary& library() const { return library_; }
+
+ private:
+  DynamicLibrary library_;
+};
 
 }  // namespace tunableop::cpu_shared

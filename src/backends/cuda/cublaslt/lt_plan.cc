@@ -24,8 +24,10 @@ StatusOr<LtConfig> parse_lt_name(const std::string& name) {
   if (got != 9 || size_t(used) != name.size()) {
     return Status::parse_error(fmt::format("'{}' is not a cuBLASLt solution name (Gemm_Lt_a_t_s_k_r_w_c_i_cl)", name));
   }
-  for (long long x : v) {
-    if (x < 0 || x > 0xffffffffll) return Status::parse_error(fmt::format("'{}': field out of range", name));
+  for (int f = 0; f < 9; ++f) {
+    // Split-K is a signed count: some epilogue algorithms report -1 (library's choice).
+    long long lo = f == 3 ? -1 : 0;
+    if (v[f] < lo || v[f] > 0xffffffffll) return Status::parse_error(fmt::format("'{}': field out of range", name));
   }
   LtConfig c;
   c.id = int32_t(v[0]);

@@ -2,10 +2,7 @@
 // the fp64 reference, OpenMP thread-state restoration, and graceful absence.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <regex>
-#include <set>
-#include <thread>
 
 #include "backends/cpu/onednn/onednn_library.h"
 #include "backends/cpu/onednn/register.h"
@@ -15,35 +12,17 @@
 namespace tunableop {
 namespace {
 
-using testing::candidates_with_prefix;
-
-class OnednnTest : public ::testing::Test {
+class OnednnTest : public testing::ProviderTest<OnednnLibrary, register_onednn> {
  protected:
-  void SetUp() override {
-    auto opened = OnednnLibrary::open_first(OnednnLibrary::default_paths());
-    if (!opened.is_ok()) GTEST_SKIP() << "oneDNN not loadable here: " << opened.status().to_string();
-    lib_ = *opened;
-    register_onednn(registry_);
-    candidates_ = candidates_with_prefix(registry_, "Gemm_Onednn");
-  }
-  std::shared_ptr<OnednnLibrary> lib_;
-  Registry registry_;
-  std::vector<GemmCandidate> candidates_;
+  OnednnTest() : ProviderTest("oneDNN", "Gemm_Onednn") {}
 };
 
 TEST_F(OnednnTest, RegistersOneCandidatePerDistinctThreadCountAndTheValidator) {
-  auto names = testing::names_of(candidates_);
   if (lib_->cpu_runtime() == "omp") {
-    const int cores = cpu_core_count();
-    std::set<std::string> expected = {"Gemm_Onednn_t1", "Gemm_Onednn_t" + std::to_string(std::max(1, cores / 2)),
-                                      "Gemm_Onednn_t" + std::to_string(cores)};
-    EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), expected);
-    EXPECT_EQ(names.size(), expected.size()) << "duplicate thread counts must be merged";
+    testing::expect_one_name_per_thread_count(testing::names_of(candidates_), "Gemm_Onednn_t");
     EXPECT_TRUE(registry_.notes().empty());
   }
-  ASSERT_EQ(registry_.validators().size(), 1u);
-  EXPECT_EQ(registry_.validators()[0].key, "ONEDNN_VERSION");
-  EXPECT_EQ(registry_.validators()[0].value(), lib_->version() + " " + lib_->isa());
+  testing::expect_one_validator(registry_, "ONEDNN_VERSION", lib_->version() + " " + lib_->isa());
   EXPECT_TRUE(std::regex_match(lib_->version(), std::regex(R"(\d+\.\d+\.\d+)"))) << lib_->version();
 }
 
@@ -74,36 +53,12 @@ TEST_F(OnednnTest, Fp64IsUnsupported) {
 }
 
 TEST_F(OnednnTest, BetaZeroNeverReadsNanInC) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
-    if (dtype == DType::kBF16 && !lib_->has_bf16()) continue;
-    for (char ta : {'N', 'T'})
-      for (char tb : {'N', 'T'})
-        for (int64_t size : {1, 8, 67, 256}) {
-          GemmParams p;
-          p.dtype = dtype, p.transa = ta, p.transb = tb, p.m = size, p.n = size + 3, p.k = size + 1, p.beta = 0.0;
-          auto prob = testing::HostGemmProblem::random(p, 5);  // C holds NaN
-          for (const auto& c : candidates_) {
-            Status st;
-            auto out = testing::run_candidate(c, prob, &st);
-            ASSERT_TRUE(st.is_ok()) << st.to_string();
-            EXPECT_TRUE(testing::matches_reference(prob, out)) << c.name;
-          }
-        }
-  }
+  testing::expect_beta_zero_never_reads_nan(candidates_, DType::kF32);
+  if (lib_->has_bf16() && !HasFatalFailure()) testing::expect_beta_zero_never_reads_nan(candidates_, DType::kBF16);
 }
 
 // oneDNN rejects K == 0 as an invalid argument; BLAS semantics (C = beta C) are kept.
-TEST_F(OnednnTest, KZeroScalesCByBeta) {
-  for (double beta : {0.0, 2.0}) {
-    GemmParams p;
-    p.m = 5, p.n = 4, p.k = 0, p.beta = beta, p.batch = 2;
-    auto prob = testing::HostGemmProblem::random(p, 6);
-    Status st;
-    auto out = testing::run_candidate(candidates_.front(), prob, &st);
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-    EXPECT_TRUE(testing::matches_reference(prob, out)) << "beta=" << beta;
-  }
-}
+TEST_F(OnednnTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front(), 2); }
 
 TEST_F(OnednnTest, OpenmpSettingIsRestoredAfterEveryCandidate) {
   if (lib_->cpu_runtime() != "omp") GTEST_SKIP() << "oneDNN runtime is " << lib_->cpu_runtime();
@@ -136,22 +91,7 @@ TEST_F(OnednnTest, OpenmpSettingIsRestoredAfterEveryCandidate) {
 
 TEST_F(OnednnTest, ConcurrentCallsWithDifferentThreadCountsStayCorrect) {
   const int original = lib_->num_threads();
-  std::vector<std::thread> workers;
-  std::atomic<int> failures{0};
-  for (int w = 0; w < 4; ++w) {
-    workers.emplace_back([&, w] {
-      GemmParams p;
-      p.m = 64 + w, p.n = 48 + w, p.k = 80 - w, p.beta = w % 2 ? 1.0 : 0.0, p.transa = w % 2 ? 'T' : 'N';
-      auto prob = testing::HostGemmProblem::random(p, 300 + w);
-      for (int i = 0; i < 20; ++i) {
-        Status st;
-        auto out = testing::run_candidate(candidates_[size_t(i + w) % candidates_.size()], prob, &st);
-        if (!st.is_ok() || !testing::matches_reference(prob, out)) ++failures;
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  testing::expect_concurrent_calls_correct(candidates_, 300);
   EXPECT_EQ(lib_->num_threads(), original);
 }
 
@@ -161,22 +101,11 @@ TEST_F(OnednnTest, CallsLandInOnednn) {
 }
 
 TEST(OnednnAbsentTest, MissingLibraryRegistersNothingAndLeavesOneNote) {
-  Registry r;
-  register_onednn_from(r, {"/nonexistent/libdnnl.so.2"});
-  EXPECT_TRUE(r.list<GemmCandidate>().empty());
-  EXPECT_TRUE(r.validators().empty());
-  ASSERT_EQ(r.notes().size(), 1u);
-  EXPECT_NE(r.notes()[0].find("oneDNN"), std::string::npos) << r.notes()[0];
-  EXPECT_NE(r.notes()[0].find("/nonexistent/libdnnl.so.2"), std::string::npos) << r.notes()[0];
+  testing::expect_missing_library_leaves_one_note(register_onednn_from, "/nonexistent/libdnnl.so.2", "oneDNN");
 }
 
 TEST(OnednnAbsentTest, OpeningSomethingElseIsAClearStatus) {
-  auto missing = OnednnLibrary::open("/nonexistent/libdnnl.so.2");
-  ASSERT_FALSE(missing.is_ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  auto not_onednn = OnednnLibrary::open("libm.so.6");
-  ASSERT_FALSE(not_onednn.is_ok());
-  EXPECT_NE(not_onednn.status().message().find("dnnl_sgemm"), std::string::npos) << not_onednn.status().message();
+  testing::expect_opening_something_else_is_clear<OnednnLibrary>("/nonexistent/libdnnl.so.2", "dnnl_sgemm");
 }
 
 }  // namespace

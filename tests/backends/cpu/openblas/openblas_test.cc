@@ -2,11 +2,7 @@
 // restoration, concurrent use, and graceful absence.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cmath>
 #include <regex>
-#include <set>
-#include <thread>
 
 #include "backends/cpu/openblas/openblas_library.h"
 #include "backends/cpu/openblas/register.h"
@@ -16,39 +12,21 @@
 namespace tunableop {
 namespace {
 
-using testing::candidates_with_prefix;
-
-class OpenblasTest : public ::testing::Test {
+class OpenblasTest : public testing::ProviderTest<OpenblasLibrary, register_openblas> {
  protected:
-  void SetUp() override {
-    auto opened = OpenblasLibrary::open_first(OpenblasLibrary::default_paths());
-    if (!opened.is_ok()) GTEST_SKIP() << "OpenBLAS not loadable here: " << opened.status().to_string();
-    lib_ = *opened;
-    register_openblas(registry_);
-    candidates_ = candidates_with_prefix(registry_, "Gemm_Openblas_t");
-  }
+  OpenblasTest() : ProviderTest("OpenBLAS", "Gemm_Openblas_t") {}
   const GemmCandidate& candidate(int threads) {
     for (const auto& c : candidates_)
       if (c.name == "Gemm_Openblas_t" + std::to_string(threads)) return c;
     ADD_FAILURE() << "no Gemm_Openblas_t" << threads;
     return candidates_.front();
   }
-  std::shared_ptr<OpenblasLibrary> lib_;
-  Registry registry_;
-  std::vector<GemmCandidate> candidates_;
 };
 
 TEST_F(OpenblasTest, RegistersOneCandidatePerDistinctThreadCountAndTheValidator) {
-  const int cores = cpu_core_count();
-  std::set<std::string> expected = {"Gemm_Openblas_t1", "Gemm_Openblas_t" + std::to_string(std::max(1, cores / 2)),
-                                    "Gemm_Openblas_t" + std::to_string(cores)};
-  auto names = testing::names_of(candidates_);
-  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), expected);
-  EXPECT_EQ(names.size(), expected.size()) << "duplicate thread counts must be merged";
+  testing::expect_one_name_per_thread_count(testing::names_of(candidates_), "Gemm_Openblas_t");
   EXPECT_TRUE(registry_.notes().empty());
-  ASSERT_EQ(registry_.validators().size(), 1u);
-  EXPECT_EQ(registry_.validators()[0].key, "OPENBLAS_VERSION");
-  EXPECT_EQ(registry_.validators()[0].value(), lib_->version() + " " + lib_->core_name());
+  testing::expect_one_validator(registry_, "OPENBLAS_VERSION", lib_->version() + " " + lib_->core_name());
   EXPECT_TRUE(std::regex_match(lib_->version(), std::regex(R"(\d+\.\d+\.\d+.*)"))) << lib_->version();
   EXPECT_EQ(lib_->config().rfind("OpenBLAS ", 0), 0u) << lib_->config();
 }
@@ -66,33 +44,9 @@ TEST_F(OpenblasTest, LargerProblemsMatchTheReference) {
   testing::expect_all_match_reference(candidates_, DType::kF32, 13, 8, 300);
 }
 
-TEST_F(OpenblasTest, BetaZeroNeverReadsNanInC) {
-  for (char ta : {'N', 'T'})
-    for (char tb : {'N', 'T'})
-      for (int64_t size : {1, 8, 67, 256}) {
-        GemmParams p;
-        p.transa = ta, p.transb = tb, p.m = size, p.n = size + 3, p.k = size + 1, p.beta = 0.0;
-        auto prob = testing::HostGemmProblem::random(p, 5);  // C holds NaN
-        for (const auto& c : candidates_) {
-          Status st;
-          auto out = testing::run_candidate(c, prob, &st);
-          ASSERT_TRUE(st.is_ok()) << st.to_string();
-          EXPECT_TRUE(testing::matches_reference(prob, out)) << c.name;
-        }
-      }
-}
+TEST_F(OpenblasTest, BetaZeroNeverReadsNanInC) { testing::expect_beta_zero_never_reads_nan(candidates_); }
 
-TEST_F(OpenblasTest, KZeroScalesCByBeta) {
-  for (double beta : {0.0, 2.0}) {
-    GemmParams p;
-    p.m = 5, p.n = 4, p.k = 0, p.beta = beta;
-    auto prob = testing::HostGemmProblem::random(p, 6);
-    Status st;
-    auto out = testing::run_candidate(candidates_.front(), prob, &st);
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-    EXPECT_TRUE(testing::matches_reference(prob, out)) << "beta=" << beta;
-  }
-}
+TEST_F(OpenblasTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front()); }
 
 TEST_F(OpenblasTest, UnsupportedDtypesAreANormalAnswer) {
   GemmParams p;
@@ -104,43 +58,13 @@ TEST_F(OpenblasTest, UnsupportedDtypesAreANormalAnswer) {
 }
 
 TEST_F(OpenblasTest, ThreadCountsAreRestoredAfterEveryCandidate) {
-  GemmParams p;
-  p.m = 300, p.n = 200, p.k = 150, p.beta = 1.0;
-  auto prob = testing::HostGemmProblem::random(p, 7);
-  const int omp_before = testing::omp_max_threads();
-  const int original = lib_->num_threads();
-  for (int setting : {1, cpu_core_count()}) {
-    lib_->set_num_threads(setting);
-    const int before = lib_->num_threads();
-    for (const auto& c : candidates_) {
-      Status st;
-      testing::run_candidate(c, prob, &st);
-      ASSERT_TRUE(st.is_ok());
-      EXPECT_EQ(lib_->num_threads(), before) << "after " << c.name;
-      EXPECT_EQ(testing::omp_max_threads(), omp_before) << "after " << c.name;
-    }
-  }
-  lib_->set_num_threads(original);
+  // OpenBLAS caps a setting at its MAX_THREADS: the count read back is what must stay.
+  testing::expect_thread_settings_kept(*lib_, candidates_, {1, cpu_core_count()}, /*reads_back=*/false);
 }
 
 TEST_F(OpenblasTest, ConcurrentCallsWithDifferentThreadCountsStayCorrect) {
   const int original = lib_->num_threads();
-  std::vector<std::thread> workers;
-  std::atomic<int> failures{0};
-  for (int w = 0; w < 4; ++w) {
-    workers.emplace_back([&, w] {
-      GemmParams p;
-      p.m = 64 + w, p.n = 48 + w, p.k = 80 - w, p.beta = w % 2 ? 1.0 : 0.0, p.transa = w % 2 ? 'T' : 'N';
-      auto prob = testing::HostGemmProblem::random(p, 100 + w);
-      for (int i = 0; i < 20; ++i) {
-        Status st;
-        auto out = testing::run_candidate(candidates_[size_t(i + w) % candidates_.size()], prob, &st);
-        if (!st.is_ok() || !testing::matches_reference(prob, out)) ++failures;
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  testing::expect_concurrent_calls_correct(candidates_, 100);
   EXPECT_EQ(lib_->num_threads(), original);
 }
 
@@ -151,22 +75,11 @@ TEST_F(OpenblasTest, CallsLandInOpenblas) {
 }
 
 TEST(OpenblasAbsentTest, MissingLibraryRegistersNothingAndLeavesOneNote) {
-  Registry r;
-  register_openblas_from(r, {"/nonexistent/libopenblas.so.0"});
-  EXPECT_TRUE(r.list<GemmCandidate>().empty());
-  EXPECT_TRUE(r.validators().empty());
-  ASSERT_EQ(r.notes().size(), 1u);
-  EXPECT_NE(r.notes()[0].find("OpenBLAS"), std::string::npos) << r.notes()[0];
-  EXPECT_NE(r.notes()[0].find("/nonexistent/libopenblas.so.0"), std::string::npos) << r.notes()[0];
+  testing::expect_missing_library_leaves_one_note(register_openblas_from, "/nonexistent/libopenblas.so.0", "OpenBLAS");
 }
 
 TEST(OpenblasAbsentTest, OpeningSomethingElseIsAClearStatus) {
-  auto missing = OpenblasLibrary::open("/nonexistent/libopenblas.so.0");
-  ASSERT_FALSE(missing.is_ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  auto not_openblas = OpenblasLibrary::open("libm.so.6");
-  ASSERT_FALSE(not_openblas.is_ok());
-  EXPECT_NE(not_openblas.status().message().find("cblas_sgemm"), std::string::npos) << not_openblas.status().message();
+  testing::expect_opening_something_else_is_clear<OpenblasLibrary>("/nonexistent/libopenblas.so.0", "cblas_sgemm");
 }
 
 }  // namespace
