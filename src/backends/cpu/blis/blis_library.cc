@@ -94,9 +94,8 @@ Status BlisLibrary::supports(const GemmParams& in) const {
 Status BlisLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int threads) const {
   TUNABLEOP_RETURN_IF_ERROR(supports(in));
   const GemmParams p = in.with_defaults();
-  if (p.m == 0 || p.n == 0) return Status::ok();
-  if (ops.c == nullptr || (p.k > 0 && (ops.a == nullptr || ops.b == nullptr)))
-    return Status::invalid_argument("BLIS gemm: null operand pointer");
+  const StatusOr<bool> call = cpu_shared::needs_call(p, ops, kName);
+  if (!call.is_ok() || !*call) return call.status();
   const trans_t ta = p.transa == 'N' ? BLIS_NO_TRANSPOSE : BLIS_TRANSPOSE;
   const trans_t tb = p.transb == 'N' ? BLIS_NO_TRANSPOSE : BLIS_TRANSPOSE;
   // Column-major: row stride 1, column stride ld. BLIS's typed API takes non-const pointers

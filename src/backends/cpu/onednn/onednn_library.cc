@@ -139,9 +139,8 @@ Status OnednnLibrary::supports(const GemmParams& in) const {
 Status OnednnLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int threads) const {
   TUNABLEOP_RETURN_IF_ERROR(supports(in));
   const GemmParams p = in.with_defaults();
-  if (p.m == 0 || p.n == 0) return Status::ok();
-  if (ops.c == nullptr || (p.k > 0 && (ops.a == nullptr || ops.b == nullptr)))
-    return Status::invalid_argument("oneDNN gemm: null operand pointer");
+  const StatusOr<bool> call = cpu_shared::needs_call(p, ops, kName);
+  if (!call.is_ok() || !*call) return call.status();
   if (p.k == 0) {
     p.dtype == DType::kBF16 ? scale_c<bf16>(p, ops.c) : scale_c<float>(p, ops.c);
     return Status::ok();

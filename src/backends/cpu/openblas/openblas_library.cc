@@ -97,9 +97,8 @@ Status OpenblasLibrary::supports(const GemmParams& in) const {
 Status OpenblasLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int threads) {
   TUNABLEOP_RETURN_IF_ERROR(supports(in));
   const GemmParams p = in.with_defaults();
-  if (p.m == 0 || p.n == 0) return Status::ok();
-  if (ops.c == nullptr || (p.k > 0 && (ops.a == nullptr || ops.b == nullptr)))
-    return Status::invalid_argument("OpenBLAS gemm: null operand pointer");
+  const StatusOr<bool> call = cpu_shared::needs_call(p, ops, kName);
+  if (!call.is_ok() || !*call) return call.status();
   const int ta = p.transa == 'N' ? kCblasNoTrans : kCblasTrans;
   const int tb = p.transb == 'N' ? kCblasNoTrans : kCblasTrans;
   const int m = int(p.m), n = int(p.n), k = int(p.k);

@@ -1,10 +1,25 @@
-// Element pointers into the operands of a strided batch, for the CPU BLAS providers: batch b of
-// A starts at element b * stride_a of ops.a (likewise B and C).
+// The operands of a provider's gemm, for the CPU BLAS providers: whether the library must be
+// called at all, and element pointers into a strided batch (batch b of A starts at element
+// b * stride_a of ops.a; likewise B and C).
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "tunableop/gemm.h"
+#include "tunableop/status.h"
 
 namespace tunableop::cpu_shared {
+
+// For problem `p` (defaults filled in): false when there is nothing to compute (m or n is 0, so C
+// is empty), true when the library must be called; invalid_argument "LIBRARY gemm: null operand
+// pointer" when C, or A or B with k > 0, is null.
+inline StatusOr<bool> needs_call(const GemmParams& p, const GemmOperands& ops, const std::string& library) {
+  if (p.m == 0 || p.n == 0) return false;
+  if (ops.c == nullptr || (p.k > 0 && (ops.a == nullptr || ops.b == nullptr)))
+    return Status::invalid_argument(library + " gemm: null operand pointer");
+  return true;
+}
 
 // Element `offset` of a typed buffer; a null buffer (k == 0 leaves A and B empty) stays null.
 template <class T>
