@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <set>
 #include <sstream>
 
 #include "commands.h"
@@ -37,12 +39,32 @@ void progress(size_t done, size_t total, double elapsed_s, const std::string& wh
   if (done == total) fmt::print(stderr, "\n");
 }
 
-int tune_here(const TuneArgs& a, Device dev) {
-  auto lines = UntunedFile::read(a.file);
-  if (!lines.is_ok()) {
-    fmt::print(stderr, "tunableop tune: {}\n", lines.status().to_string());
-    return 2;
+// Problems of an untuned file ("OP,PARAMS" lines; a results file's lines work too, their
+// Validator lines are skipped). A malformed line is reported with its number and skipped.
+std::vector<std::pair<std::string, std::string>> read_problems(const std::string& path, int& bad) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::pair<std::string, std::string>> seen;
+  std::ifstream in(path);
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos || line.rfind("Validator,", 0) == 0) continue;
+    auto c1 = line.find(',');
+    auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
+    std::string op = line.substr(0, c1), params = c1 == std::string::npos ? "" : line.substr(c1 + 1, c2 - c1 - 1);
+    if (op.empty() || params.empty()) {
+      fmt::print(stderr, "tunableop tune: {}:{}: skipping malformed line '{}' (expected OP,PARAMS)\n", path, no, line);
+      ++bad;
+      continue;
+    }
+    if (seen.insert({op, params}).second) out.emplace_back(op, params);
   }
+  return out;
+}
+
+int tune_here(const TuneArgs& a, Device dev) {
+  int bad = 0;
+  auto lines = read_problems(a.file, bad);
   Context ctx(dev);
   if (a.verbose >= 0) (void)ctx.config().set(Setting::kVerbose, a.verbose);
   const DeviceRuntime* rt = ctx.registry().runtime(dev.kind);
@@ -56,8 +78,8 @@ int tune_here(const TuneArgs& a, Device dev) {
   }
   (void)ctx.load_results();
   std::vector<std::pair<std::string, std::string>> mine;
-  for (size_t i = 0; i < lines->size(); ++i)
-    if (int(i % size_t(a.shards)) == a.shard) mine.push_back((*lines)[i]);
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (int(i % size_t(a.shards)) == a.shard) mine.push_back(lines[i]);
   const bool tty = isatty(fileno(stderr)) && a.shards == 1;
   auto t0 = std::chrono::steady_clock::now();
   int failed = 0, skipped = 0;
@@ -78,9 +100,9 @@ int tune_here(const TuneArgs& a, Device dev) {
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress(i + 1, mine.size(), el, what, tty);
   }
-  fmt::print("{}: tuned {} problems ({} already tuned, {} failed) into {}\n", dev.to_string(),
-             mine.size() - size_t(skipped) - size_t(failed), skipped, failed, ctx.results_path());
-  return failed ? 1 : 0;
+  fmt::print("{}: tuned {} problems ({} already tuned, {} failed, {} malformed lines skipped) into {}\n",
+             dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), skipped, failed, bad, ctx.results_path());
+  return failed || bad ? 1 : 0;
 }
 
 // One child process per GPU, each with its own shard of the lines and its own results file;
