@@ -3,6 +3,7 @@
 #pragma once
 
 #include <any>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +36,12 @@ struct DeviceRuntime {
   // After a failed candidate: clear recoverable error state; a non-ok answer means the device
   // is unusable (sticky fault) and the message says so.
   std::function<Status()> recover = [] { return Status::ok(); };
+  // Optional: relative Frobenius error ||c - ref|| / ||ref|| over the m x n matrices of two
+  // outputs that live on this device (dtype code 0 fp32, 1 fp64, 2 bf16, 3 fp16); +inf when c
+  // holds NaN/Inf. Unset: the op copies both outputs to the host and compares there.
+  std::function<StatusOr<double>(int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
+                                 int64_t batch, int64_t stride_c, void* stream)>
+      relative_error;
 };
 
 // One "Validator,KEY,VALUE" line source. Value() is evaluated when a results file is opened.

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/kernels/compare_launch.h"
 
 namespace tunableop::cuda {
 
@@ -95,6 +97,21 @@ DeviceRuntime make_cuda_runtime() {
     return info.is_ok() ? info->l2_bytes : size_t(50) << 20;
   };
   rt.recover = [] { return recover_device(); };
+  rt.relative_error = [](int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc, int64_t batch,
+                         int64_t stride_c, void* stream) -> StatusOr<double> {
+    auto s = static_cast<cudaStream_t>(stream);
+    double* sums = nullptr;
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&sums), 3 * sizeof(double), s);
+    if (e == cudaSuccess) e = cudaMemsetAsync(sums, 0, 3 * sizeof(double), s);
+    if (e == cudaSuccess) e = launch_squared_error(dtype, c, ref, m, n, ldc, batch, stride_c, sums, s);
+    double host[3] = {0, 0, 0};
+    if (e == cudaSuccess) e = cudaMemcpyAsync(host, sums, sizeof(host), cudaMemcpyDeviceToHost, s);
+    if (sums) cudaFreeAsync(sums, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) return Status::device_error(fmt::format("device compare failed: {}", cudaGetErrorString(e)));
+    if (host[2] != 0.0 || !std::isfinite(host[0])) return std::numeric_limits<double>::infinity();
+    return host[1] == 0.0 ? std::sqrt(host[0]) : std::sqrt(host[0] / host[1]);
+  };
   rt.device_count = [] {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -55,6 +55,7 @@ class GemmTuningProblem : public TuningProblem {
   size_t workspace_bytes_ = 0;
   std::vector<uint8_t> host_a_, host_b_, host_c0_;  // host copies for the fp64 check
   std::vector<double> ref_;                         // Default's output (non-CPU devices)
+  void* ref_device_ = nullptr;                      // Default's output kept on the device (device compare)
   std::unique_ptr<Timer> timer_;
 };
 
