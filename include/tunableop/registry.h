@@ -36,6 +36,9 @@ struct DeviceRuntime {
   // After a failed candidate: clear recoverable error state; a non-ok answer means the device
   // is unusable (sticky fault) and the message says so.
   std::function<Status()> recover = [] { return Status::ok(); };
+  // Optional: sets `bytes` bytes at dst to `value` on the stream (cudaMemsetAsync, memset).
+  // Unset: the op copies a host buffer.
+  std::function<Status(void* dst, int value, size_t bytes, void* stream)> fill_bytes;
   // Optional: relative Frobenius error ||c - ref|| / ||ref|| over the m x n matrices of two
   // outputs that live on this device (dtype code 0 fp32, 1 fp64, 2 bf16, 3 fp16); +inf when c
   // holds NaN/Inf. Unset: the op copies both outputs to the host and compares there.

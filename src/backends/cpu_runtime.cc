@@ -23,6 +23,10 @@ void register_cpu_runtime(Registry& r) {
     return Status::ok();
   };
   rt.synchronize = [](void*) { return Status::ok(); };
+  rt.fill_bytes = [](void* dst, int value, size_t bytes, void*) {
+    std::memset(dst, value, bytes);
+    return Status::ok();
+  };
   rt.make_timer = [](void*) -> std::unique_ptr<Timer> { return std::make_unique<HostTimer>(); };
   rt.last_level_cache_bytes = [] { return cpu_last_level_cache_bytes(); };
   r.add_runtime(std::move(rt));

@@ -97,6 +97,11 @@ DeviceRuntime make_cuda_runtime() {
     return info.is_ok() ? info->l2_bytes : size_t(50) << 20;
   };
   rt.recover = [] { return recover_device(); };
+  rt.fill_bytes = [](void* dst, int value, size_t bytes, void* stream) -> Status {
+    cudaError_t e = cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) return Status::device_error(fmt::format("cudaMemsetAsync: {}", cudaGetErrorString(e)));
+    return Status::ok();
+  };
   rt.relative_error = [](int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc, int64_t batch,
                          int64_t stride_c, void* stream) -> StatusOr<double> {
     auto s = static_cast<cudaStream_t>(stream);
