@@ -7,6 +7,7 @@
 #include <random>
 #include <shared_mutex>
 
+#include "ops/common/candidate_lookup.h"
 #include "ops/gemm/reference.h"
 #include "ops/gemm/tuning_problem.h"
 
@@ -14,63 +15,21 @@ namespace tunableop {
 
 namespace {
 
-// Resolved candidates per problem, so that a hit costs a map lookup and not a family resolve
-// (cuBLASLt re-validation) on every call.
-struct GemmDispatchCache {
-  std::shared_mutex mu;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<const GemmCandidate>> by_key;  // (params sig, name)
-};
-
 const DeviceRuntime* runtime_for(Context& ctx) { return ctx.registry().runtime(ctx.device().kind); }
 
 std::shared_ptr<const GemmCandidate> cached_candidate(Context& ctx, const GemmParams& p, const std::string& psig,
                                                       const std::string& name) {
-  auto& cache = ctx.op_state<GemmDispatchCache>();
-  std::pair<std::string, std::string> key{gemm_op_signature(p) + "," + psig, name};
-  {
-    std::shared_lock lock(cache.mu);
-    if (auto it = cache.by_key.find(key); it != cache.by_key.end()) return it->second;
-  }
-  auto c = find_gemm_candidate(ctx, p, name);
-  std::shared_ptr<const GemmCandidate> sp;
-  if (c.is_ok() && c->supports(p).is_ok()) sp = std::make_shared<const GemmCandidate>(std::move(*c));
-  std::unique_lock lock(cache.mu);
-  cache.by_key[key] = sp;  // null: known not to apply
-  return sp;
+  return ops::cached_candidate<GemmCandidate, GemmCandidateFamily>(ctx, p, gemm_op_signature(p) + "," + psig, name);
 }
 
 }  // namespace
 
 std::vector<GemmCandidate> gemm_candidates_for(Context& ctx, const GemmParams& p, int effort) {
-  std::vector<GemmCandidate> out;
-  const DeviceKind kind = ctx.device().kind;
-  if (const auto* list = ctx.registry().find_list<GemmCandidate>()) {
-    for (const auto& c : *list) {
-      if (c.device != kind || c.min_effort > effort) continue;
-      if (c.name == "Default")
-        out.insert(out.begin(), c);
-      else
-        out.push_back(c);
-    }
-  }
-  if (const auto* fams = ctx.registry().find_list<GemmCandidateFamily>()) {
-    for (const auto& f : *fams) {
-      if (f.device != kind || f.min_effort > effort) continue;
-      for (auto& c : f.expand(p, effort)) out.push_back(std::move(c));
-    }
-  }
-  return out;
+  return ops::candidates_for<GemmCandidate, GemmCandidateFamily>(ctx, p, effort);
 }
 
 StatusOr<GemmCandidate> find_gemm_candidate(Context& ctx, const GemmParams& p, const std::string& name) {
-  const DeviceKind kind = ctx.device().kind;
-  if (const auto* list = ctx.registry().find_list<GemmCandidate>())
-    for (const auto& c : *list)
-      if (c.device == kind && c.name == name) return c;
-  if (const auto* fams = ctx.registry().find_list<GemmCandidateFamily>())
-    for (const auto& f : *fams)
-      if (f.device == kind && name.rfind(f.prefix, 0) == 0) return f.resolve(p, name);
-  return Status::not_found(fmt::format("no GEMM candidate named '{}' on {}", name, ctx.device().to_string()));
+  return ops::find_candidate<GemmCandidate, GemmCandidateFamily>(ctx, p, name);
 }
 
 Status gemm(Context& ctx, const GemmParams& params, const GemmOperands& ops) {

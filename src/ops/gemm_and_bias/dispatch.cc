@@ -4,8 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <map>
-#include <shared_mutex>
+#include "ops/common/candidate_lookup.h"
 
 #include "ops/gemm_and_bias/tuning_problem.h"
 
@@ -13,62 +12,22 @@ namespace tunableop {
 
 namespace {
 
-struct GemmAndBiasDispatchCache {
-  std::shared_mutex mu;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<const GemmAndBiasCandidate>> by_key;
-};
-
 const DeviceRuntime* runtime_for(Context& ctx) { return ctx.registry().runtime(ctx.device().kind); }
 
 std::shared_ptr<const GemmAndBiasCandidate> cached_candidate(Context& ctx, const GemmAndBiasParams& p,
                                                              const std::string& key_sig, const std::string& name) {
-  auto& cache = ctx.op_state<GemmAndBiasDispatchCache>();
-  std::pair<std::string, std::string> key{key_sig, name};
-  {
-    std::shared_lock lock(cache.mu);
-    if (auto it = cache.by_key.find(key); it != cache.by_key.end()) return it->second;
-  }
-  auto c = find_gemm_and_bias_candidate(ctx, p, name);
-  std::shared_ptr<const GemmAndBiasCandidate> sp;
-  if (c.is_ok() && c->supports(p).is_ok()) sp = std::make_shared<const GemmAndBiasCandidate>(std::move(*c));
-  std::unique_lock lock(cache.mu);
-  cache.by_key[key] = sp;  // null: known not to apply
-  return sp;
+  return ops::cached_candidate<GemmAndBiasCandidate, GemmAndBiasCandidateFamily>(ctx, p, key_sig, name);
 }
 
 }  // namespace
 
 std::vector<GemmAndBiasCandidate> gemm_and_bias_candidates_for(Context& ctx, const GemmAndBiasParams& p, int effort) {
-  std::vector<GemmAndBiasCandidate> out;
-  const DeviceKind kind = ctx.device().kind;
-  if (const auto* list = ctx.registry().find_list<GemmAndBiasCandidate>()) {
-    for (const auto& c : *list) {
-      if (c.device != kind || c.min_effort > effort) continue;
-      if (c.name == "Default")
-        out.insert(out.begin(), c);
-      else
-        out.push_back(c);
-    }
-  }
-  if (const auto* fams = ctx.registry().find_list<GemmAndBiasCandidateFamily>()) {
-    for (const auto& f : *fams) {
-      if (f.device != kind || f.min_effort > effort) continue;
-      for (auto& c : f.expand(p, effort)) out.push_back(std::move(c));
-    }
-  }
-  return out;
+  return ops::candidates_for<GemmAndBiasCandidate, GemmAndBiasCandidateFamily>(ctx, p, effort);
 }
 
 StatusOr<GemmAndBiasCandidate> find_gemm_and_bias_candidate(Context& ctx, const GemmAndBiasParams& p,
                                                             const std::string& name) {
-  const DeviceKind kind = ctx.device().kind;
-  if (const auto* list = ctx.registry().find_list<GemmAndBiasCandidate>())
-    for (const auto& c : *list)
-      if (c.device == kind && c.name == name) return c;
-  if (const auto* fams = ctx.registry().find_list<GemmAndBiasCandidateFamily>())
-    for (const auto& f : *fams)
-      if (f.device == kind && name.rfind(f.prefix, 0) == 0) return f.resolve(p, name);
-  return Status::not_found(fmt::format("no GemmAndBias candidate named '{}' on {}", name, ctx.device().to_string()));
+  return ops::find_candidate<GemmAndBiasCandidate, GemmAndBiasCandidateFamily>(ctx, p, name);
 }
 
 Status gemm_and_bias(Context& ctx, const GemmAndBiasParams& params, const GemmAndBiasOperands& ops) {
