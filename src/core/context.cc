@@ -105,8 +105,14 @@ StatusOr<std::string> Context::choose(const std::string& op, const std::string& 
   if (auto hit = store_.lookup(op, params)) {
     if (is_valid(hit->solution)) return hit->solution;
     stale = true;
-    log_.log(1, fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
-                            hit->solution, op, params, o.tuning ? "re-tuning" : "using Default"));
+    std::string msg = fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
+                                  hit->solution, op, params, o.tuning ? "re-tuning" : "using Default");
+    // Re-tuning happens once (the new result replaces the entry): worth a warning. Without
+    // tuning this path repeats on every call, so it stays a verbose line.
+    if (o.tuning)
+      log_.warn(msg);
+    else
+      log_.log(1, msg);
   }
   if (!o.tuning) {
     if (o.record_untuned) record_untuned(op, params);
