@@ -196,23 +196,9 @@ Status run_typed(const GemmParams& p, const GemmOperands& ops, const BlockedConf
 }  // namespace
 
 Status blocked_gemm(const GemmParams& params, const GemmOperands& ops, const BlockedConfig& cfg) {
-  auto checked = check_gemm_args(params, ops);
-  if (!checked.is_ok()) return checked.status();
-  const GemmParams& p = checked.value();
-  const IsaKernels* kt = kernels_for(cfg.isa);
-  if (kt == nullptr) return Status::unsupported(std::string("cpu kernels: ") + isa_name(cfg.isa) + " not available");
-  if (p.m == 0 || p.n == 0) return Status::ok();
-  if (p.k == 0 || p.alpha == 0.0) {
-    scale_c(p, ops.c);
-    return Status::ok();
-  }
-  switch (p.dtype) {
-    case DType::kF32: return run_typed<float>(p, ops, cfg, *kt);
-    case DType::kF64: return run_typed<double>(p, ops, cfg, *kt);
-    case DType::kBF16: return run_typed<bf16>(p, ops, cfg, *kt);
-    case DType::kF16: return run_typed<fp16>(p, ops, cfg, *kt);
-  }
-  return Status::invalid_argument("cpu kernels: unknown dtype");
+  return run_gemm_entry(params, ops, cfg.isa, "cpu kernels", [&](auto zero, const GemmParams& p, const IsaKernels& kt) {
+    return run_typed<decltype(zero)>(p, ops, cfg, kt);
+  });
 }
 
 }  // namespace tunableop::cpu_kernels

@@ -6,8 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <type_traits>
 
+#include "backends/cpu/kernels/cpu_features.h"
+#include "backends/cpu/kernels/kernel_table.h"
 #include "tunableop/gemm.h"
 #include "tunableop/half.h"
 #include "tunableop/status.h"
@@ -75,5 +78,29 @@ void store_block(int64_t m, int64_t n, const AccOf<T>* y, int64_t ldy, AccOf<T> 
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// What every kernel entry point does before its own work: validate, find the ISA's kernels,
+// handle the trivial cases (empty C; k == 0 or alpha == 0 only scale C), then call
+// run(T{}, params, kernels) with the dtype's element type T.
+template <class Run>
+Status run_gemm_entry(const GemmParams& params, const GemmOperands& ops, Isa isa, const char* what, Run&& run) {
+  auto checked = check_gemm_args(params, ops);
+  if (!checked.is_ok()) return checked.status();
+  const GemmParams& p = checked.value();
+  const IsaKernels* kt = kernels_for(isa);
+  if (kt == nullptr) return Status::unsupported(std::string(what) + ": " + isa_name(isa) + " not available");
+  if (p.m == 0 || p.n == 0) return Status::ok();
+  if (p.k == 0 || p.alpha == 0.0) {
+    scale_c(p, ops.c);
+    return Status::ok();
+  }
+  switch (p.dtype) {
+    case DType::kF32: return run(float{}, p, *kt);
+    case DType::kF64: return run(double{}, p, *kt);
+    case DType::kBF16: return run(bf16{}, p, *kt);
+    case DType::kF16: return run(fp16{}, p, *kt);
+  }
+  return Status::invalid_argument(std::string(what) + ": unknown dtype");
+}
 
 }  // namespace tunableop::cpu_kernels
