@@ -9,14 +9,9 @@
 #include "tunableop/context.h"
 #include "tunableop/device.h"
 #include "tunableop/status.h"
+#include "tunableop/types.h"
 
 namespace tunableop {
-
-enum class DType { kF32, kF64, kBF16, kF16 };
-size_t dtype_size(DType t);
-const char* dtype_name(DType t);                    // "fp32", "fp64", "bf16", "fp16" (CLI names)
-const char* dtype_torch_name(DType t);              // "float", "double", "BFloat16", "Half" (signatures)
-StatusOr<DType> parse_dtype(const std::string& s);  // accepts both name sets
 
 struct GemmParams {
   DType dtype = DType::kF32;        // A, B and C share it; accumulation is fp32 (fp64 for kF64)
