@@ -1,6 +1,8 @@
 // Tuning results: the in-memory store and the PyTorch-compatible results file.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,8 +41,11 @@ class ResultsStore {
   std::vector<ResultEntry> entries() const;  // in insertion order
   size_t size() const;
   void clear();
+  // Counts every change (insert, clear): part of Context::generation(). One atomic load.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
  private:
+  std::atomic<uint64_t> version_{0};
   mutable std::shared_mutex mu_;
   std::map<std::pair<std::string, std::string>, size_t> index_;
   std::vector<ResultEntry> entries_;
@@ -87,6 +92,12 @@ class ResultsFile {
   // `replace`: append even when the key is already in the file (a re-tuned stale entry; the
   // later line wins on load).
   Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr);
+  // What other processes did to the file since open() or the last append()/refresh(): kAppended
+  // (their new entries go to `picked_up`), or kReplaced when the path names another file now,
+  // the file shrank or was removed, or lines of another environment were appended (the caller
+  // reopens it). One stat(2) when nothing changed.
+  enum class Change { kNone, kAppended, kReplaced };
+  StatusOr<Change> refresh(std::vector<ResultEntry>* picked_up);
   const std::string& path() const { return path_; }                 // the file in use
   const std::string& requested_path() const { return requested_; }  // the one asked for
   const Validators& validators() const { return current_; }
@@ -96,6 +107,7 @@ class ResultsFile {
   std::string path_;
   Validators current_;
   size_t read_offset_ = 0;                              // bytes of path_ already parsed
+  uint64_t dev_ = 0, ino_ = 0;                          // identity of path_ when last read (0: unknown)
   std::set<std::pair<std::string, std::string>> keys_;  // (op, params) already in path_
   std::mutex mu_;
 };
