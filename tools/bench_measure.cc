@@ -33,6 +33,7 @@ StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const Ge
   std::vector<int> runs(cands.size(), 0);
   for (size_t i = 0; i < cands.size(); ++i) {
     out[i].name = cands[i].name;
+    out[i].family = cands[i].info.family().empty() ? cands[i].name : cands[i].info.family();
     Status st = pr.supports(i);
     if (st.is_ok()) st = pr.check_numerics(i);
     if (st.is_ok()) {  // size the sample from one warm run

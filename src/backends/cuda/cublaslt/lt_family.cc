@@ -178,6 +178,7 @@ GemmCandidate make_candidate(std::shared_ptr<LtPlan> plan, const LtConfig& cfg, 
                              size_t workspace) {
   GemmCandidate c;
   c.name = lt_name(cfg);
+  c.info = lt_info(cfg, "algo");
   c.device = DeviceKind::kCuda;
   c.min_effort = 0;
   LtAlignment align = algo_alignment(algo);

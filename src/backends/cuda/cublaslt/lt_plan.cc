@@ -16,6 +16,20 @@ std::string lt_name(const LtConfig& c) {
                      c.reduction, c.swizzle, c.custom, c.inner, c.cluster);
 }
 
+CandidateInfo lt_info(const LtConfig& c, std::string algorithm) {
+  CandidateInfo info{"cuBLASLt", std::move(algorithm), {}};
+  info.add("algo", std::to_string(c.id))
+      .add("tile", std::to_string(c.tile))
+      .add("stages", std::to_string(c.stages))
+      .add("split_k", std::to_string(c.split_k))
+      .add("reduction", std::to_string(c.reduction))
+      .add("swizzle", std::to_string(c.swizzle))
+      .add("custom", std::to_string(c.custom))
+      .add("inner", std::to_string(c.inner))
+      .add("cluster", std::to_string(c.cluster));
+  return info;
+}
+
 StatusOr<LtConfig> parse_lt_name(const std::string& name) {
   long long v[9];
   int used = 0;
