@@ -506,6 +506,26 @@ TEST_F(DispatchTest, LinearFp64) {
   EXPECT_EQ(y, (std::vector<double>{1, 2, 10, -1, 0.5, 1.5}));
 }
 
+TEST_F(DispatchTest, PlanIsValidatedOnceAndServesTheTunedCandidate) {
+  auto ctx = context(config(true, true));
+  for (const GemmParams& p : varied_shapes()) {
+    SCOPED_TRACE(testing::describe(p));
+    auto plan = ctx->plan(p);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      HostGemmProblem prob = HostGemmProblem::random(plan->params(), seed);
+      Status st = plan->run(GemmOperands{prob.a.data(), prob.b.data(), prob.c.data()});
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      EXPECT_TRUE(matches_reference(prob, prob.c));
+    }
+    EXPECT_EQ(plan->solution(), "Gemm_Fast");
+  }
+  EXPECT_EQ(lines_of(results(), true).size(), 3u);
+  GemmParams bad = varied_shapes()[0];
+  bad.lda = 1;
+  EXPECT_EQ(ctx->plan(bad).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(GemmCandidates, OrderEffortDeviceAndFamilies) {
   auto make = [](std::string name, int effort = 0, DeviceKind dev = DeviceKind::kCpu) {
     GemmCandidate c;
