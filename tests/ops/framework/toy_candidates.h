@@ -1,5 +1,5 @@
 // 3. Candidates of the toy op, each advancing a virtual clock by its nominal cost; plus a
-// registry with the host runtime timed by that clock.
+// registry with the host runtime timed by that clock (support/virtual_clock.h).
 #pragma once
 
 #include <atomic>
@@ -7,22 +7,10 @@
 #include <mutex>
 #include <string>
 
-#include "backends/cpu_runtime.h"
 #include "ops/framework/toy_op.h"
+#include "support/virtual_clock.h"
 
 namespace tunableop::toy {
-
-class VirtualTimer : public Timer {
- public:
-  explicit VirtualTimer(std::atomic<double>& clock) : clock_(clock) {}
-  void start() override { t0_ = clock_.load(); }
-  double stop_ms() override { return clock_.load() - t0_; }
-  double now_ms() override { return clock_.load(); }
-
- private:
-  std::atomic<double>& clock_;
-  double t0_ = 0;
-};
 
 // Default (1 ms), Scale_Fast (0.2 ms), Scale_Wrong (fastest, off by one element),
 // Scale_Lazy (never writes y), Scale_Flaky (0.1 ms; fails at run time when told to).
@@ -30,11 +18,7 @@ class ToyBackend {
  public:
   RegisterFn registrar(std::vector<std::string> names) {
     return [this, names](Registry& r) {
-      Registry host;
-      register_cpu_runtime(host);
-      DeviceRuntime rt = *host.runtime(DeviceKind::kCpu);
-      rt.make_timer = [this](void*) -> std::unique_ptr<Timer> { return std::make_unique<VirtualTimer>(clock_); };
-      r.add_runtime(std::move(rt));
+      testing::register_host_on_virtual_clock(r, clock_);
       for (const auto& n : names) r.list<ScaleCandidate>().push_back(candidate(n));
     };
   }

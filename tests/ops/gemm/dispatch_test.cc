@@ -19,6 +19,7 @@
 #include "backends/cpu_runtime.h"
 #include "ops/gemm/dispatch.h"
 #include "support/gemm_testing.h"
+#include "support/virtual_clock.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
@@ -85,20 +86,6 @@ Status run_naive(const GemmParams& p, const GemmOperands& o) {
   return Status::ok();
 }
 
-// Reads the virtual clock that the test candidates advance by their nominal cost: tuning
-// decisions do not depend on how loaded the machine running the tests is.
-class VirtualTimer : public Timer {
- public:
-  explicit VirtualTimer(std::atomic<double>& clock) : clock_(clock) {}
-  void start() override { t0_ = clock_.load(); }
-  double stop_ms() override { return clock_.load() - t0_; }
-  double now_ms() override { return clock_.load(); }
-
- private:
-  std::atomic<double>& clock_;
-  double t0_ = 0;
-};
-
 // The test candidates and how often each ran.
 class TestBackend {
  public:
@@ -106,12 +93,7 @@ class TestBackend {
   // order given.
   RegisterFn registrar(std::vector<std::string> names) {
     return [this, names](Registry& r) {
-      Registry host;
-      register_cpu_runtime(host);
-      DeviceRuntime rt = *host.runtime(DeviceKind::kCpu);
-      rt.make_timer = [this](void*) -> std::unique_ptr<Timer> { return std::make_unique<VirtualTimer>(clock_); };
-      r.add_runtime(std::move(rt));
-      for (const auto& v : host.validators()) r.add_validator(v);
+      testing::register_host_on_virtual_clock(r, clock_);
       for (const auto& n : names) r.list<GemmCandidate>().push_back(candidate(n));
     };
   }
