@@ -12,8 +12,8 @@
 #include "bench_measure.h"
 #include "bench_suites.h"
 #include "commands.h"
-#include "core/cpu_info.h"
 #include "ops/gemm/dispatch.h"
+#include "tunableop/cpu_info.h"
 
 namespace tunableop::cli {
 

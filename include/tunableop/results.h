@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -110,6 +111,63 @@ class ResultsFile {
   uint64_t dev_ = 0, ino_ = 0;                          // identity of path_ when last read (0: unknown)
   std::set<std::pair<std::string, std::string>> keys_;  // (op, params) already in path_
   std::mutex mu_;
+};
+
+// --- Whole-file access for tools (`tunableop show`, `tunableop merge`): a results file with its
+// statistics sidecar "<file>.stats" (PyTorch's parser wants exactly four columns, so min /
+// median / mean / std, runs and tuning time live there).
+
+// A results file as read: its report (validators, entries, malformed lines); entries carry the
+// sidecar's statistics (stats, tuning_ms) where the sidecar has a line for their solution.
+struct ResultsFileContents {
+  std::string path;
+  LoadReport report;
+  std::string stats_path;  // "<path>.stats"
+  bool has_stats = false;  // the sidecar exists
+  std::vector<std::string> stats_malformed;
+};
+
+// Reads `path` and its sidecar under shared locks (a tuner appending meanwhile is waited for).
+// NotFound when `path` does not exist; IoError when it cannot be read.
+StatusOr<ResultsFileContents> read_results_file(const std::string& path);
+
+// Several results files merged into one: on a problem present in several, the faster time wins
+// (a tie keeps the earlier input's). Inputs with neither validators nor entries do not vote on
+// the validators; the first voting input's are kept, and `conflicts` lists every key on which
+// the voting inputs differ ("KEY (a.csv: 'x', b.csv: <absent>)").
+struct MergedResults {
+  Validators validators;
+  std::vector<std::string> conflicts;
+  std::vector<ResultEntry> entries;
+  size_t duplicates = 0;  // entries found in more than one input
+  size_t replaced = 0;    // ... of which a later input's was faster
+};
+MergedResults merge_results(const std::vector<ResultsFileContents>& inputs);
+
+// Exclusive hold of a results file that is about to be rewritten (merge into it): from acquire()
+// until replace(), a tuner appending to the file waits, then notices the replaced file and
+// reopens it. Reading the held file goes through the lock (a second lock from this process
+// would wait for itself).
+class ResultsFileRewrite {
+ public:
+  // Locks `path` when it exists (a missing file needs no lock: it is created by replace()).
+  static StatusOr<ResultsFileRewrite> begin(const std::string& path);
+  ResultsFileRewrite(ResultsFileRewrite&&) noexcept;
+  ResultsFileRewrite& operator=(ResultsFileRewrite&&) noexcept;
+  ~ResultsFileRewrite();
+  // read_results_file(), through the held lock when `path` is the held file.
+  StatusOr<ResultsFileContents> read(const std::string& path) const;
+  // Writes validators and entries to a temporary file beside the held one and renames it over
+  // it (readers see the old file or the new, never half of one); the sidecar is replaced the
+  // same way with the entries' statistics, or removed when none has any.
+  Status replace(const Validators& validators, const std::vector<ResultEntry>& entries);
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Held;
+  ResultsFileRewrite(std::string path, std::unique_ptr<Held> held);
+  std::string path_;
+  std::unique_ptr<Held> held_;
 };
 
 // A file of untuned problems ("op,params" lines), deduplicated, appended under a lock.

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/compare_launch.h"
 
 namespace tunableop::cuda {

@@ -5,8 +5,8 @@
 #include <set>
 #include <vector>
 
-#include "backends/cuda/cublaslt/lt_plan.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
+#include "backends/cuda/common/lt_plan.h"
 
 namespace tunableop::cuda {
 

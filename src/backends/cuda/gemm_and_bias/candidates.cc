@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <set>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cublaslt/lt_plan.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
+#include "backends/cuda/common/lt_plan.h"
 #include "backends/cuda/gemm_and_bias/bias_act.h"
 
 namespace tunableop::cuda {

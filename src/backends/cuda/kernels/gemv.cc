@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/gemv_launch.h"
 
 namespace tunableop::cuda {

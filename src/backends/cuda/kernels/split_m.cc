@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/matrix_copy.h"
 #include "backends/cuda/kernels/pad_ld.h"
 

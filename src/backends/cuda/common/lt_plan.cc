@@ -1,4 +1,4 @@
-#include "backends/cuda/cublaslt/lt_plan.h"
+#include "backends/cuda/common/lt_plan.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 
