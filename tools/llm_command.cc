@@ -286,7 +286,8 @@ int run_llm(const LlmArgs& a) {
   const bool generate = a.mode == "auto" ? has_text : a.mode == "generate";
   if (Status st = check_mode_options(a, generate, !texts->empty()); !st.is_ok()) return fail(st);
 
-  // The tokenizer only where text comes in; special tokens wherever generation may stop.
+  // The tokenizer only where text comes in; special tokens where prompts get a BOS or generation
+  // may stop at EOS.
   std::unique_ptr<llm::Tokenizer> tokenizer;
   llm::SpecialTokens special;
   if (has_text) {
@@ -304,7 +305,7 @@ int run_llm(const LlmArgs& a) {
                       spec->dir, tokenizer->vocab_size(), cfg->vocab_size)));
     }
   }
-  if (generate && !spec->builtin) {
+  if ((generate || has_text) && !spec->builtin) {
     auto s = llm::load_special_tokens(spec->dir, tokenizer.get());
     if (!s.is_ok()) return fail(s.status());
     if (Status st = s->check(cfg->vocab_size); !st.is_ok()) return fail(st);
