@@ -269,8 +269,8 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
   auto g = llm::generate_until_stop(engine, prompts, stop, *selector);
   if (!g.is_ok()) return fail(g.status());
   for (const auto& s : g->sequences) fmt::print("{}\n", join_ids(s.tokens));
-  fmt::print(stderr, "[{} new tokens in {:.2f} s, first token after {:.1f} ms]\n", g->new_tokens(), g->total_s,
-             g->ttft_s * 1e3);
+  fmt::print(stderr, "[{} new tokens in {:.2f} s ({:.1f} tokens/s), first token after {:.1f} ms]\n", g->new_tokens(),
+             g->total_s, g->total_s > 0 ? double(g->new_tokens()) / g->total_s : 0.0, g->ttft_s * 1e3);
   return 0;
 }
 
