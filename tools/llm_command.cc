@@ -117,6 +117,11 @@ StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
 
 // Options that belong to one mode only are refused in the other, rather than silently ignored.
 Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
+  if (texts && (a.o_prompt_ids->count() || a.prompt_len > 0)) {
+    return Status::invalid_argument(
+        "give the prompt as text (--prompt, --prompt-file) or as ids (--prompt-ids, "
+        "--prompt-len), not both");
+  }
   if (generate) {
     if (a.compare || a.total_tokens > 0 || a.json) {
       return Status::invalid_argument(

@@ -182,6 +182,7 @@ TEST_F(LlmCommandText, OptionsOfTheOtherModeAreRefused) {
       {"--prompt-ids 1,2 --ignore-eos", "--ignore-eos"},
       {"--model " + dir_ + " --prompt Hello --compare", "--mode bench"},
       {"--model " + dir_ + " --interactive --prompt Hello", "standard input"},
+      {"--model " + dir_ + " --prompt Hello --prompt-ids 1,2", "not both"},
       {"--model " + dir_ + " --mode bench --interactive", "--interactive"},
       {"--model " + dir_ + " --prompt a --prompt b --batch 3", "--batch 3 but 2 prompts", true},
       {"--model " + dir_ + " --prompt a --temperature 0 --top-k 4", "--temperature 0 is greedy"},
