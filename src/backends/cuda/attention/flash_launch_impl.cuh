@@ -1,0 +1,55 @@
+// Launch templates shared by the per-(dtype, head dim) translation units.
+#pragma once
+
+#include <atomic>
+
+#include "backends/cuda/attention/flash_combine.cuh"
+#include "backends/cuda/attention/flash_configs.h"
+
+namespace tunableop::cuda::flash_detail {
+
+// Opting in to more than 48 KB of dynamic shared memory is a per-function, per-device host
+// call: made once per device (before any graph capture, on the first plain launch).
+template <class Kernel>
+cudaError_t allow_smem(Kernel kernel, int bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
+  return err;
+}
+
+template <class T, int D>
+cudaError_t launch_combine(const FlashArgs& a, int rows_total, cudaStream_t stream) {
+  const int slabs = a.batch * a.kv_heads;
+  const int64_t warps = int64_t(slabs) * rows_total;
+  const unsigned blocks = unsigned((warps + kCombineWarps - 1) / kCombineWarps);
+  flash_combine_kernel<T, D><<<blocks, 32 * kCombineWarps, 0, stream>>>(a, rows_total, slabs);
+  return cudaGetLastError();
+}
+
+template <class T, int D, int BM, int BN, int WARPS, int STAGES>
+cudaError_t launch_flash(const FlashArgs& a, cudaStream_t stream) {
+  using G = Tiles<D, BM, BN, WARPS, STAGES>;
+  auto kernel = flash_fwd_kernel<T, D, BM, BN, WARPS, STAGES>;
+  cudaError_t err = allow_smem(kernel, G::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int rows_total = a.q_len * (a.heads / a.kv_heads);
+  const dim3 grid(unsigned((rows_total + BM - 1) / BM), unsigned(a.batch * a.kv_heads), unsigned(a.splits));
+  kernel<<<grid, G::kThreads, G::kSmemBytes, stream>>>(a);
+  err = cudaGetLastError();
+  if (err != cudaSuccess || a.splits <= 1) return err;
+  return launch_combine<T, D>(a, rows_total, stream);
+}
+
+}  // namespace tunableop::cuda::flash_detail
+
+// Defines tunableop::cuda::flash_launch_<NAME>_d<D>: the switch over the configurations of D.
+#define TUNABLEOP_FLASH_CASE(T, D_, BM, BN, W, S)                              \
+  if (cfg.rows == BM && cfg.keys == BN && cfg.warps == W && cfg.stages == S) { \
+    return flash_detail::launch_flash<T, D_, BM, BN, W, S>(args, stream);      \
+  }
