@@ -27,7 +27,7 @@ summary=()
   date -u +%Y-%m-%dT%H:%MZ
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
   nvcc --version 2>&1 | tail -1
-  git -C "$ROOT" log --oneline -1 2>/dev/null || cat "$ROOT/.attn-commit" 2>/dev/null
+  cat "$ROOT/.attn-commit" 2>/dev/null || git -C "$ROOT" log --oneline -1 2>/dev/null
 } >"$LOGS/machine.txt"
 stamp "machine: $(sed -n 3p "$LOGS/machine.txt")"
 
