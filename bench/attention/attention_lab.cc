@@ -62,6 +62,8 @@ std::vector<Shape> shapes() {
   for (int64_t c : {1024, 4096, 16384}) v.push_back({fmt::format("llama2-7b.decode{}", c), make(1, 1, c, 32, 32, 128)});
   for (int64_t c : {4096, 16384})
     v.push_back({fmt::format("llama2-7b.decode{}.paged64", c), make(1, 1, c, 32, 32, 128, 64)});
+  for (int64_t page : {16, 256})
+    v.push_back({fmt::format("llama2-7b.decode16384.paged{}", page), make(1, 1, 16384, 32, 32, 128, page)});
   v.push_back({"llama2-7b.decode4096.b8", make(8, 1, 4096, 32, 32, 128)});
   for (int64_t c : {1024, 4096, 16384}) v.push_back({fmt::format("gemma-2b.decode{}", c), make(1, 1, c, 8, 1, 256)});
   v.push_back({"gemma-2b.decode16384.paged64", make(1, 1, 16384, 8, 1, 256, 64)});

@@ -26,7 +26,7 @@ def main():
         flash = [r for r in ok if not r["candidate"].startswith("Attn_Cudnn")]
         fbest = min(flash, key=lambda r: float(r["ms"])) if flash else None
         cud = [r for r in ok if r["candidate"].startswith("Attn_Cudnn")]
-        t = torch_rows.get(shape.replace(".paged64", ""), {})
+        t = torch_rows.get(shape.split(".paged")[0], {})  # PyTorch has no paged cache: its contiguous time
         default = next(((k, v) for k, v in t.items() if k.startswith("default")), None)
         fmt = lambda v: f"{v:.4f}" if v is not None else "-"  # noqa: E731
         ratio = f"{default[1] / float(best['ms']):.2f}x" if default else "-"

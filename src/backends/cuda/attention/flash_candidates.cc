@@ -11,7 +11,7 @@ namespace tunableop::cuda {
 
 namespace {
 
-constexpr int kSplits[] = {2, 4, 8, 16, 32, 64};
+constexpr int kSplits[] = {2, 4, 8, 16, 32, 64, 128};
 
 FlashArgs make_args(const AttentionParams& p, const AttentionOperands& o, int splits) {
   FlashArgs a;

@@ -20,6 +20,7 @@
   X(128, 64, 64, 4, 2)   \
   X(128, 128, 32, 8, 3)  \
   X(128, 128, 64, 4, 2)  /* 32 rows per warp, Q re-read from shared memory */ \
+  X(128, 128, 32, 4, 2)  /* the same with half the score registers */ \
   X(128, 16, 64, 1, 4)   /* decode */ \
   X(128, 64, 64, 4, 3)
 

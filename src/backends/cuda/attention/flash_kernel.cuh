@@ -188,19 +188,28 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
       cp_async16(q_smem + G::swz(r, c), src, valid);
     }
   }
-  // K and V of key tile t into ring slot s.
+  // K and V of key tile t into ring slot s. A paged cache whose pages hold whole tiles needs one
+  // block-table read per tile (the same for every thread); smaller pages one per row.
+  const bool tile_in_page = a.page_size >= BN && a.page_size % BN == 0;
   auto load_kv = [&](int t, int s) {
     const int c = tid % G::kChunks;
+    int64_t tile_base = 0;  // paged, tile_in_page: offset of the tile's first row
+    if (a.page_size && tile_in_page && t * BN < len) {
+      const int page = a.block_table[int64_t(b) * a.pages_per_seq + (t * BN) / a.page_size];
+      tile_base = ((int64_t(page) * a.kv_heads + g) * a.page_size + (t * BN) % a.page_size) * D;
+    }
     for (int r = tid / G::kChunks; r < BN; r += G::kRowsPerPass) {
       const int j = t * BN + r;
       const bool valid = j < len;
       int64_t off = 0;
       if (valid) {
-        if (a.page_size) {
+        if (!a.page_size) {
+          off = (head_rows + j) * D;
+        } else if (tile_in_page) {
+          off = tile_base + int64_t(r) * D;
+        } else {
           const int page = a.block_table[int64_t(b) * a.pages_per_seq + j / a.page_size];
           off = ((int64_t(page) * a.kv_heads + g) * a.page_size + j % a.page_size) * D;
-        } else {
-          off = (head_rows + j) * D;
         }
       }
       const uint32_t dst = G::swz(r, c) + uint32_t(s * G::kKvBytes);

@@ -9,16 +9,18 @@
 namespace tunableop::cuda::flash_detail {
 
 // Opting in to more than 48 KB of dynamic shared memory is a per-function, per-device host
-// call: made once per device (before any graph capture, on the first plain launch).
-template <class Kernel>
-cudaError_t allow_smem(Kernel kernel, int bytes) {
+// call, made once per device (before any graph capture, on the first plain launch). The kernel
+// is a template argument so that each kernel has its own flags: every kernel here has the same
+// function type, so a template on that type would share one flag among all of them.
+template <auto Kernel>
+cudaError_t allow_smem(int bytes) {
   static std::atomic<uint64_t> done{0};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (bit && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
   return err;
 }
@@ -35,8 +37,8 @@ cudaError_t launch_combine(const FlashArgs& a, int rows_total, cudaStream_t stre
 template <class T, int D, int BM, int BN, int WARPS, int STAGES>
 cudaError_t launch_flash(const FlashArgs& a, cudaStream_t stream) {
   using G = Tiles<D, BM, BN, WARPS, STAGES>;
-  auto kernel = flash_fwd_kernel<T, D, BM, BN, WARPS, STAGES>;
-  cudaError_t err = allow_smem(kernel, G::kSmemBytes);
+  constexpr auto kernel = flash_fwd_kernel<T, D, BM, BN, WARPS, STAGES>;
+  cudaError_t err = allow_smem<kernel>(G::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int rows_total = a.q_len * (a.heads / a.kv_heads);
   const dim3 grid(unsigned((rows_total + BM - 1) / BM), unsigned(a.batch * a.kv_heads), unsigned(a.splits));
