@@ -95,6 +95,17 @@ if [ "${ATTN_SKIP_TESTS:-0}" != "1" ]; then
   fi
 fi
 
+if [ "${ATTN_NCU:-1}" = "1" ] && command -v ncu >/dev/null && [ -x "$BUILD/bench/attention/attention_lab" ]; then
+  # One profile of our first flash kernel on Llama prefill 8192 (Attn_Flash_q128_k64_w4_s2):
+  # where its time goes, for the notes. Clocks left as they are (--clock-control none).
+  stamp "ncu: first flash kernel on llama2-7b.prefill8192"
+  timeout 120 ncu --clock-control none -k regex:flash_fwd_kernel -c 1 --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section InstructionStats "$BUILD/bench/attention/attention_lab" --only llama2-7b.prefill8192 --samples 1 \
+    >"$LOGS/ncu_prefill.txt" 2>&1
+  summary+=("ncu: rc $? ($(grep -cE '^ +[A-Z]' "$LOGS/ncu_prefill.txt") metric lines)")
+fi
+
 stamp "lab"
 timeout 240 "$BUILD/bench/attention/attention_lab" ${ATTN_LAB_ONLY:+--only "$ATTN_LAB_ONLY"} --csv "$OUT/lab.csv" \
   >"$OUT/lab.md" 2>"$LOGS/lab.log"

@@ -113,9 +113,11 @@ std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode
     add(2, 33, 260, 4, 2, d, false, 256, true);                           // pages of 256, ragged
     add(2, 17, 17, 4, 2, d, true, 0, false, (4 + 2 * 2) * d, 4 * d + 8);  // fused qkv rows, output gap
   }
-  if (long_decode) {
+  if (long_decode) {  // enough key tiles for every split count (up to 128 splits of 2 tiles)
     add(1, 1, 8200, 4, 1, 128, true);
     add(2, 2, 4500, 8, 2, 128, true, 64, true);
+    add(1, 1, 16500, 8, 1, 256, true);
+    add(1, 3, 16500, 4, 2, 64, true, 256, true);
   }
   return v;
 }

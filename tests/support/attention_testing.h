@@ -36,7 +36,7 @@ HostAttention make_attention_problem(const AttentionParams& p, uint64_t seed, in
 // ratios 1, 4, 8 and all (MQA); causal and not; odd lengths (ragged tiles); prefill with a
 // cache (q_len < kv_len); decode (q_len 1..5) against long caches; contiguous and paged caches
 // (pages 16, 64, 256, shuffled); per-sequence lengths; a fused-qkv input row and an output
-// row with a gap. `long_decode` adds caches long enough for 32 and 64 key splits.
+// row with a gap. `long_decode` adds caches long enough for up to 128 key splits.
 std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode = false);
 
 // Shorthand used in test names and failure messages.

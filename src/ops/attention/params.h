@@ -42,6 +42,7 @@ struct AttentionParams {
   int64_t num_pages = 0;                       // paged: pages in each pool (0 -> batch * pages_per_seq)
   bool var_kv_len = false;                     // per-sequence lengths in AttentionOperands::kv_lens
 
+  bool operator==(const AttentionParams&) const = default;
   bool paged() const { return page_size > 0; }
   int64_t group() const { return heads / kv_heads; }
   double softmax_scale() const;

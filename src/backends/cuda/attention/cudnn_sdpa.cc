@@ -18,8 +18,10 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -375,7 +377,10 @@ StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t ha
 // compilation of the engine take far longer than a run.
 struct ThreadState {
   std::map<int, cudnnHandle_t> handles;
-  std::map<std::pair<int, std::string>, StatusOr<std::shared_ptr<Plan>>> plans;
+  std::map<std::pair<int, std::string>, StatusOr<std::shared_ptr<Plan>>> plans;  // nodes never move
+  const StatusOr<std::shared_ptr<Plan>>* last = nullptr;
+  int last_dev = -1;
+  AttentionParams last_params;
 };
 
 StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, cudnnHandle_t* handle_out) {
@@ -391,10 +396,60 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
     }
   }
   *handle_out = handle;
+  // The same problem as the last call (the common case: a tuner loop, a decode step) skips
+  // formatting the key.
+  if (state.last && state.last_dev == dev && state.last_params == p) return *state.last;
   const auto key = std::make_pair(dev, attention_op_signature(p) + "," + attention_params_signature(p));
   auto it = state.plans.find(key);
   if (it == state.plans.end()) it = state.plans.emplace(key, build_plan(api, handle, p)).first;
+  state.last = &it->second, state.last_dev = dev, state.last_params = p;
   return it->second;
+}
+
+// Variant packs (the pointers of one call) are cached per thread, keyed by plan and pointers:
+// building one costs several library calls, which a decode step of a few microseconds feels.
+// Scalars passed by value live in the entry, so the pack's host pointers stay valid.
+struct PackEntry {
+  const Plan* plan = nullptr;
+  const void* ptrs[5] = {};
+  float scale = 0, neg_inf = 0;
+  int32_t skv = 0, sq = 0;
+  std::vector<std::unique_ptr<Desc>> descs;
+  cudnnBackendDescriptor_t pack = nullptr;
+};
+
+StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan& pl, const AttentionParams& p,
+                                                const AttentionOperands& o, void* ws) {
+  thread_local std::deque<std::unique_ptr<PackEntry>> cache;
+  const void* key[5] = {o.q, o.k, o.v, o.out, ws};
+  for (const auto& e : cache)
+    if (e->plan == &pl && std::equal(std::begin(key), std::end(key), std::begin(e->ptrs))) return e->pack;
+  auto e = std::make_unique<PackEntry>();
+  e->plan = &pl;
+  std::copy(std::begin(key), std::end(key), std::begin(e->ptrs));
+  e->scale = float(p.softmax_scale());
+  e->neg_inf = -std::numeric_limits<float>::infinity();
+  e->skv = int32_t(p.kv_len), e->sq = int32_t(p.q_len);
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale};
+  std::vector<void*> ptrs = {const_cast<void*>(o.q), const_cast<void*>(o.k), const_cast<void*>(o.v), o.out, &e->scale};
+  if (pl.causal_mask) uids.push_back(kNegInf), ptrs.push_back(&e->neg_inf);
+  if (pl.bottom_right) {
+    uids.push_back(kSkv), ptrs.push_back(&e->skv);
+    uids.push_back(kSq), ptrs.push_back(&e->sq);
+  }
+  GraphBuilder g(api);
+  auto pack = g.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  g.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data(), "pack uids");
+  g.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data(),
+        "pack pointers");
+  g.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
+  g.finalize(pack, "variant pack");
+  if (!g.ok()) return g.status();
+  e->descs = g.take();
+  e->pack = pack;
+  cache.push_back(std::move(e));
+  if (cache.size() > 32) cache.pop_front();
+  return pack;
 }
 
 Status supports(const AttentionParams& p) {
@@ -446,23 +501,9 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
     }
     cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(o.stream));
     if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
-    float scale = float(p.softmax_scale()), neg_inf = -std::numeric_limits<float>::infinity();
-    int32_t skv = int32_t(p.kv_len), sq = int32_t(p.q_len);
-    std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale};
-    std::vector<void*> ptrs = {const_cast<void*>(o.q), const_cast<void*>(o.k), const_cast<void*>(o.v), o.out, &scale};
-    if (pl.causal_mask) uids.push_back(kNegInf), ptrs.push_back(&neg_inf);
-    if (pl.bottom_right) {
-      uids.push_back(kSkv), ptrs.push_back(&skv);
-      uids.push_back(kSq), ptrs.push_back(&sq);
-    }
-    GraphBuilder g(api);
-    auto pack = g.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    g.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data(), "pack uids");
-    g.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data(),
-          "pack pointers");
-    g.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
-    g.finalize(pack, "variant pack");
-    if (!g.ok()) return g.status();
+    auto pack_or = variant_pack(api, pl, p, o, ws);
+    if (!pack_or.is_ok()) return pack_or.status();
+    cudnnBackendDescriptor_t pack = *pack_or;
     st = api->execute(handle, pl.plan, pack);
     if (st != CUDNN_STATUS_SUCCESS) {
       Status err = api->error(st, "execute");

@@ -11,7 +11,6 @@
   X(64, 128, 64, 8, 3)   \
   X(64, 64, 64, 4, 2)    \
   X(64, 64, 128, 4, 2)   \
-  X(64, 16, 64, 1, 4)    /* decode: one warp, deep ring */ \
   X(64, 64, 64, 4, 4)
 
 #define TUNABLEOP_FLASH_CONFIGS_D128(X) \
@@ -21,13 +20,11 @@
   X(128, 128, 32, 8, 3)  \
   X(128, 128, 64, 4, 2)  /* 32 rows per warp, Q re-read from shared memory */ \
   X(128, 128, 32, 4, 2)  /* the same with half the score registers */ \
-  X(128, 16, 64, 1, 4)   /* decode */ \
   X(128, 64, 64, 4, 3)
 
 #define TUNABLEOP_FLASH_CONFIGS_D256(X) \
   X(256, 64, 32, 4, 2)   \
   X(256, 128, 32, 8, 2)  \
   X(256, 64, 64, 4, 2)   \
-  X(256, 16, 32, 1, 4)   /* decode */ \
   X(256, 64, 32, 4, 3)
 // clang-format on

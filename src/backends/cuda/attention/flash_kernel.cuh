@@ -108,6 +108,19 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Programmatic dependent launch (sm_90): the split kernel lets the combine kernel launch early;
+// the combine waits for the split kernel's completion before reading anything.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- Tile geometry ----------------------------------------------------------------------------
 
 template <int D, int BM, int BN, int WARPS, int STAGES>
@@ -375,6 +388,9 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
   }
   cp_async_wait<0>();  // nothing may land in shared memory after this point (empty splits too)
   __syncthreads();
+  // Past the key loop: the combine kernel may start launching (it still waits for our writes).
+  // Not earlier, so that its waiting blocks never take slots from our later waves.
+  if (gridDim.z > 1) grid_dependents_launch();
 
   // Epilogue. Row sums are quad-partial until here.
   float inv[G::kMt][2];

@@ -25,13 +25,36 @@ cudaError_t allow_smem(int bytes) {
   return err;
 }
 
+// Programmatic dependent launch needs sm_90; asked once per device.
+inline bool device_has_pdl() {
+  static std::atomic<int> cache[64] = {};  // 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return false;
+  int v = cache[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    v = major >= 9 ? 2 : 1;
+    cache[dev].store(v, std::memory_order_relaxed);
+  }
+  return v == 2;
+}
+
 template <class T, int D>
 cudaError_t launch_combine(const FlashArgs& a, int rows_total, cudaStream_t stream) {
   const int slabs = a.batch * a.kv_heads;
-  const int64_t warps = int64_t(slabs) * rows_total;
-  const unsigned blocks = unsigned((warps + kCombineWarps - 1) / kCombineWarps);
-  flash_combine_kernel<T, D><<<blocks, 32 * kCombineWarps, 0, stream>>>(a, rows_total, slabs);
-  return cudaGetLastError();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(int64_t(slabs) * rows_total), 1, 1);
+  cfg.blockDim = dim3(kCombineThreads, 1, 1);
+  cfg.stream = stream;
+  const bool pdl = device_has_pdl();
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, flash_combine_kernel<T, D>, a, rows_total, slabs);
+  return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 template <class T, int D, int BM, int BN, int WARPS, int STAGES>
