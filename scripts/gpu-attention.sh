@@ -83,7 +83,7 @@ if [ "${ATTN_SKIP_TESTS:-0}" != "1" ]; then
   grep -hE "Failure|error [0-9.e+-]+ >|differ|wrote" "$LOGS/gpu.log" | head -12
   if [ "${ATTN_SANITIZE:-1}" = "1" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-      only=Attn_Flash_q128_k64_w8_s2,Attn_SplitKv_q16_k64_w1_s4_sp4
+      only=Attn_Flash_q128_k64_w8_s2,Attn_SplitKv_q64_k64_w4_s2_sp4
       [ "$tool" = memcheck ] && only=$only,Attn_Flash_q64_k64_w4_s2,Attn_Flash_q128_k64_w4_s2,Attn_SplitKv_q64_k64_w4_s3_sp8
       stamp "compute-sanitizer $tool (head dim 128, bf16, $only)"
       env TUNABLEOP_ATTENTION_TEST_QUICK=1 TUNABLEOP_ATTENTION_TEST_ONLY=$only timeout 80 compute-sanitizer --tool "$tool" --error-exitcode 9 \
