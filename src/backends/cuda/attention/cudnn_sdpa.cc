@@ -453,6 +453,7 @@ StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan&
 }
 
 Status supports(const AttentionParams& p) {
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
   if (p.paged() || p.var_kv_len) return Status::unsupported("contiguous cache with one length only");
   if (p.head_dim > 256 || p.head_dim % 8) return Status::unsupported("head_dim <= 256, multiple of 8");

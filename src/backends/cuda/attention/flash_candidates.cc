@@ -43,6 +43,7 @@ bool find_config(const FlashConfig& c, int64_t head_dim, FlashConfig* found) {
 }
 
 Status supports(const FlashConfig& c, int splits, const AttentionParams& p) {
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
   FlashConfig found;
   if (!find_config(c, p.head_dim, &found))

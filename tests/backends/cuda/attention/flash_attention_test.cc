@@ -139,9 +139,14 @@ TEST(FlashAttention, NamesAreUniqueAndRefusalsAreUnsupported) {
   p.dtype = DType::kF32, p.q_len = 4, p.kv_len = 8, p.heads = 4, p.kv_heads = 2, p.head_dim = 128;
   p = p.with_defaults();
   for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;  // fp32
-  p.dtype = DType::kBF16, p.head_dim = 96;
-  p = AttentionParams(p).with_defaults();
+  p.dtype = DType::kBF16, p.head_dim = 96, p.q_row_stride = 0, p.o_row_stride = 0;
+  p = p.with_defaults();
   for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;  // head dim not compiled
+  // Invalid params are an error naming the field, not "unsupported".
+  p.head_dim = 128, p.kv_heads = 3, p.q_row_stride = 0, p.o_row_stride = 0;
+  p = p.with_defaults();
+  for (const auto& c : cuda::cuda_attention_candidates())
+    EXPECT_EQ(c.supports(p).code(), StatusCode::kInvalidArgument) << c.name;
 }
 
 TEST(FlashAttention, MisalignedPointerIsUnsupported) {
