@@ -169,6 +169,7 @@ class Model final : public Engine {
   Status last_logits(std::vector<float>* out) override {
     const size_t n = size_t(batch_ * c_.vocab_size);
     out->resize(n);
+    if (n == 0) return Status::ok();  // nothing ran yet
     if (dev_->dtype() == DType::kF32) return dev_->download(out->data(), logits_.get(), n * 4);
     std::vector<uint16_t> raw(n);
     TUNABLEOP_RETURN_IF_ERROR(dev_->download(raw.data(), logits_.get(), n * 2));

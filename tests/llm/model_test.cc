@@ -123,6 +123,9 @@ TEST(LlmModel, DeviceSeesTheLayerList) {
   const ModelConfig c = testing::small_llama();
   Recorded r = make_recorded(c);
   ASSERT_TRUE(r.engine);
+  std::vector<float> logits = {1.f};
+  ASSERT_TRUE(r.engine->last_logits(&logits).is_ok());  // before any pass: none
+  EXPECT_TRUE(logits.empty());
   std::vector<int32_t> next;
   ASSERT_TRUE(r.engine->prefill({{1, 2, 3}, {4, 5}}, &next).is_ok());
   EXPECT_EQ(r.device->calls, expected_pass(c.num_layers, true));
