@@ -21,11 +21,11 @@ tar czf "$OUT/fixtures.tgz" tests/fixtures/llm 2>/dev/null
 stamp "build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 ||
   { tail -20 "$OUT/configure.log"; exit 1; }
-ninja -C "$BUILD" -k 0 tunableop_cli test_llm test_llm_cuda >"$OUT/build.log" 2>&1 ||
+ninja -C "$BUILD" -k 0 tunableop_cli test_llm test_llm_cuda test_cuda_common >"$OUT/build.log" 2>&1 ||
   grep -E "FAILED|error" "$OUT/build.log" | head -20
 
 stamp "llm tests"
-ctest --test-dir "$BUILD" -R 'Llm|HfReference|Fixtures|Safetensors|LlmConfig' --timeout 300 --output-on-failure \
+ctest --test-dir "$BUILD" -R 'Llm|HfReference|Fixtures|Safetensors|LlmConfig|CudaCommon' --timeout 300 --output-on-failure \
   >"$OUT/ctest_llm.log" 2>&1
 grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT)" "$OUT/ctest_llm.log" | head -20
 
