@@ -81,6 +81,7 @@ enum class Reason : uint8_t {
   kSmCountTarget,        // the handle limits the SMs cuBLAS may use
   kCandidateDeclined,    // the tuned candidate declined these operands (e.g. alignment)
   kCandidateFailed,      // the tuned candidate failed before writing anything
+  kInternalError,        // an exception inside the engine (reported once)
   kCount
 };
 
@@ -109,6 +110,7 @@ inline const char* reason_text(Reason r) {
     case Reason::kSmCountTarget: return "SM count target set";
     case Reason::kCandidateDeclined: return "tuned candidate declined the operands";
     case Reason::kCandidateFailed: return "tuned candidate failed";
+    case Reason::kInternalError: return "internal error";
     case Reason::kCount: break;
   }
   return "?";

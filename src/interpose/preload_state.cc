@@ -169,6 +169,7 @@ __attribute__((destructor)) void preload_summary() {
     buf[sizeof(buf) - 1] = '\0';
     say(buf);
   }
+  if (total == 0) return;  // a process that made no GEMM call (a shell, a compiler) says nothing
   char line[512];
   auto pct = [&](unsigned long long x) { return total ? 100.0 * double(x) / double(total) : 0.0; };
   std::snprintf(line, sizeof(line),
