@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine_loaded.h"
+
 extern "C" {
 void cblas_sgemm(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 void cblas_dgemm(int, int, int, int, int, int, double, const double*, int, const double*, int, double, double*, int);
@@ -129,13 +131,6 @@ bool run(const Case& cs, uint64_t seed, std::ofstream& out, const char* label) {
   return cs.fp64 ? run_case<double>(cs, seed, out, label) : run_case<float>(cs, seed, out, label);
 }
 
-bool engine_loaded() {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);)
-    if (line.find("libtunableop_interpose") != std::string::npos) return true;
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,7 +198,8 @@ int main(int argc, char** argv) {
       for (float x : c) ok &= x == 8.f;
     }
   }
-  std::printf("servable_problems=%zu engine_loaded=%d\n", sizeof(servable) / sizeof(servable[0]), int(engine_loaded()));
+  std::printf("servable_problems=%zu engine_loaded=%d\n", sizeof(servable) / sizeof(servable[0]),
+              int(interpose_test::engine_loaded()));
   std::printf("%s\n", ok ? "all results correct" : "WRONG RESULTS");
   return ok ? 0 : 1;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "engine_loaded.h"
 #include "tunableop/half.h"
 
 namespace interpose_test {
@@ -331,17 +332,6 @@ cublasStatus_t lt_matmul(Context& ctx, Problem& p, bool row_major) {
 
 }  // namespace interpose_test
 
-namespace {
-
-bool engine_loaded() {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);)
-    if (line.find("libtunableop_interpose") != std::string::npos) return true;
-  return false;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace interpose_test;
   if (argc != 2) {
@@ -365,7 +355,7 @@ int main(int argc, char** argv) {
   TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   ctx.use_stream(s);
   int problems = run_all_cases(ctx);
-  std::printf("servable_problems=%d engine_loaded=%d\n", problems, int(engine_loaded()));
+  std::printf("servable_problems=%d engine_loaded=%d\n", problems, int(interpose_test::engine_loaded()));
   std::printf("%s\n", ctx.ok ? "all results correct" : "WRONG RESULTS");
   return ctx.ok ? 0 : 1;
 }

@@ -2,17 +2,15 @@
 // results files in a scratch directory (no preload involved). Plus the candidate that runs the
 // program's own BLAS, checked against the fp64 reference.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backends/cpu_runtime.h"
+#include "core/results_test_util.h"
 #include "interpose/engine.h"
 #include "interpose/map_blas.h"
 #include "interpose/program_blas.h"
@@ -31,27 +29,6 @@ extern "C" void dgemm_(const char*, const char*, const int*, const int*, const i
 
 namespace tunableop::interpose {
 namespace {
-
-namespace fs = std::filesystem;
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> n{0};
-    path_ = fs::temp_directory_path() /
-            ("tunableop-interpose-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + "-" +
-             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::vector<std::string> entry_lines(const std::string& path) {
   std::ifstream in(path);
@@ -81,7 +58,7 @@ GemmCandidate reference_candidate(const std::string& name, std::atomic<int>* run
 }
 
 struct Fixture {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::atomic<int> default_runs{0}, winner_runs{0}, program_runs{0}, declining_runs{0};
   DeviceEngine dev;
 
