@@ -222,7 +222,12 @@ Outcome serve(DeviceEngine& dev, const typename Op::Params& p, const typename Op
     case DecisionOf<Op>::Kind::kTuningFailed: return {Reason::kTuningFailed};
     case DecisionOf<Op>::Kind::kRun: break;
   }
-  if (capturing && !gpu::thread_ready(dev.device.ordinal)) return {Reason::kCapturingNotReady};
+  if (site.gpu && !gpu::thread_ready(dev.device.ordinal)) {
+    // A thread that only ever hit decisions other threads made: make its handles now, outside a
+    // capture, or pass through while capturing.
+    if (capturing) return {Reason::kCapturingNotReady};
+    gpu::make_thread_ready(dev.device.ordinal);
+  }
   return run<Op>(dev, *d, p, ops, site, capturing);
 }
 
