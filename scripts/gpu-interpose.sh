@@ -33,6 +33,8 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=$(command -v python3)
 BIN="$BUILD/tools/tunableop"
+# Problems first met inside a CUDA graph are recorded; keep that file with the logs.
+export TUNABLEOP_UNTUNED_FILENAME="$LOGS/ours_untuned%d.csv"
 start=$(date +%s)
 stamp() { echo "[$(($(date +%s) - start))s] $*"; }
 left() { echo $((start + BUDGET - $(date +%s))); }
