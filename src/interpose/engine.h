@@ -46,6 +46,7 @@ struct DeviceEngine {
   // untuned file they are recorded in.
   std::mutex deferred_mu;
   std::vector<GemmParams> deferred;
+  std::atomic<bool> has_deferred{false};  // read on every GPU call: one relaxed load
   std::unique_ptr<UntunedFile> untuned;
 };
 

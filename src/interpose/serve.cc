@@ -128,6 +128,7 @@ const DecisionOf<Op>* decide_while_capturing(DeviceEngine& dev, const typename O
       if (dev.options.tuning) {
         std::lock_guard lock(dev.deferred_mu);
         dev.deferred.push_back(Op::gemm(p));
+        dev.has_deferred.store(true, std::memory_order_relaxed);
       }
     }
     *why = Reason::kCapturingUntuned;
@@ -152,8 +153,9 @@ void tune_deferred(DeviceEngine& dev) {
   std::vector<GemmParams> todo;
   {
     std::lock_guard lock(dev.deferred_mu);
-    if (dev.deferred.empty()) return;
     todo.swap(dev.deferred);
+    dev.has_deferred.store(false, std::memory_order_relaxed);
+    if (todo.empty()) return;
   }
   for (const GemmParams& p : todo) {
     if (dev.ctx->results().contains(gemm_op_signature(p), gemm_params_signature(p))) continue;
@@ -198,20 +200,24 @@ Outcome run(DeviceEngine& dev, const DecisionOf<Op>& d, const typename Op::Param
 
 template <class Op>
 Outcome serve(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops, const CallSite& site) {
-  bool capturing = false;
   const DecisionOf<Op>* d = Op::cache(dev).find(Op::key(p));
-  if (d == nullptr || (site.gpu && d->kind == DecisionOf<Op>::Kind::kRun))
-    capturing = site.gpu && gpu::stream_capturing(site.stream);
+  // GEMMs first met inside a capture are tuned at the next call outside one (one relaxed load).
+  const bool deferred = site.gpu && dev.has_deferred.load(std::memory_order_relaxed);
+  bool capturing = false;
+  if (site.gpu && (d == nullptr || d->kind == DecisionOf<Op>::Kind::kRun || deferred))
+    capturing = gpu::stream_capturing(site.stream);
+  if (deferred && !capturing) {
+    gpu::make_thread_ready(dev.device.ordinal);
+    tune_deferred(dev);
+    gpu::clear_our_error();
+  }
   if (d == nullptr) {
     if (capturing) {
       Reason why = Reason::kCapturingUntuned;
       d = decide_while_capturing<Op>(dev, p, &why);
       if (d == nullptr) return {why};
     } else {
-      if (site.gpu) {
-        gpu::make_thread_ready(dev.device.ordinal);
-        if (dev.options.tuning) tune_deferred(dev);
-      }
+      if (site.gpu) gpu::make_thread_ready(dev.device.ordinal);
       d = decide<Op>(dev, p, ops);
       if (site.gpu) gpu::clear_our_error();
     }
