@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   }
   std::printf("servable_problems=%zu engine_loaded=%d\n", sizeof(servable) / sizeof(servable[0]),
               int(interpose_test::engine_loaded()));
+  std::printf("expect pass: m, n, k or alpha is 0: 2\n");
   std::printf("%s\n", ok ? "all results correct" : "WRONG RESULTS");
   return ok ? 0 : 1;
 }

@@ -5,7 +5,8 @@
 
 PROGRAM ARGS... is run with one extra argument, the file to write its outputs to (blocks of
 uint64 count, float64 tolerance, count float64 values) and must print "servable_problems=N" and
-"engine_loaded=0|1", exit 0 when its own checks pass and 77 to skip (e.g. no GPU). Runs:
+"engine_loaded=0|1" (and may print "expect pass: <reason>: <count>" for calls that must pass
+through), exit 0 when its own checks pass and 77 to skip (e.g. no GPU). Runs:
   plain     no interposer: the reference outputs
   tune      `tunableop run --tune`: outputs equal plain's within each block's tolerance, the results
             file has one line per servable problem, the summary counts every call
@@ -56,6 +57,8 @@ def run(name, cmd, env, work):
     if proc.returncode != 0:
         fail("%s run exited %d:\n%s%s" % (name, proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
     info = dict(re.findall(r"(\w+)=(\S+)", proc.stdout))
+    # "expect pass: <reason text>: <count>" lines: calls the program knows must pass through.
+    info["expect_pass"] = {m.group(1): int(m.group(2)) for m in re.finditer(r"expect pass: (.+): (\d+)", proc.stdout)}
     summary = {}
     for line in proc.stderr.splitlines():
         m = SUMMARY.match(line.strip())
@@ -143,6 +146,10 @@ def main():
             fail("tune run: %s counts do not add up: %s" % (api, s))
         if s["reasons"].get("tuning failed") or s["reasons"].get("engine unavailable"):
             fail("tune run: %s: %s" % (api, s["reasons"]))
+    for reason, count in info["expect_pass"].items():
+        got = sum(s["reasons"].get(reason, 0) for s in summary.values())
+        if got != count:
+            fail("tune run: %d calls passed through for '%s', expected %d: %s" % (got, reason, count, summary))
     decided = sum(s["served"] + s["default"] for s in summary.values())
     if decided < problems:
         fail("tune run: only %d calls were decided by tunableop, expected >= %d: %s" % (decided, problems, summary))
