@@ -14,12 +14,21 @@ except ImportError:
     sys.exit(77)
 
 
+def uses_libblas():
+    """Debian's NumPy links libblas.so.3; pip wheels bundle an ILP64 OpenBLAS we do not hook."""
+    with open("/proc/self/maps") as f:
+        return "libblas.so" in f.read()
+
+
 def engine_loaded():
     with open("/proc/self/maps") as f:
         return int("libtunableop_interpose" in f.read())
 
 
 def main():
+    if not uses_libblas():
+        print("this NumPy (%s) does not call libblas.so.3" % np.__file__)
+        sys.exit(77)
     out = open(sys.argv[1], "wb")
     rng = np.random.default_rng(0)
     ok = True
