@@ -128,69 +128,61 @@ void BM_MapCublasCall(benchmark::State& state) {
 }
 BENCHMARK(BM_MapCublasCall);
 
-// cuBLASLt's descriptor functions are host code: this runs without a GPU.
-void BM_MapLtCallCached(benchmark::State& state) {
+// cuBLASLt's descriptor functions are host code: these run without a GPU. The call is PyTorch's
+// F.linear with a bias (bf16 "tn", 8 tokens, 4096 -> 4096) as cublasLtMatmul receives it.
+struct LtLinearCall {
   LtFunctions f{&cublasLtMatmulDescGetAttribute, &cublasLtMatrixLayoutGetAttribute, &cublasLtMatmulDescCreate,
                 &cublasLtMatrixLayoutCreate};
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc;
-  if (cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) {
-    state.SkipWithError("cublasLtMatmulDescCreate failed");
-    return;
-  }
-  int32_t t = CUBLAS_OP_T;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
-  cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
-  static uint16_t bias[4096];
-  const void* bias_ptr = bias;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
-  cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, 4096, 4096, 4096);
-  cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, 4096, 8, 4096);
-  cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, 4096, 8, 4096);
-  static float alpha = 1, beta = 0;
-  static uint16_t buf[4];
   LtCall call;
-  call.desc = desc;
-  call.alpha = &alpha;
-  call.beta = &beta;
-  call.a = call.b = call.c = buf;
-  call.d = buf;
-  call.adesc = la;
-  call.bdesc = lb;
-  call.cdesc = call.ddesc = lc;
+  bool ok = false;
+  LtLinearCall() {
+    static float alpha = 1, beta = 0;
+    static uint16_t bias[4096], buf[4];
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    if (cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return;
+    int32_t t = CUBLAS_OP_T;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep));
+    const void* bias_ptr = bias;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, 4096, 4096, 4096);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, 4096, 8, 4096);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, 4096, 8, 4096);
+    call.desc = desc;
+    call.alpha = &alpha;
+    call.beta = &beta;
+    call.a = call.b = call.c = buf;
+    call.d = buf;
+    call.adesc = la;
+    call.bdesc = lb;
+    call.cdesc = call.ddesc = lc;
+    LtMapped m;
+    ok = map_lt_call(call, f, false, &m) == Reason::kServed;
+  }
+};
+
+// A repeated call: one hash of the descriptors' bytes.
+void BM_MapLtCallCached(benchmark::State& state) {
+  LtLinearCall lt;
+  if (!lt.ok) state.SkipWithError("not mapped");
   LtMapped m;
-  if (map_lt_call(call, f, false, &m) != Reason::kServed) state.SkipWithError("not mapped");
   for (auto _ : state) {
-    benchmark::DoNotOptimize(map_lt_call(call, f, false, &m));
+    benchmark::DoNotOptimize(map_lt_call(lt.call, lt.f, false, &m));
     benchmark::DoNotOptimize(m);
   }
 }
 BENCHMARK(BM_MapLtCallCached);
 
+// First sight: every attribute read through cuBLASLt.
 void BM_MapLtCallUncached(benchmark::State& state) {
-  LtFunctions f{&cublasLtMatmulDescGetAttribute, &cublasLtMatrixLayoutGetAttribute, &cublasLtMatmulDescCreate,
-                &cublasLtMatrixLayoutCreate};
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc;
-  cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 64, 64, 64);
-  cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 64, 64, 64);
-  cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 64, 64, 64);
-  static float alpha = 1, beta = 0, buf[4];
-  LtCall call;
-  call.desc = desc;
-  call.alpha = &alpha;
-  call.beta = &beta;
-  call.a = call.b = call.c = buf;
-  call.d = buf;
-  call.adesc = la;
-  call.bdesc = lb;
-  call.cdesc = call.ddesc = lc;
+  LtLinearCall lt;
+  if (!lt.ok) state.SkipWithError("not mapped");
   LtMapped m;
   for (auto _ : state) {
     clear_lt_cache();
-    benchmark::DoNotOptimize(map_lt_call(call, f, false, &m));
+    benchmark::DoNotOptimize(map_lt_call(lt.call, lt.f, false, &m));
   }
 }
 BENCHMARK(BM_MapLtCallUncached);
