@@ -140,10 +140,6 @@ void* find_engine_symbol(Library lib, const char* name) {
   return find_program_symbol(lib, name);
 }
 
-void forget_symbols() {
-  for (auto& slot : g_library_handles) slot.store(nullptr);
-}
-
 void report_missing_symbol(const char* name) {
   char line[256];
   int n = std::snprintf(line, sizeof(line),

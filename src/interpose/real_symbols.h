@@ -26,8 +26,6 @@ bool is_ours(const void* addr);
 void set_engine_address(const void* any_function_in_engine);
 // The preload library's own file name (dladdr), for locating the engine beside it.
 const char* preload_path();
-// Forget everything found (after fork the objects are the same; kept for tests).
-void forget_symbols();
 
 // One hooked function's real counterparts, found on first use and cached (lock-free: two threads
 // that race resolve the same pointer).
