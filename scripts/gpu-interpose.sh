@@ -112,6 +112,9 @@ fi
 if want cost; then
   timed cost_plain 20 60 "$BUILD/bench/interpose/interpose_cublas_bench"
   timed cost_ours 20 90 "${OURS[@]}" --results "$LOGS/cost_results.csv" -- "$BUILD/bench/interpose/interpose_cublas_bench"
+  # No results and no tuning: every call goes through the hook and the engine to the library.
+  timed cost_passthrough 20 60 "$BIN" run --no-tune -v 1 --results "$LOGS/cost_empty.csv" -- \
+    "$BUILD/bench/interpose/interpose_cublas_bench"
 fi
 
 if want ex1; then

@@ -99,14 +99,17 @@ def main():
     out.append("## CUDA interposer test\n\n" + (m.group(1) if m else "not run / no result") +
                (" -- SKIPPED: " + ", ".join(skipped) if skipped else "") + "\n")
 
-    plain, ours = read(d, "cost_plain.txt"), read(d, "cost_ours.txt")
+    plain, ours, through = read(d, "cost_plain.txt"), read(d, "cost_ours.txt"), read(d, "cost_passthrough.txt")
     out.append("## Host time per call (small GEMM, enqueue only; medians)\n")
-    out.append("| entry point | plain ns | under tunableop run ns | added ns |\n|---|---|---|---|")
+    out.append("served: `tunableop run --tune` (a tuned candidate runs: our path plus its own launch); passed "
+               "through: `--no-tune` without results (hook + engine + the library's own call).\n")
+    out.append("| entry point | plain ns | served ns | served - plain | passed through ns | passed - plain |\n"
+               "|---|---|---|---|---|---|")
     for api in ("cublasGemmEx", "cublasLtMatmul"):
-        p = number(plain, api + r".*median_ns_per_call=([\d.]+)")
-        o = number(ours, api + r".*median_ns_per_call=([\d.]+)")
-        out.append("| %s | %s | %s | %s |" % (api, fmt(p), fmt(o), fmt(None if p is None or o is None else o - p)))
-    out.append("\nours: " + interpose_fraction(ours) + "\n")
+        p, o, t = (number(x, api + r".*median_ns_per_call=([\d.]+)") for x in (plain, ours, through))
+        out.append("| %s | %s | %s | %s | %s | %s |" % (api, fmt(p), fmt(o), fmt(None if None in (p, o) else o - p),
+                                                         fmt(t), fmt(None if None in (p, t) else t - p)))
+    out.append("\nserved run: " + interpose_fraction(ours) + "\n")
 
     out.append("## Seed Example 1 (fp32 512x2048 @ 2048x1024, 10,000 iterations)\n")
     out.append("| run | iter/s | vs plain | interposer |\n|---|---|---|---|")
