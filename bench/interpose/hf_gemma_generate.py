@@ -10,6 +10,7 @@ import argparse
 import time
 
 import torch
+import torch._dynamo
 import transformers
 from transformers import GemmaConfig, GemmaForCausalLM
 
@@ -38,9 +39,7 @@ def main():
     model.generation_config.cache_implementation = "static"
     if a.eager:
         model.generation_config.disable_compile = True
-        import torch._dynamo  # belt and braces, should a transformers version ignore the flag
-
-        torch._dynamo.config.disable = True
+        torch._dynamo.config.disable = True  # belt and braces, should a transformers version ignore the flag
     # A random prompt of 8 tokens (the seed pads "Hello Earthlings!" to a multiple of 8).
     ids = torch.randint(3, config.vocab_size, (1, 8), device="cuda")
     mask = torch.ones_like(ids)
