@@ -14,17 +14,23 @@ endforeach()
 
 set(TUNABLEOP_LAYER_ALLOW_core core/ ${_core_public})
 set(TUNABLEOP_LAYER_ALLOW_ops tunableop/ ops/)
-set(TUNABLEOP_LAYER_ALLOW_backend_cpu_kernels tunableop/ ops/ backends/cpu/kernels/)
+set(TUNABLEOP_LAYER_ALLOW_backend_cpu_kernels tunableop/ ops/ backends/cpu/kernels/ backends/cpu/attention/)
 set(TUNABLEOP_LAYER_ALLOW_backend_cpu_shared tunableop/ ops/ backends/cpu/shared/)
 foreach(_p openblas blis onednn)
   set(TUNABLEOP_LAYER_ALLOW_backend_${_p} tunableop/ ops/ backends/cpu/shared/ backends/cpu/${_p}/)
 endforeach()
-set(TUNABLEOP_LAYER_ALLOW_backend_cuda tunableop/ ops/ backends/cuda/)
+set(TUNABLEOP_LAYER_ALLOW_backend_cuda tunableop/ ops/ cuda_common/ backends/cuda/)
 set(TUNABLEOP_LAYER_ISOLATE_backend_cuda backends/cuda)
 # The registry glue: every backend's registration header, nothing of ops.
 set(TUNABLEOP_LAYER_ALLOW_backends tunableop/ backends/)
+# CUDA helpers shared by the CUDA backend and the engine: the CUDA runtime and core only.
+set(TUNABLEOP_LAYER_ALLOW_cuda_common cuda_common/ ${_core_public})
 # The engine: the public API and ops; the CUDA helpers shared with the CUDA backend.
-set(TUNABLEOP_LAYER_ALLOW_llm tunableop/ ops/ llm/ backends/cuda/common/)
+set(TUNABLEOP_LAYER_ALLOW_llm tunableop/ ops/ llm/ cuda_common/)
+# The interposer sits on top, like the CLI: it makes contexts with every backend (the glue) and
+# shares the CUDA backend's per-thread cuBLAS handles.
+set(TUNABLEOP_LAYER_ALLOW_interpose tunableop/ ops/ interpose/ backends/register_all.h cuda_common/
+  backends/cuda/common/)
 set(TUNABLEOP_LAYER_ALLOW_cli tunableop/ ops/ llm/)
 
 # tunableop_layer(<target> <layer> FILES <files...>): checks <files> against the rules of

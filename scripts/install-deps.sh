@@ -2,7 +2,8 @@
 # Installs what the build needs from Debian 12's packages (as root). Quiet when all is there.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib)
+      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib
+      libsentencepiece-dev sentencepiece python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   tunableop::cli::add_show_command(app);
   tunableop::cli::add_merge_command(app);
   tunableop::cli::add_llm_command(app);
+  tunableop::cli::add_run_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -195,6 +195,17 @@ class Dispatcher {
     return ctx.tune(**pr, retune);
   }
 
+  // The candidate `name` (static, or rebuilt by its family) when it supports p, resolved once
+  // per problem and kept with its slot; null when it does not apply. For callers that make
+  // their own decisions through Context::choose (the interposer).
+  static std::shared_ptr<const Cand> cached_candidate(Context& ctx, const Params& params, const std::string& name) {
+    const Params p = Def::normalize(params);
+    Slot& slot = slot_for(ctx, p);
+    std::lock_guard<std::mutex> lock(slot.mu);
+    resolved(ctx, slot, p, name);
+    return slot.resolved.at(name);
+  }
+
   static Slot& slot_for(Context& ctx, const Params& p) {
     const ProblemKey key = Def::key(p);
     return ctx.op_state<State>().table.find_or_insert(
