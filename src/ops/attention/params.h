@@ -12,9 +12,14 @@
 //                    slot j % page_size of page block_table[b * pages_per_seq + j / page_size]
 // Causal: the q_len queries are the LAST q_len positions of the sequence's keys (decode and
 // prefill-with-cache), so query i sees keys 0 .. kv_len - q_len + i.
-// Variable lengths (var_kv_len): operand kv_lens[b] (1 <= kv_lens[b] <= kv_len, and >= q_len
-// when causal) replaces kv_len for sequence b; kv_len is then the maximum. Read on the device by
-// CUDA kernels, so a captured graph replays correctly as sequences grow.
+// Variable lengths (var_kv_len): operand kv_lens[b] (1 <= kv_lens[b] <= kv_len, and >= the
+// sequence's query count when causal) replaces kv_len for sequence b; kv_len is then the
+// maximum. Read on the device by CUDA kernels, so a captured graph replays correctly as
+// sequences grow.
+// Variable query counts (var_q_len, padded batches of prompts of different lengths): operand
+// q_lens[b] (1 <= q_lens[b] <= q_len) real queries of sequence b occupy its first q_lens[b] rows
+// (the last q_lens[b] positions of its keys when causal); rows q_lens[b] .. q_len - 1 are
+// padding and are written as zeros.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,7 @@ struct AttentionParams {
   int64_t pages_per_seq = 0;                   // paged: block table row length (0 -> ceil(kv_len / page_size))
   int64_t num_pages = 0;                       // paged: pages in each pool (0 -> batch * pages_per_seq)
   bool var_kv_len = false;                     // per-sequence lengths in AttentionOperands::kv_lens
+  bool var_q_len = false;                      // per-sequence query counts in AttentionOperands::q_lens
 
   bool operator==(const AttentionParams&) const = default;
   bool paged() const { return page_size > 0; }
@@ -69,6 +75,7 @@ struct AttentionOperands {
   void* out = nullptr;
   const int32_t* block_table = nullptr;  // paged only: [batch][pages_per_seq]
   const int32_t* kv_lens = nullptr;      // var_kv_len only: [batch]
+  const int32_t* q_lens = nullptr;       // var_q_len only: [batch]
   void* stream = nullptr;                // cudaStream_t on CUDA
   void* workspace = nullptr;             // see the candidate's workspace size; null -> its own
   size_t workspace_bytes = 0;
@@ -77,7 +84,7 @@ struct AttentionOperands {
 // Problem key in the PyTorch TunableOp style:
 //   op      AttentionTunableOp_<BFloat16|Half|float>_<causal|full>
 //   params  b<batch>_q<q_len>_k<kv_len>_h<heads>_kv<kv_heads>_d<head_dim>
-//           [_p<page_size>[_pp<pages_per_seq>][_np<num_pages>]] [_ms<max_seq>] [_vk]
+//           [_p<page_size>[_pp<pages_per_seq>][_np<num_pages>]] [_ms<max_seq>] [_vk] [_vq]
 //           [_qs<q_row_stride>] [_os<o_row_stride>] [_sc<scale>]
 // Optional fields appear only when they differ from their defaults.
 std::string attention_op_signature(const AttentionParams& p);

@@ -17,9 +17,12 @@ Status check_attention_operands(const AttentionParams& p, const AttentionOperand
   if (!host.q || !host.k || !host.v || !host.out) return bad("q, k, v and out are required");
   if (p.paged() && !host.block_table) return bad("a paged cache needs block_table");
   if (p.var_kv_len && !host.kv_lens) return bad("var_kv_len needs kv_lens");
+  if (p.var_q_len && !host.q_lens) return bad("var_q_len needs q_lens");
   for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t qlen = attention_seq_q_len(p, host.q_lens, b);
+    if (qlen < 1 || qlen > p.q_len) return bad(fmt::format("q_lens[{}] = {} outside 1..{}", b, qlen, p.q_len));
     const int64_t len = attention_seq_len(p, host.kv_lens, b);
-    const int64_t lo = p.causal ? std::max<int64_t>(1, p.q_len) : 1;
+    const int64_t lo = p.causal ? qlen : 1;
     if (len < lo || len > p.kv_len) return bad(fmt::format("kv_lens[{}] = {} outside {}..{}", b, len, lo, p.kv_len));
     if (!p.paged()) continue;
     const int64_t used = (len + p.page_size - 1) / p.page_size;
@@ -39,8 +42,9 @@ std::vector<double> attention_reference_f64(const AttentionParams& p, const Atte
   std::vector<double> q(static_cast<size_t>(d)), score, acc(static_cast<size_t>(d));
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t len = attention_seq_len(p, host.kv_lens, b);
-    for (int64_t i = 0; i < p.q_len; ++i) {
-      const int64_t visible = attention_visible_keys(p, len, i);
+    const int64_t qlen = attention_seq_q_len(p, host.q_lens, b);
+    for (int64_t i = 0; i < qlen; ++i) {  // padding rows stay zero
+      const int64_t visible = attention_visible_keys(p, len, qlen, i);
       for (int64_t h = 0; h < p.heads; ++h) {
         const int64_t g = h / p.group();
         const int64_t qrow = attention_q_row(p, b, i, h);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/attention/candidate.h"
+#include "tunableop/registry.h"
 
 namespace tunableop::cpu_attention {
 
@@ -29,3 +30,10 @@ void store_attention_row(DType dt, void* base, int64_t off, int64_t n, const flo
 std::vector<AttentionCandidate> cpu_attention_candidates();
 
 }  // namespace tunableop::cpu_attention
+
+namespace tunableop {
+
+// Appends cpu_attention_candidates() to r.list<AttentionCandidate>().
+void register_cpu_attention(Registry& r);
+
+}  // namespace tunableop
