@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "backends/cuda/attention/workspace.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 

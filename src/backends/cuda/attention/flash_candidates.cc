@@ -6,7 +6,7 @@
 
 #include "backends/cuda/attention/flash_launch.h"
 #include "backends/cuda/attention/workspace.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <set>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cublaslt/lt_plan.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
+#include "backends/cuda/common/lt_plan.h"
 #include "backends/cuda/gemm_and_bias/bias_act.h"
 
 namespace tunableop::cuda {
@@ -108,6 +108,7 @@ GemmAndBiasCandidate make_lt_candidate(std::shared_ptr<LtPlan> plan, Activation 
                                        const cublasLtMatmulAlgo_t& algo, size_t workspace) {
   GemmAndBiasCandidate c;
   c.name = kLtBiasPrefix + lt_name(cfg).substr(std::string(kLtPrefix).size());
+  c.info = lt_info(cfg, "epilogue algo");
   c.device = DeviceKind::kCuda;
   auto applies = [plan, act](const GemmAndBiasParams& p) -> Status {
     if (!plan->matches(p.gemm) || p.act != act)
@@ -204,6 +205,7 @@ GemmAndBiasCandidate make_gemm_and_bias_default() {
   c.supports = [](const GemmAndBiasParams& p) { return check_blas_shape(p.gemm); };
   c.workspace_bytes = [](const GemmAndBiasParams& p) { return lt_applies(p).is_ok() ? kLtMaxWorkspaceBytes : 0; };
   c.run = run_default;
+  c.info = {"cuBLASLt", "epilogue heuristic", {}};
   return c;
 }
 
@@ -214,6 +216,7 @@ GemmAndBiasCandidate make_gemm_and_bias_split() {
   c.supports = [](const GemmAndBiasParams& p) { return check_blas_shape(p.gemm); };
   c.workspace_bytes = [](const GemmAndBiasParams&) { return size_t(0); };
   c.run = run_split;
+  c.info = {"cuBLAS", "gemm + bias kernel", {}};
   return c;
 }
 
