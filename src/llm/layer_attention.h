@@ -1,5 +1,5 @@
 // The attention problem of one layer of a forward pass, in the terms of the attention op
-// (ops/attention/params.h), for any device and either cache: q read in place from the fused
+// (tunableop/attention.h), for any device and either cache: q read in place from the fused
 // qkv rows, keys and values from this layer's cache (static: [seq][kv_head][max_seq][head_dim];
 // paged: the pools and the device block table), output rows of q_dim.
 //   prefill: q_len = kv_len = the padded prompt length; a ragged batch passes each sequence's
@@ -13,7 +13,7 @@
 #include "llm/config.h"
 #include "llm/device_kernels.h"
 #include "llm/kv_cache.h"
-#include "ops/attention/params.h"
+#include "tunableop/attention.h"
 
 namespace tunableop::llm {
 

@@ -1,6 +1,6 @@
 #include "llm/linear_op.h"
 
-#include "ops/attention/run.h"
+#include "tunableop/attention.h"
 
 namespace tunableop::llm {
 
@@ -14,7 +14,7 @@ LinearOp::GemmFn tunableop_gemm(Context& ctx) {
 }
 
 LinearOp::AttentionFn tunableop_attention(Context& ctx) {
-  return [&ctx](const AttentionParams& p, const AttentionOperands& ops) { return run_attention(ctx, p, ops); };
+  return [&ctx](const AttentionParams& p, const AttentionOperands& ops) { return tunableop::attention(ctx, p, ops); };
 }
 
 void LinearOp::count(std::vector<Problem>& list, Phase phase, std::string op, std::string params, double flops) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/attention/params.h"
+#include "tunableop/attention.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
@@ -72,7 +72,7 @@ class LinearOp {
 };
 
 // tunableop::linear(ctx, ...) and tunableop::gemm(ctx, ...): tuned, recorded and reused
-// through the context. tunableop_attention(ctx): run_attention(ctx, ...) (ops/attention/run.h).
+// through the context. tunableop_attention(ctx): tunableop::attention(ctx, ...), the Attention op.
 LinearOp::Fn tunableop_linear(Context& ctx);
 LinearOp::GemmFn tunableop_gemm(Context& ctx);
 LinearOp::AttentionFn tunableop_attention(Context& ctx);

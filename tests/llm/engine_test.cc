@@ -294,7 +294,9 @@ TEST(LlmEngine, TunesEachProblemOnceAndReusesTheResultsFile) {
     auto g = generate(*e, {{1, 2, 3}}, 5);
     ASSERT_TRUE(g.is_ok()) << g.status().to_string();
     tokens_first = g->tokens[0];
-    EXPECT_EQ(ctx->results().size(), e->linear().problems().size());
+    // Every GEMM and attention problem tuned once, into the same results file.
+    EXPECT_EQ(ctx->results().size(), e->linear().problems().size() + e->linear().attention_problems().size());
+    EXPECT_EQ(e->linear().attention_problems().size(), 2u);
     results_path = ctx->results_path();  // the %d rule inserts the device ordinal
     EXPECT_EQ(count_result_lines(results_path), int(e->linear().problems().size()));
   }

@@ -49,6 +49,15 @@ Status check_attention_operands(const AttentionParams& p, const AttentionOperand
 // p must be valid (with_defaults applied); operands as check_attention_operands accepts.
 std::vector<double> attention_reference_f64(const AttentionParams& p, const AttentionOperands& host);
 
+// The same for the query rows `rows` only (indices b * q_len + i): [rows][heads][head_dim]
+// (the numerics check of large problems samples rows).
+std::vector<double> attention_reference_rows_f64(const AttentionParams& p, const AttentionOperands& host,
+                                                 const std::vector<int64_t>& rows);
+// Relative error of those rows against their reference; +inf when any element of any output
+// row (sampled or not) is NaN/Inf.
+double attention_rows_error(const AttentionParams& p, const void* out, const std::vector<int64_t>& rows,
+                            const std::vector<double>& ref);
+
 // ||out - ref|| / ||ref|| over the output rows (row gaps ignored); NaN/Inf give +inf.
 double attention_relative_error(const AttentionParams& p, const void* out, const std::vector<double>& ref);
 

@@ -71,7 +71,9 @@ std::vector<AttentionCandidate> cpu_attention_candidates() {
   std::vector<AttentionCandidate> out;
   auto supports = [](const AttentionParams& p) { return p.with_defaults().validate(); };
   AttentionCandidate math;
-  math.name = "Attn_Cpu_Math";
+  math.name = "Default";  // the math path: the op's fallback on the CPU
+  math.device = DeviceKind::kCpu;
+  math.info = CandidateInfo{"tunableop", "math", {{"gemm", "blocked"}}};
   math.supports = [supports](const AttentionParams& p) {
     // One (sequence, kv head) score matrix at a time, fp32.
     if (double(p.q_len) * double(p.group()) * double(p.kv_len) * 4.0 > double(int64_t(1) << 31))
@@ -86,6 +88,9 @@ std::vector<AttentionCandidate> cpu_attention_candidates() {
   for (const auto& c : fused) {
     AttentionCandidate cand;
     cand.name = fmt::format("Attn_Cpu_Fused_q{}_k{}", c.query_block, c.key_block);
+    cand.device = DeviceKind::kCpu;
+    cand.info = CandidateInfo{"tunableop", "fused", {}};
+    cand.info.add("query_block", std::to_string(c.query_block)).add("key_block", std::to_string(c.key_block));
     cand.min_effort = out.size() <= 2 ? 0 : 1;
     cand.supports = supports;
     cand.run = [c](const AttentionParams& p, const AttentionOperands& o) { return fused_attention(p, o, c); };

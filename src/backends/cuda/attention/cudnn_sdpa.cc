@@ -475,6 +475,7 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
   AttentionCandidate c;
   c.name = "Attn_Cudnn_Sdpa";
   c.device = DeviceKind::kCuda;
+  c.info = CandidateInfo{"cuDNN", "sdpa", {}};
   c.supports = supports;
   c.workspace_bytes = [](const AttentionParams& p) -> size_t {
     if (!supports(p).is_ok()) return 0;

@@ -67,6 +67,10 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
                          : fmt::format("Attn_Flash_q{}_k{}_w{}_s{}", c.rows, c.keys, c.warps, c.stages);
   cand.device = DeviceKind::kCuda;
   cand.min_effort = min_effort;
+  cand.info = CandidateInfo{"tunableop", splits > 1 ? "split-kv" : "flash", {}};
+  cand.info.add("rows", std::to_string(c.rows)).add("keys", std::to_string(c.keys));
+  cand.info.add("warps", std::to_string(c.warps)).add("stages", std::to_string(c.stages));
+  if (splits > 1) cand.info.add("splits", std::to_string(splits));
   cand.supports = [c, splits](const AttentionParams& p) { return supports(c, splits, p); };
   cand.workspace_bytes = [splits](const AttentionParams& p) {
     return flash_workspace_bytes(make_args(p, AttentionOperands{}, splits), int(p.head_dim));

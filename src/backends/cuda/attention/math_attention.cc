@@ -14,7 +14,7 @@
 
 #include "backends/cuda/attention/math_kernels.h"
 #include "backends/cuda/attention/workspace.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 
@@ -123,6 +123,7 @@ AttentionCandidate make_math_attention() {
   AttentionCandidate c;
   c.name = "Default";
   c.device = DeviceKind::kCuda;
+  c.info = CandidateInfo{"cuBLAS", "math", {}};
   c.supports = [](const AttentionParams& p) { return supports(p); };
   c.run = [](const AttentionParams& p, const AttentionOperands& o) { return run(p, o); };
   c.workspace_bytes = [](const AttentionParams& p) { return layout(p).total; };
