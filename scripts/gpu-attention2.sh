@@ -91,15 +91,25 @@ if [ "${A2_SUITE:-1}" = 1 ]; then
   summary+=("sdpa: rc $?")
 fi
 
+if [ -f "$OUT/suite.csv" ]; then
+  python3 bench/attention/plot_suite.py "$OUT/suite.csv" "$OUT/sdpa.csv" -o "$OUT/attention_suite.png" \
+    --title "Attention op vs PyTorch SDPA, $(sed -n 2p "$LOGS/machine.txt" | cut -d, -f1)" >/dev/null 2>&1
+fi
 stamp "done"
-tar czf "$OUT/logs.tgz" -C "$LOGS" . && rm -rf "$LOGS/"*.txt.keep 2>/dev/null
+# What comes back is a handful of files (the device tool returns at most 8): the summary, the
+# suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
+{
+  for s in "${summary[@]}"; do echo "== $s"; done
+  for f in gemma_ttft llama_ttft; do
+    [ -f "$LOGS/$f.txt" ] && { echo "== $f"; grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems" "$LOGS/$f.txt"; }
+  done
+  for f in "$LOGS"/*_decode_*.txt "$LOGS"/ragged_*.txt; do
+    [ -f "$f" ] && echo "== $(basename "$f" .txt): $(grep -E "TPOT" "$f" | head -1 | sed 's/^ *//') | $(grep -E "KV cache" "$f" | head -1 | sed 's/^ *//')"
+  done
+} >"$OUT/summary.txt"
+tar czf "$OUT/logs.tgz" -C "$LOGS" . && rm -rf "$LOGS"
+rm -f "$OUT"/engine_results_*.csv.stats
 echo
-for s in "${summary[@]}"; do echo "== $s"; done
-for f in gemma_ttft llama_ttft; do
-  [ -f "$LOGS/$f.txt" ] && { echo "== $f"; grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems" "$LOGS/$f.txt"; }
-done
-for f in "$LOGS"/*_decode_*.txt "$LOGS"/ragged_*.txt; do
-  [ -f "$f" ] && echo "== $(basename "$f" .txt): $(grep -E "TPOT" "$f" | head -1 | sed 's/^ *//') | $(grep -E "KV cache" "$f" | head -1 | sed 's/^ *//')"
-done
+cat "$OUT/summary.txt"
 [ -f "$OUT/suite.md" ] && cat "$OUT/suite.md"
 [ -f "$OUT/sdpa.csv" ] && grep -E "default" "$OUT/sdpa.csv"
