@@ -93,7 +93,7 @@ fi
 
 if [ -f "$OUT/suite.csv" ]; then
   python3 bench/attention/plot_suite.py "$OUT/suite.csv" "$OUT/sdpa.csv" -o "$OUT/attention_suite.png" \
-    --title "Attention op vs PyTorch SDPA, $(sed -n 2p "$LOGS/machine.txt" | cut -d, -f1)" >/dev/null 2>&1
+    --title "Attention op vs PyTorch SDPA, $(sed -n 3p "$LOGS/machine.txt" | cut -d, -f1)" >/dev/null 2>&1
 fi
 stamp "done"
 # What comes back is a handful of files (the device tool returns at most 8): the summary, the

@@ -117,7 +117,8 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
     std::fflush(stdout);
     if (csv)
       csv << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.name, attention_params_signature(s.p), def, tuned, chosen,
-                         best, best_name, tflops, pct, rep->winner.tuning_ms);
+                         best, best_name, tflops, pct, rep->winner.tuning_ms)
+          << std::flush;  // a shape that fails later keeps the rows before it
   }
   if (!temp.empty()) std::filesystem::remove(temp);
   return 0;

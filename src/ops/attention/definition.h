@@ -109,8 +109,11 @@ struct OpDefinition<AttentionOp> {
     };
   }
   // Random operands' tables (OpBuffers::random): pages shuffled through the pool, full lengths.
+  // A table the problem does not have is an empty buffer: left alone.
   static bool fill_random(const AttentionParams& p, size_t buffer, void* host, std::mt19937_64& rng) {
     auto* t = static_cast<int32_t*>(host);
+    if ((buffer == kTable && !p.paged()) || (buffer == kKvLens && !p.var_kv_len) || (buffer == kQLens && !p.var_q_len))
+      return true;
     if (buffer == kTable) {
       std::vector<int32_t> pages(size_t(p.num_pages));
       std::iota(pages.begin(), pages.end(), 0);
