@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "ops/gemm/dispatch.h"
+#include "tunableop/in_context.h"
 
 namespace tunableop::cli {
 
@@ -20,7 +21,7 @@ namespace {
 struct TuneArgs {
   std::string file, device = "cpu", gpus;
   int gpu = 0;
-  bool retune = false;
+  bool retune = false, in_context = false;
   int verbose = -1;
   int shard = 0, shards = 1;  // internal: this process tunes lines i with i % shards == shard
 };
@@ -60,6 +61,33 @@ std::vector<std::pair<std::string, std::string>> read_problems(const std::string
     if (seen.insert({op, params}).second) out.emplace_back(op, params);
   }
   return out;
+}
+
+// The in-context check on a recorded file: the file's GEMMs, each once in file order on its own
+// random operands, are the workload (a recorded file keeps no call counts or order beyond
+// that, so this is the program's sequence of problems, not its timing).
+Status check_recorded_workload(Context& ctx, const DeviceRuntime& rt,
+                               const std::vector<std::pair<std::string, std::string>>& problems) {
+  struct Step {
+    GemmParams p;
+    std::unique_ptr<GemmBuffers> buffers;
+  };
+  std::vector<Step> steps;
+  for (const auto& [op, params] : problems) {
+    auto p = parse_gemm_signature(op, params);
+    if (!p.is_ok()) continue;
+    auto b = GemmBuffers::random(ctx, *p, 1, nullptr);
+    if (!b.is_ok()) return b.status();
+    steps.push_back({*p, std::move(*b)});
+  }
+  (void)ctx.config().set(Setting::kEnabled, true);  // the tuned choices, as the program will run them
+  auto r = check_in_context(ctx, [&]() -> Status {
+    for (auto& s : steps) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, s.p, s.buffers->operands()));
+    return rt.synchronize ? rt.synchronize(nullptr) : Status::ok();
+  });
+  if (!r.is_ok()) return r.status();
+  fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", r->summary(), r->workload_runs, r->elapsed_ms / 1e3);
+  return Status::ok();
 }
 
 int tune_here(const TuneArgs& a, Device dev) {
@@ -102,6 +130,12 @@ int tune_here(const TuneArgs& a, Device dev) {
   }
   fmt::print("{}: tuned {} problems ({} already tuned, {} failed, {} malformed lines skipped) into {}\n",
              dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), skipped, failed, bad, ctx.results_path());
+  if (a.in_context) {
+    if (Status st = check_recorded_workload(ctx, *rt, mine); !st.is_ok()) {
+      fmt::print(stderr, "tunableop tune: in-context check: {}\n", st.to_string());
+      return 1;
+    }
+  }
   return failed || bad ? 1 : 0;
 }
 
@@ -161,6 +195,8 @@ void add_tune_command(CLI::App& app) {
   c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
   c->add_option("--gpus", a->gpus, "'all' or a comma list: one process per GPU, results merged");
   c->add_flag("--retune", a->retune, "tune problems that already have a result");
+  c->add_flag("--in-context", a->in_context,
+              "then time the file's problems in sequence, tuned vs Default, and drop choices that lose there");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--shard", a->shard)->group("");  // internal (multi-GPU children)
   c->add_option("--shards", a->shards)->group("");

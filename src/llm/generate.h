@@ -25,6 +25,10 @@ struct BenchmarkOptions {
   int64_t max_new_tokens = 32;
   int iterations = 3;
   int warmup = 1;
+  // Called once after the warm-up runs (in a comparison: in tuned mode) and before the timed
+  // ones: where the in-context check of the tuned choices goes (tunableop/in_context.h).
+  // Returns how many generations it ran, so that per-run counts leave them out.
+  std::function<StatusOr<int>()> after_warmup;
 };
 
 struct BenchmarkReport {
