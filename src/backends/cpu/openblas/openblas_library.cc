@@ -125,7 +125,9 @@ Status OpenblasLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int 
   std::lock_guard lock(mu_);
   const int previous = get_num_threads_();
   const int previous_omp = omp_get_max_threads_ ? omp_get_max_threads_() : 0;
-  const bool change = threads > 0 && threads != previous;
+  // The OpenMP build follows the caller's omp_get_max_threads() at every call (and adopts it
+  // as its own count), so there the count is set for every call, not only when it differs.
+  const bool change = threads > 0 && (threads != previous || (omp_set_num_threads_ && previous_omp != threads));
   if (change) set_num_threads_(threads);
   for (int64_t b = 0; b < p.batch; ++b) {
     if (p.dtype == DType::kF32) {
