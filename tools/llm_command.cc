@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -240,16 +241,18 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
     });
     if (!r.is_ok()) return fail(r.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
+    const double paired = llm::paired_speedup(r->first, r->second);
     if (a.json) {
       fmt::print(
           "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
-          "\"results_file\": \"{}\"{}}}\n",
-          a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
+          "\"speedup_paired_median\": {}, \"results_file\": \"{}\"{}}}\n",
+          a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup, paired,
           ctx.results_path(), in_context_json());
     } else {
       fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
       fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
-      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned)\n", speedup);
+      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned); median of the {} paired runs: {:.3f}x\n", speedup,
+                 std::min(r->first.run_s.size(), r->second.run_s.size()), paired);
       print_in_context();
       if (r->first.first_sequence != r->second.first_sequence) {
         fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");

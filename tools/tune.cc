@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -81,10 +82,19 @@ Status check_recorded_workload(Context& ctx, const DeviceRuntime& rt,
     steps.push_back({*p, std::move(*b)});
   }
   (void)ctx.config().set(Setting::kEnabled, true);  // the tuned choices, as the program will run them
-  auto r = check_in_context(ctx, [&]() -> Status {
-    for (auto& s : steps) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, s.p, s.buffers->operands()));
+  int passes = 1;
+  auto workload = [&]() -> Status {
+    for (int i = 0; i < passes; ++i)
+      for (auto& s : steps) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, s.p, s.buffers->operands()));
     return rt.synchronize ? rt.synchronize(nullptr) : Status::ok();
-  });
+  };
+  // Small problems make a pass of microseconds: repeat it to about 20 ms per timed sample.
+  TUNABLEOP_RETURN_IF_ERROR(workload());
+  const auto t0 = std::chrono::steady_clock::now();
+  TUNABLEOP_RETURN_IF_ERROR(workload());
+  const double pass_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  passes = int(std::clamp(20.0 / std::max(pass_ms, 1e-3), 1.0, 1000.0));
+  auto r = check_in_context(ctx, workload);
   if (!r.is_ok()) return r.status();
   fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", r->summary(), r->workload_runs, r->elapsed_ms / 1e3);
   return Status::ok();

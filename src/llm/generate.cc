@@ -56,11 +56,13 @@ namespace {
 struct Accumulator {
   std::vector<double> ttft_ms, step_ms;
   double total = 0;
+  std::vector<double> runs;
   std::vector<int32_t> first;
   void add(const Generation& g) {
     ttft_ms.push_back(g.ttft_s * 1e3);
     for (double s : g.step_s) step_ms.push_back(s * 1e3);
     total += g.total_s;
+    runs.push_back(g.total_s);
     first = g.tokens[0];
   }
   BenchmarkReport finish(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
@@ -73,6 +75,7 @@ struct Accumulator {
     r.iterations = o.iterations;
     r.warmup = o.warmup;
     r.total_s = total;
+    r.run_s = runs;
     r.generated_tokens = int64_t(ttft_ms.size()) * r.batch * r.new_tokens;
     r.tokens_per_s = total > 0 ? double(r.generated_tokens) / total : 0;
     r.ttft_ms = summarize(ttft_ms).median_ms;
@@ -173,6 +176,13 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
   out.first.prefill_attention_gflop = out.second.prefill_attention_gflop =
       prefill_gflop(out.first.attention_problems, runs);
   return out;
+}
+
+double paired_speedup(const BenchmarkReport& untuned, const BenchmarkReport& tuned) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < untuned.run_s.size() && i < tuned.run_s.size(); ++i)
+    if (tuned.run_s[i] > 0) ratios.push_back(untuned.run_s[i] / tuned.run_s[i]);
+  return median(ratios);
 }
 
 std::string format_report(const BenchmarkReport& r) {
