@@ -9,13 +9,17 @@
 // device, which lets the whole decode step be captured once as a CUDA graph and replayed.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <utility>
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
 #include "llm/attention_gemms.h"
+#include "llm/cuda/decode_fusion.h"
+#include "llm/cuda/fused_gemv.h"
 #include "llm/cuda/kernels.h"
 #include "llm/model.h"
 #include "llm/rope.h"
@@ -48,6 +52,11 @@ class CudaKernels final : public DeviceKernels {
     cudaDeviceProp prop{};
     TUNABLEOP_CUDA_TRY(cudaGetDeviceProperties(&prop, ctx_.device().ordinal));
     device_desc_ = ctx_.device().to_string() + " (" + dtype_name(o_.dtype) + ", " + prop.name + ")";
+    pdl_ = o_.pdl && prop.major >= 9;
+    l2_bytes_ = prop.l2CacheSize;
+    // The fused lm_head's argmax scratch: zero, and left zero by every launch.
+    TUNABLEOP_RETURN_IF_ERROR(argmax_keys_.ensure(64 * sizeof(unsigned long long)));
+    TUNABLEOP_CUDA_TRY(cudaMemset(argmax_keys_.get(), 0, argmax_keys_.bytes()));
     const int64_t hd = config().head_dim;
     if (o_.max_seq > cuda::decode_attention_max_seq(e_, hd)) {
       return Status::invalid_argument("max_seq " + std::to_string(o_.max_seq) +
@@ -62,9 +71,13 @@ class CudaKernels final : public DeviceKernels {
   }
 
   std::string name() const override {
-    return device_desc_ + (o_.cuda_graph
-                               ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
-                               : ", eager decode");
+    return device_desc_ +
+           (o_.cuda_graph ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
+                          : ", eager decode") +
+           (pdl_ ? ", PDL" : "") +
+           (o_.fusion == EngineOptions::Fusion::kOff  ? ", unfused"
+            : o_.fusion == EngineOptions::Fusion::kOn ? ", fused projections"
+                                                      : ", fused projections when tuned");
   }
   DType dtype() const override { return o_.dtype; }
   void* stream() const override { return stream_.get(); }
@@ -96,17 +109,17 @@ class CudaKernels final : public DeviceKernels {
 
   Status embedding(const Pass& p, float scale, float* x) override {
     TUNABLEOP_CUDA_TRY(
-        cuda::embedding(e_, p.ids, p.rows(), view_.embed, config().hidden_size, scale, x, stream_.get()));
+        cuda::embedding(e_, p.ids, p.rows(), view_.embed, config().hidden_size, scale, x, stream_.get(), pdl_));
     return Status::ok();
   }
   Status rmsnorm(const float* x, const void* w, int64_t rows, void* out) override {
     const ModelConfig& c = config();
-    TUNABLEOP_CUDA_TRY(
-        cuda::rmsnorm(e_, x, w, rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), out, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::rmsnorm(e_, x, w, rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), out,
+                                     stream_.get(), pdl_));
     return Status::ok();
   }
   Status add_residual(float* x, const void* y, int64_t rows) override {
-    TUNABLEOP_CUDA_TRY(cuda::add_residual(e_, x, y, rows * config().hidden_size, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::add_residual(e_, x, y, rows * config().hidden_size, stream_.get(), pdl_));
     return Status::ok();
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
@@ -127,7 +140,7 @@ class CudaKernels final : public DeviceKernels {
     r.k_cache = (*sc)->k(layer);
     r.v_cache = (*sc)->v(layer);
     r.max_seq = (*sc)->max_seq();
-    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), pdl_));
     return Status::ok();
   }
   Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
@@ -139,7 +152,7 @@ class CudaKernels final : public DeviceKernels {
     const ModelConfig& c = config();
     TUNABLEOP_CUDA_TRY(cuda::decode_attention(e_, qkv, p.rows(), c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim,
                                               p.positions, (*sc)->k(layer), (*sc)->v(layer), (*sc)->max_seq(),
-                                              float(1.0 / std::sqrt(double(c.head_dim))), out, stream_.get()));
+                                              float(1.0 / std::sqrt(double(c.head_dim))), out, stream_.get(), pdl_));
     return Status::ok();
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
@@ -147,7 +160,8 @@ class CudaKernels final : public DeviceKernels {
     const cuda::Act act = a == Activation::kSilu       ? cuda::Act::kSilu
                           : a == Activation::kGeluTanh ? cuda::Act::kGeluTanh
                                                        : cuda::Act::kGeluErf;
-    TUNABLEOP_CUDA_TRY(cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get()));
+    TUNABLEOP_CUDA_TRY(
+        cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(), pdl_));
     return Status::ok();
   }
   Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
@@ -155,8 +169,69 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {
-    TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get(), pdl_));
     return Status::ok();
+  }
+
+  // Decode projections: the fused kernel chosen for this site, or the unfused composition.
+  Status project(const Projection& p, LinearOp& linear) override {
+    if (p.phase != Phase::kDecode || !fusion_on()) return DeviceKernels::project(p, linear);
+    cuda::FusedGemvArgs args = fused_args(p);
+    const std::string site = fmt_site(p);
+    const cuda::FusionChoice* choice = fusion_.find(site);
+    if (!choice) {
+      auto made = choose(site, p, args, linear);
+      if (!made.is_ok()) return made.status();
+      choice = *made;
+    }
+    if (!choice->best.fused) return DeviceKernels::project(p, linear);
+    TUNABLEOP_CUDA_TRY(cuda::fused_gemv(args, choice->best.shape, stream_.get()));
+    if (profiling()) mark(p.name, choice->best.name.c_str(), p.weight_bytes(esize_), true);
+    return Status::ok();
+  }
+
+  std::string kernel_choices() const override { return fusion_.report(); }
+
+  // Events around each span; the step is queued behind a busy kernel first, so each span is the
+  // GPU's time for its kernels, not the host's launch rate.
+  Status begin_profile() override {
+    TUNABLEOP_RETURN_IF_ERROR(DeviceKernels::begin_profile());
+    TUNABLEOP_CUDA_TRY(cuda::spin(20'000'000, stream_.get()));
+    auto e = new_event();
+    if (!e.is_ok()) return e.status();
+    TUNABLEOP_CUDA_TRY(cudaEventRecord(*e, stream_.get()));
+    return Status::ok();
+  }
+  StatusOr<std::vector<ProfileSpan>> end_profile() override {
+    Status st = cuda_status(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+    for (size_t i = 0; st.is_ok() && i < spans_.size() && i + 1 < profile_events_.size(); ++i) {
+      float ms = 0;
+      st = cuda_status(cudaEventElapsedTime(&ms, profile_events_[i], profile_events_[i + 1]), "cudaEventElapsedTime");
+      spans_[i].ms = ms;
+    }
+    for (cudaEvent_t e : profile_events_) cudaEventDestroy(e);
+    profile_events_.clear();
+    auto spans = DeviceKernels::end_profile();
+    if (!st.is_ok()) return st;
+    return spans;
+  }
+
+  // A device-to-device copy of 2 x 1 GiB (far past the L2): bytes read + written per second.
+  StatusOr<double> copy_bandwidth_gbps() override {
+    const size_t bytes = size_t(1) << 30;
+    DeviceBuffer a, b;
+    TUNABLEOP_RETURN_IF_ERROR(a.ensure(bytes));
+    TUNABLEOP_RETURN_IF_ERROR(b.ensure(bytes));
+    TUNABLEOP_CUDA_TRY(cudaMemsetAsync(a.get(), 1, bytes, stream_.get()));
+    std::vector<std::function<Status()>> runs = {[&]() -> Status {
+      TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+      return Status::ok();
+    }};
+    std::vector<double> us;
+    TUNABLEOP_RETURN_IF_ERROR(
+        cuda::DecodeFusion::time_candidates(runs, 7, a.get(), 16, flush_sink(), stream_.get(), &us));
+    if (us.empty() || us[0] <= 0) return Status::device_error("copy bandwidth: no time measured");
+    return 2.0 * double(bytes) / (us[0] * 1e-6) / 1e9;
   }
 
   // A graph holds the GEMM solutions chosen when it was captured: one per batch size and
@@ -176,6 +251,133 @@ class CudaKernels final : public DeviceKernels {
   }
 
  private:
+  void record_mark(std::string label, int64_t bytes, bool matmul) override {
+    if (timing_) return;  // a projection's first decode times its candidates: not the step's work
+    auto e = new_event();
+    if (e.is_ok()) (void)cudaEventRecord(*e, stream_.get());
+    spans_.push_back({std::move(label), 0, bytes, matmul});
+  }
+  StatusOr<cudaEvent_t> new_event() {
+    cudaEvent_t e = nullptr;
+    TUNABLEOP_CUDA_TRY(cudaEventCreate(&e));
+    profile_events_.push_back(e);
+    return e;
+  }
+
+  // Fused projections: always (kOn), or with TunableOp on (kAuto, chosen by measurement).
+  bool fusion_on() const {
+    return o_.fusion == EngineOptions::Fusion::kOn ||
+           (o_.fusion == EngineOptions::Fusion::kAuto && ctx_.config().snapshot().enabled);
+  }
+
+  std::string fmt_site(const Projection& p) const {
+    return std::string(p.name) + " " + dtype_name(o_.dtype) + " " + std::to_string(p.out) + "x" + std::to_string(p.in) +
+           " n" + std::to_string(p.rows);
+  }
+
+  cuda::FusedGemvArgs fused_args(const Projection& p) {
+    using E = Projection::Epilogue;
+    const ModelConfig& c = config();
+    cuda::FusedGemvArgs a;
+    a.e = e_;
+    a.in_kind = p.norm ? cuda::GemvIn::kNorm : cuda::GemvIn::kInput;
+    a.out_kind = p.epilogue == E::kStore         ? cuda::GemvOut::kStore
+                 : p.epilogue == E::kAddResidual ? cuda::GemvOut::kAddResidual
+                 : p.epilogue == E::kGated       ? cuda::GemvOut::kGated
+                                                 : cuda::GemvOut::kArgmax;
+    a.w = p.w;
+    a.m = p.out;
+    a.k = p.in;
+    a.n = int(p.rows);
+    a.input = p.input;
+    a.x = p.x;
+    a.norm_w = p.norm;
+    a.eps = float(c.rms_norm_eps);
+    a.add_one = c.norm_adds_one();
+    a.y = p.y;
+    a.residual = p.residual;
+    a.gated = p.gated;
+    a.act = c.activation == Activation::kSilu       ? cuda::Act::kSilu
+            : c.activation == Activation::kGeluTanh ? cuda::Act::kGeluTanh
+                                                    : cuda::Act::kGeluErf;
+    a.ids = p.ids;
+    a.keys = argmax_keys_.as<unsigned long long>();
+    a.counter = reinterpret_cast<unsigned*>(argmax_keys_.as<unsigned long long>() + 32);
+    a.pdl = pdl_;
+    return a;
+  }
+
+  // A projection's first decode: the fused shapes that support it against the unfused path.
+  // kOn takes the first supported shape; kAuto times every candidate (L2 evicted before each
+  // run, median of several) and keeps the fastest. Timing runs write a copy of the residual, so
+  // the step's state is untouched; the unfused runs' GEMM calls are not counted.
+  StatusOr<const cuda::FusionChoice*> choose(const std::string& site, const Projection& p,
+                                             const cuda::FusedGemvArgs& args, LinearOp& linear) {
+    cuda::FusionChoice choice;
+    choice.best.name = "unfused";
+    std::vector<cuda::FusionCandidate> cands = {choice.best};
+    const cuda::FusedGemvShape* shapes = nullptr;
+    const int count = cuda::fused_gemv_shapes(args.out_kind, &shapes);
+    for (int i = 0; i < count; ++i) {
+      if (cuda::fused_gemv_unsupported(args, shapes[i])) continue;
+      cands.push_back({cuda::fusion_candidate_name(shapes[i]), true, shapes[i], 0});
+    }
+    if (o_.fusion == EngineOptions::Fusion::kOn || cands.size() == 1) {
+      choice.best = cands.size() > 1 ? cands[1] : cands[0];
+      return &fusion_.set(site, std::move(choice));
+    }
+    Projection q = p;
+    cuda::FusedGemvArgs qa = args;
+    if (p.epilogue == Projection::Epilogue::kAddResidual) {
+      const size_t bytes = size_t(p.rows * p.out) * 4;
+      TUNABLEOP_RETURN_IF_ERROR(tune_residual_.ensure(bytes));
+      TUNABLEOP_CUDA_TRY(
+          cudaMemcpyAsync(tune_residual_.get(), p.residual, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+      q.residual = qa.residual = tune_residual_.as<float>();
+    }
+    std::vector<std::function<Status()>> runs;
+    for (const auto& c : cands) {
+      if (c.fused) {
+        runs.push_back([this, &qa, shape = c.shape]() -> Status {
+          TUNABLEOP_CUDA_TRY(cuda::fused_gemv(qa, shape, stream_.get()));
+          return Status::ok();
+        });
+      } else {
+        runs.push_back([this, &q, &linear] { return DeviceKernels::project(q, linear); });
+      }
+    }
+    const auto before = linear.problems();
+    timing_ = true;
+    Status st = Status::ok();
+    for (auto& run : runs) {
+      if (st.is_ok()) st = run();  // warm-up: the GEMM may tune here
+    }
+    if (st.is_ok()) st = flush_buffer();
+    std::vector<double> us;
+    if (st.is_ok()) {
+      st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
+                                               stream_.get(), &us);
+    }
+    timing_ = false;
+    linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
+    TUNABLEOP_RETURN_IF_ERROR(st);
+    for (size_t i = 0; i < cands.size(); ++i) cands[i].us = us[i];
+    std::stable_sort(cands.begin(), cands.end(), [](const auto& a, const auto& b) { return a.us < b.us; });
+    choice.best = cands[0];
+    choice.timed = std::move(cands);
+    return &fusion_.set(site, std::move(choice));
+  }
+
+  // Twice the L2: reading it all evicts whatever the L2 held.
+  Status flush_buffer() {
+    const size_t bytes = size_t(std::max(l2_bytes_, 1 << 20)) * 2;
+    if (flush_.bytes() >= bytes) return Status::ok();
+    TUNABLEOP_RETURN_IF_ERROR(flush_.ensure(bytes));
+    TUNABLEOP_CUDA_TRY(cudaMemsetAsync(flush_.get(), 0, bytes, stream_.get()));
+    return Status::ok();
+  }
+  float* flush_sink() { return reinterpret_cast<float*>(argmax_keys_.as<unsigned long long>() + 40); }
+
   struct Graph {
     GraphExec exec;
     std::vector<LinearOp::Problem> calls;
@@ -314,6 +516,13 @@ class CudaKernels final : public DeviceKernels {
   DeviceWeights view_;
   DeviceBuffer q_perm_, o_perm_, scores_;  // prefill attention scratch
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
+  bool pdl_ = false, timing_ = false;
+  int l2_bytes_ = 0;
+  cuda::DecodeFusion fusion_;
+  // [0, 32): argmax keys, [32]: its block counter, [40]: a timing sink; zero.
+  DeviceBuffer argmax_keys_;
+  DeviceBuffer tune_residual_, flush_;  // fused-projection timing scratch
+  std::vector<cudaEvent_t> profile_events_;
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <cfloat>
 
 #include "cuda_common/elem.cuh"
+#include "cuda_common/pdl.cuh"
+#include "llm/cuda/act.cuh"
 #include "llm/cuda/kernels.h"
 #include "llm/random_hash.h"
 
@@ -14,7 +16,15 @@ namespace tunableop::llm::cuda {
 namespace {
 
 using ::tunableop::cuda::from_f;
+using ::tunableop::cuda::launch;
 using ::tunableop::cuda::to_f;
+
+// Every kernel of a decode step starts like this: wait for the previous kernel of the stream
+// (a no-op unless launched with PDL), then let the next one launch (it waits for us in turn).
+__device__ __forceinline__ void pdl_enter() {
+  ::tunableop::cuda::pdl_wait();
+  ::tunableop::cuda::pdl_launch_dependents();
+}
 
 // Calls f.template operator()<E>() with E the element type for `e`.
 template <class F>
@@ -66,6 +76,7 @@ __global__ void convert_kernel(const float* src, E* dst, int64_t n) {
 
 template <class E>
 __global__ void embedding_kernel(const int32_t* ids, const E* table, int64_t width, float scale, float* x) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const E* src = table + int64_t(ids[r]) * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) x[r * width + i] = to_f(from_f<E>(to_f(src[i]) * scale));
@@ -73,6 +84,7 @@ __global__ void embedding_kernel(const int32_t* ids, const E* table, int64_t wid
 
 template <class E>
 __global__ void rmsnorm_kernel(const float* x, const E* w, int64_t width, float eps, bool add_one, E* out) {
+  pdl_enter();
   __shared__ float scratch[32];
   const float* xr = x + blockIdx.x * width;
   float ss = 0;
@@ -88,6 +100,7 @@ __global__ void rmsnorm_kernel(const float* x, const E* w, int64_t width, float 
 
 template <class E>
 __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     x[i] += to_f(y[i]);
   }
@@ -95,6 +108,7 @@ __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
 
 template <class E>
 __global__ void rope_store_kernel(RopeStoreArgs a) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t hd = a.head_dim, half = hd / 2;
   const int64_t pos = a.positions[r], seq = a.seqs[r];
@@ -130,6 +144,7 @@ __global__ void decode_attention_kernel(const E* qkv, int64_t row_stride, int64_
                                         float scale, E* out) {
   extern __shared__ float smem[];
   __shared__ float scratch[32];
+  pdl_enter();
   float* q = smem;
   float* p = smem + hd;
   const int64_t b = blockIdx.x, h = blockIdx.y;
@@ -199,17 +214,9 @@ __global__ void regroup_kernel(const E* src, int64_t row_stride, int64_t n_kv, i
   }
 }
 
-__device__ __forceinline__ float act_fn(Act act, float g) {
-  switch (act) {
-    case Act::kSilu: return g / (1.0f + __expf(-g));
-    case Act::kGeluTanh: return 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
-    case Act::kGeluErf: return 0.5f * g * (1.0f + erff(g * 0.7071067811865476f));
-  }
-  return 0.f;
-}
-
 template <class E>
 __global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out) {
+  pdl_enter();
   const int64_t n = rows * inter;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = k / inter, i = k % inter;
@@ -225,6 +232,7 @@ __global__ void gather_kernel(const float* x, int64_t width, const int64_t* rows
 
 template <class E>
 __global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
+  pdl_enter();
   __shared__ float best_v[1024 / 32];
   __shared__ int64_t best_i[1024 / 32];
   const E* row = x + blockIdx.x * width;
@@ -253,6 +261,26 @@ __global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
   }
 }
 
+__global__ void spin_kernel(int64_t ns) {
+  uint64_t t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (int64_t(t - t0) < ns);
+}
+
+// Reads every 16 bytes of buf; the sum goes to *sink only if it is exactly 1.0 (never, in
+// practice), so the loads cannot be optimised away and nothing is written.
+__global__ void touch_kernel(const uint4* buf, int64_t n, float* sink) {
+  uint32_t acc = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcs(buf + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x3f800000u) *sink = 1.0f;
+}
+
 int threads_for_width(int64_t width) { return width >= 1024 ? 1024 : width >= 256 ? 256 : 128; }
 
 }  // namespace
@@ -275,37 +303,34 @@ cudaError_t convert_f32(Elem e, const float* src, void* dst, int64_t n, cudaStre
 }
 
 cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale, float* x,
-                      cudaStream_t s) {
+                      cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    embedding_kernel<E><<<unsigned(rows), 256, 0, s>>>(ids, static_cast<const E*>(table), width, scale, x);
-    return cudaGetLastError();
+    return launch(embedding_kernel<E>, dim3(unsigned(rows)), dim3(256), 0, s, pdl, ids, static_cast<const E*>(table),
+                  width, scale, x);
   });
 }
 
 cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
-                    void* out, cudaStream_t s) {
+                    void* out, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    rmsnorm_kernel<E><<<unsigned(rows), threads_for_width(width), 0, s>>>(x, static_cast<const E*>(w), width, eps,
-                                                                          add_one, static_cast<E*>(out));
-    return cudaGetLastError();
+    return launch(rmsnorm_kernel<E>, dim3(unsigned(rows)), dim3(threads_for_width(width)), 0, s, pdl, x,
+                  static_cast<const E*>(w), width, eps, add_one, static_cast<E*>(out));
   });
 }
 
-cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s) {
+cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    add_residual_kernel<E><<<grid_for(n, 256), 256, 0, s>>>(x, static_cast<const E*>(y), n);
-    return cudaGetLastError();
+    return launch(add_residual_kernel<E>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl, x, static_cast<const E*>(y), n);
   });
 }
 
-cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s) {
+cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    rope_store_kernel<E><<<unsigned(a.rows), 256, 0, s>>>(a);
-    return cudaGetLastError();
+    return launch(rope_store_kernel<E>, dim3(unsigned(a.rows)), dim3(256), 0, s, pdl, a);
   });
 }
 
@@ -319,7 +344,7 @@ int64_t decode_attention_max_seq(Elem, int64_t head_dim) {
 
 cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row_stride, int64_t n_heads,
                              int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const void* k_cache,
-                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s) {
+                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s, bool pdl) {
   const size_t smem = size_t(max_seq + head_dim) * sizeof(float);
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
@@ -333,10 +358,9 @@ cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row
       configured = smem;
     }
     const dim3 grid{unsigned(batch), unsigned(n_heads), 1u};
-    kernel<<<grid, kAttnThreads, smem, s>>>(static_cast<const E*>(qkv), row_stride, n_heads, n_kv_heads, head_dim,
-                                            positions, static_cast<const E*>(k_cache), static_cast<const E*>(v_cache),
-                                            max_seq, scale, static_cast<E*>(out));
-    return cudaGetLastError();
+    return launch(kernel, grid, dim3(kAttnThreads), smem, s, pdl, static_cast<const E*>(qkv), row_stride, n_heads,
+                  n_kv_heads, head_dim, positions, static_cast<const E*>(k_cache), static_cast<const E*>(v_cache),
+                  max_seq, scale, static_cast<E*>(out));
   });
 }
 
@@ -361,12 +385,11 @@ cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t s
 }
 
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
-                             cudaStream_t s) {
+                             cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    gated_kernel<E><<<grid_for(rows * inter, 256), 256, 0, s>>>(static_cast<const E*>(gate_up), rows, inter, act,
-                                                                static_cast<E*>(out));
-    return cudaGetLastError();
+    return launch(gated_kernel<E>, dim3(grid_for(rows * inter, 256)), dim3(256), 0, s, pdl,
+                  static_cast<const E*>(gate_up), rows, inter, act, static_cast<E*>(out));
   });
 }
 
@@ -375,12 +398,21 @@ cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int6
   return cudaGetLastError();
 }
 
-cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s) {
+cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    argmax_kernel<E><<<unsigned(rows), 1024, 0, s>>>(static_cast<const E*>(x), width, out);
-    return cudaGetLastError();
+    return launch(argmax_kernel<E>, dim3(unsigned(rows)), dim3(1024), 0, s, pdl, static_cast<const E*>(x), width, out);
   });
+}
+
+cudaError_t spin(int64_t ns, cudaStream_t s) {
+  spin_kernel<<<1, 1, 0, s>>>(ns);
+  return cudaGetLastError();
+}
+
+cudaError_t touch(const void* buf, int64_t bytes, float* sink, cudaStream_t s) {
+  touch_kernel<<<1024, 256, 0, s>>>(static_cast<const uint4*>(buf), bytes / 16, sink);
+  return cudaGetLastError();
 }
 
 }  // namespace tunableop::llm::cuda
