@@ -77,7 +77,6 @@ common=(--total-tokens 256 --iterations 3 --warmup 1 --measure-bandwidth)
 for m in gemma-2b llama-2-7b; do
   run "${m}_before_b1" 200 --model builtin:$m "${common[@]}" --fusion off --no-pdl --profile-decode 3
   run "${m}_after_b1" 200 --model builtin:$m "${common[@]}" --profile-decode 3
-  [ $m = gemma-2b ] && run "${m}_pdl_only_b1" 120 --model builtin:$m "${common[@]}" --fusion off --profile-decode 3
   for b in $BATCHES; do
     [ "$b" = 1 ] && continue
     run "${m}_after_b$b" 150 --model builtin:$m "${common[@]}" --batch "$b"
@@ -87,13 +86,13 @@ done
 if [ "${DECODE_HF:-1}" = 1 ]; then
   for m in gemma-2b llama-2-7b; do
     for mode in compiled eager; do
-      flag=""
-      [ $mode = eager ] && flag="--eager"
+      flag="--warmup 1 --batches 2"
+      [ $mode = eager ] && flag="--eager --warmup 1 --batches 1"
       t=$(left 200)
       if [ "$t" = 0 ]; then echo "gpu-decode: hf $m $mode skipped (budget)"; continue; fi
       stamp "hf $m $mode"
       # shellcheck disable=SC2086
-      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/interpose/hf_gemma_generate.py --model $m $flag --batches 2 \
+      PYTHONUNBUFFERED=1 timeout "$t" python3 bench/interpose/hf_gemma_generate.py --model $m $flag \
         >"$LOGS/hf_${m}_$mode.txt" 2>&1 || echo "gpu-decode: hf $m $mode exited $?"
     done
   done
@@ -101,14 +100,19 @@ fi
 
 cp "$OUT"/results_*.csv "$LOGS/" 2>/dev/null
 stamp "done"
-echo "== decode breakdowns (after, batch 1)"
+echo "== decode breakdowns (batch 1; before: main's kernels, after: this branch)"
 for m in gemma-2b llama-2-7b; do
-  echo "-- $m before"; sed -n '/Decode step breakdown/,/step as run/p' "$LOGS/${m}_before_b1.txt" | tail -4
-  echo "-- $m after"; sed -n '/Decode step breakdown/,$p' "$LOGS/${m}_after_b1.txt" | head -40
+  echo "-- $m before"; grep -E "matmul kernels|step as" "$LOGS/${m}_before_b1.txt"
+  echo "-- $m after"; sed -n '/Decode step breakdown/,$p' "$LOGS/${m}_after_b1.txt" | head -16
 done
-echo "== decode (tokens/s per sequence, in total; copy ceiling)"
+echo "== step variants chosen"
+grep -h "decode step, batch" "$LOGS"/*_after_b*.txt | cut -c1-400
+echo "== decode (tokens/s per sequence and in total; % of the copy ceiling measured in the run)"
 for f in "$LOGS"/*_b*.txt; do
-  echo "-- $(basename "$f" .txt): $(grep -E 'TPOT' "$f" | head -1)"
-  grep -E "Copy ceiling|Decode:|^Device" "$f" | head -3
+  echo "-- $(basename "$f" .txt): $(grep -E 'TPOT' "$f" | head -1 | sed 's/^ *//')"
+  grep -E "Copy ceiling" "$f" | sed 's/(device copy, bytes read + written, measured in this run); //'
 done
-for f in "$LOGS"/hf_*.txt; do [ -f "$f" ] && echo "-- $(basename "$f" .txt): $(grep -E 'Tokens/second' "$f")"; done
+for f in "$LOGS"/hf_*.txt; do
+  if [ -f "$f" ]; then echo "-- $(basename "$f" .txt): $(grep -E 'Tokens/second' "$f")"; fi
+done
+exit 0

@@ -65,6 +65,7 @@ struct LlmArgs {
   bool no_cuda_graph = false;
   std::string fusion = "auto";
   bool no_pdl = false;
+  int step_variant = -1;
   int profile_decode = 0;
   bool measure_bandwidth = false;
 };
@@ -433,6 +434,7 @@ int run_llm(const LlmArgs& a) {
   }
   eo.cuda_graph = !a.no_cuda_graph;
   eo.pdl = !a.no_pdl;
+  eo.step_variant = a.step_variant;
   eo.fusion = a.fusion == "off"  ? llm::EngineOptions::Fusion::kOff
               : a.fusion == "on" ? llm::EngineOptions::Fusion::kOn
                                  : llm::EngineOptions::Fusion::kAuto;
@@ -564,6 +566,10 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   c->add_flag("--no-pdl", a->no_pdl, "cuda: launch the engine's kernels without programmatic dependent launch");
+  c->add_option("--step-variant", a->step_variant,
+                "cuda: build decode steps as this variant (index; -1 = timed and chosen when tuning; the "
+                "choices are printed after a tuned benchmark)")
+      ->capture_default_str();
   c->add_option("--profile-decode", a->profile_decode,
                 "bench: afterwards, time each kernel of this many decode steps (run eagerly) and print the breakdown")
       ->check(CLI::NonNegativeNumber);

@@ -44,6 +44,11 @@ struct EngineOptions {
   Fusion fusion = Fusion::kAuto;
   // CUDA only: programmatic dependent launch between the engine's kernels (sm_90 and newer).
   bool pdl = true;
+  // CUDA only: how decode steps are built, as an index into cuda::step_variants() (fused or not,
+  // PDL mode, L2 prefetch); -1: timed and chosen per batch size when the projections are tuned
+  // (kAuto with TunableOp on), else the default (fused where chosen, PDL early). For A/B runs
+  // and tests.
+  int step_variant = -1;
 };
 
 class Engine {

@@ -204,7 +204,39 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
     EXPECT_NE(choices.find(site), std::string::npos) << site << " in\n" << choices;
   }
   EXPECT_NE(choices.find("unfused"), std::string::npos) << "the unfused path is a timed candidate\n" << choices;
+  EXPECT_NE(choices.find("decode step, batch 1:"), std::string::npos) << "step variants timed\n" << choices;
   std::filesystem::remove_all(dir);
+}
+
+// Every step variant (fused or not, PDL off / early / late, L2 prefetch) computes what the eager
+// step of its kind computes, bit for bit: launch order and prefetches change no arithmetic.
+TEST(LlmCuda, EveryStepVariantReplaysTheEagerStep) {
+  const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+  std::vector<float> want[2];
+  std::vector<std::vector<int32_t>> want_tokens[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    MAKE_GPU_ENGINE(eager, builtin("tiny-gemma"), 2, opts(DType::kBF16, 2, 8, false, fused ? kFused : kUnfused));
+    auto g = generate(*eager.engine, prompts, 8);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    want_tokens[fused] = g->tokens;
+    ASSERT_TRUE(eager.engine->last_logits(&want[fused]).is_ok());
+  }
+  for (int v = 0; v < 11; ++v) {
+    for (int fused = 0; fused < 2; ++fused) {
+      EngineOptions o = opts(DType::kBF16, 2, 8, true, fused ? kFused : kUnfused);
+      o.step_variant = v;
+      MAKE_GPU_ENGINE(gpu, builtin("tiny-gemma"), 2, o);
+      auto g = generate(*gpu.engine, prompts, 8);
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      std::vector<float> logits;
+      ASSERT_TRUE(gpu.engine->last_logits(&logits).is_ok());
+      // An unfused variant of a fused engine runs the unfused kernels.
+      const bool variant_fused = gpu.engine->device_name().find("step: fused") != std::string::npos;
+      EXPECT_EQ(variant_fused, fused == 1 && v >= 2) << gpu.engine->device_name();  // on sm_90: 0, 1 unfused
+      EXPECT_EQ(g->tokens, want_tokens[variant_fused ? 1 : 0]) << "variant " << v << " fused engine " << fused;
+      EXPECT_EQ(logits, want[variant_fused ? 1 : 0]) << "variant " << v << " fused engine " << fused;
+    }
+  }
 }
 
 // A profiled step names each kernel; with fused projections the projections are one kernel each.

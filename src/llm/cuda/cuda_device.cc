@@ -13,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "cuda_common/cuda_check.h"
@@ -52,7 +53,8 @@ class CudaKernels final : public DeviceKernels {
     cudaDeviceProp prop{};
     TUNABLEOP_CUDA_TRY(cudaGetDeviceProperties(&prop, ctx_.device().ordinal));
     device_desc_ = ctx_.device().to_string() + " (" + dtype_name(o_.dtype) + ", " + prop.name + ")";
-    pdl_ = o_.pdl && prop.major >= 9;
+    pdl_capable_ = o_.pdl && prop.major >= 9;
+    variant_.pdl = pdl_capable_ ? 1 : 0;
     l2_bytes_ = prop.l2CacheSize;
     // The fused lm_head's argmax scratch: zero, and left zero by every launch.
     TUNABLEOP_RETURN_IF_ERROR(argmax_keys_.ensure(64 * sizeof(unsigned long long)));
@@ -74,10 +76,11 @@ class CudaKernels final : public DeviceKernels {
     return device_desc_ +
            (o_.cuda_graph ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
                           : ", eager decode") +
-           (pdl_ ? ", PDL" : "") +
+           (launch_pdl() ? ", PDL" : "") +
            (o_.fusion == EngineOptions::Fusion::kOff  ? ", unfused"
             : o_.fusion == EngineOptions::Fusion::kOn ? ", fused projections"
-                                                      : ", fused projections when tuned");
+                                                      : ", fused projections when tuned") +
+           (o_.fusion != EngineOptions::Fusion::kOff ? ", step: " + variant_.name() : "");
   }
   DType dtype() const override { return o_.dtype; }
   void* stream() const override { return stream_.get(); }
@@ -109,17 +112,17 @@ class CudaKernels final : public DeviceKernels {
 
   Status embedding(const Pass& p, float scale, float* x) override {
     TUNABLEOP_CUDA_TRY(
-        cuda::embedding(e_, p.ids, p.rows(), view_.embed, config().hidden_size, scale, x, stream_.get(), pdl_));
+        cuda::embedding(e_, p.ids, p.rows(), view_.embed, config().hidden_size, scale, x, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status rmsnorm(const float* x, const void* w, int64_t rows, void* out) override {
     const ModelConfig& c = config();
     TUNABLEOP_CUDA_TRY(cuda::rmsnorm(e_, x, w, rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), out,
-                                     stream_.get(), pdl_));
+                                     stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status add_residual(float* x, const void* y, int64_t rows) override {
-    TUNABLEOP_CUDA_TRY(cuda::add_residual(e_, x, y, rows * config().hidden_size, stream_.get(), pdl_));
+    TUNABLEOP_CUDA_TRY(cuda::add_residual(e_, x, y, rows * config().hidden_size, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
@@ -140,7 +143,7 @@ class CudaKernels final : public DeviceKernels {
     r.k_cache = (*sc)->k(layer);
     r.v_cache = (*sc)->v(layer);
     r.max_seq = (*sc)->max_seq();
-    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), pdl_));
+    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
@@ -152,7 +155,8 @@ class CudaKernels final : public DeviceKernels {
     const ModelConfig& c = config();
     TUNABLEOP_CUDA_TRY(cuda::decode_attention(e_, qkv, p.rows(), c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim,
                                               p.positions, (*sc)->k(layer), (*sc)->v(layer), (*sc)->max_seq(),
-                                              float(1.0 / std::sqrt(double(c.head_dim))), out, stream_.get(), pdl_));
+                                              float(1.0 / std::sqrt(double(c.head_dim))), out, stream_.get(),
+                                              launch_pdl()));
     return Status::ok();
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
@@ -161,7 +165,7 @@ class CudaKernels final : public DeviceKernels {
                           : a == Activation::kGeluTanh ? cuda::Act::kGeluTanh
                                                        : cuda::Act::kGeluErf;
     TUNABLEOP_CUDA_TRY(
-        cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(), pdl_));
+        cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
@@ -169,13 +173,13 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {
-    TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get(), pdl_));
+    TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
 
   // Decode projections: the fused kernel chosen for this site, or the unfused composition.
   Status project(const Projection& p, LinearOp& linear) override {
-    if (p.phase != Phase::kDecode || !fusion_on()) return DeviceKernels::project(p, linear);
+    if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
     cuda::FusedGemvArgs args = fused_args(p);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
@@ -244,8 +248,15 @@ class CudaKernels final : public DeviceKernels {
       return Status::ok();
     }
     // First step of this kind runs eagerly: any tuning, workspace growth or attribute setup
-    // happens here, outside capture. Then the step is captured for the next ones.
+    // happens here, outside capture. Then the step is captured for the next ones. With the
+    // fused projections tuned (TunableOp on), one graph per step variant, timed as whole steps.
+    const auto all = cuda::step_variants(pdl_capable_);
+    const bool variants = o_.step_variant < 0 && o_.cuda_graph && graph_error_.empty() &&
+                          o_.fusion == EngineOptions::Fusion::kAuto && fusion_on();
+    if (variants) variant_ = cuda::StepVariant{true, pdl_capable_ ? 1 : 0, 0};  // the sites choose here
+    if (o_.step_variant >= 0) variant_ = all[std::min(size_t(o_.step_variant), all.size() - 1)];
     TUNABLEOP_RETURN_IF_ERROR(step());
+    if (variants) return choose_step_variant(key, linear, step);
     if (o_.cuda_graph && graph_error_.empty()) capture(key, linear, step);
     return Status::ok();
   }
@@ -303,7 +314,26 @@ class CudaKernels final : public DeviceKernels {
     a.ids = p.ids;
     a.keys = argmax_keys_.as<unsigned long long>();
     a.counter = reinterpret_cast<unsigned*>(argmax_keys_.as<unsigned long long>() + 32);
-    a.pdl = pdl_;
+    a.pdl = launch_pdl();
+    a.pdl_late = variant_.pdl == 2;
+    // L2 prefetch: the qkv kernel fetches o's weights (and the head of gate_up's) for after
+    // RoPE and attention; lm_head fetches the next step's first qkv for after the host's turn.
+    const std::string_view name = p.name;
+    const int64_t layer = name == "qkv" ? layer_of(p.w) : -1;
+    if (variant_.prefetch >= 1 && layer >= 0) {
+      const DeviceWeights::Layer& lw = view_.layers[size_t(layer)];
+      a.prefetch[0] = lw.wo;
+      a.prefetch_bytes[0] = c.hidden_size * c.q_dim() * int64_t(esize_);
+      if (variant_.prefetch >= 2) {
+        a.prefetch[1] = lw.w_gate_up;
+        a.prefetch_bytes[1] =
+            std::min<int64_t>(int64_t(16) << 20, 2 * c.intermediate_size * c.hidden_size * int64_t(esize_));
+      }
+    }
+    if (variant_.prefetch >= 2 && name == "lm_head" && !view_.layers.empty()) {
+      a.prefetch[0] = view_.layers[0].wqkv;
+      a.prefetch_bytes[0] = c.qkv_dim() * c.hidden_size * int64_t(esize_);
+    }
     return a;
   }
 
@@ -321,6 +351,12 @@ class CudaKernels final : public DeviceKernels {
     for (int i = 0; i < count; ++i) {
       if (cuda::fused_gemv_unsupported(args, shapes[i])) continue;
       cands.push_back({cuda::fusion_candidate_name(shapes[i]), true, shapes[i], 0});
+    }
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) {  // no timing inside a graph: unfused, not kept
+      static const cuda::FusionChoice unfused{{"unfused", false, {}, 0}, {}};
+      return &unfused;
     }
     if (o_.fusion == EngineOptions::Fusion::kOn || cands.size() == 1) {
       choice.best = cands.size() > 1 ? cands[1] : cands[0];
@@ -388,6 +424,16 @@ class CudaKernels final : public DeviceKernels {
   // The GEMMs a replay runs are not called through LinearOp: the calls made while capturing
   // are kept and credited to it on each replay.
   void capture(const std::pair<int64_t, bool>& key, LinearOp& linear, const std::function<Status()>& step) {
+    auto g = capture_graph(linear, step);
+    if (!g.is_ok()) {
+      graph_error_ = g.status().message();
+      ctx_.log().warn("llm: decode runs without a CUDA graph: " + g.status().to_string());
+      return;
+    }
+    graphs_[key] = std::move(g.value());
+  }
+
+  StatusOr<Graph> capture_graph(LinearOp& linear, const std::function<Status()>& step) {
     const auto before = linear.problems();
     Status st =
         cuda_status(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -399,13 +445,60 @@ class CudaKernels final : public DeviceKernels {
     if (st.is_ok() && !fwd.is_ok()) st = fwd;
     if (!st.is_ok()) {
       (void)cudaGetLastError();  // capture errors are not sticky; clear them
-      graph_error_ = st.message();
-      ctx_.log().warn("llm: decode runs without a CUDA graph: " + st.to_string());
-      return;
+      return st;
     }
     g.calls = captured;
-    graphs_[key] = std::move(g);
+    return g;
   }
+
+  // One graph per step variant, each replayed a few times (a decode step replays identically:
+  // same inputs, same cache slot), the fastest median kept; the others are dropped.
+  Status choose_step_variant(const std::pair<int64_t, bool>& key, LinearOp& linear,
+                             const std::function<Status()>& step) {
+    std::vector<cuda::StepVariant> ok;
+    std::vector<Graph> graphs;
+    std::string error;
+    for (const cuda::StepVariant& v : cuda::step_variants(pdl_capable_)) {
+      variant_ = v;
+      auto g = capture_graph(linear, step);
+      if (!g.is_ok()) {
+        error = v.name() + ": " + g.status().message();
+        continue;
+      }
+      ok.push_back(v);
+      graphs.push_back(std::move(g.value()));
+    }
+    if (graphs.empty()) {
+      graph_error_ = error;
+      ctx_.log().warn("llm: decode runs without a CUDA graph: " + error);
+      return Status::ok();
+    }
+    std::vector<std::function<Status()>> runs;
+    for (const Graph& g : graphs) runs.push_back([&g, this] { return g.exec.launch(stream_.get()); });
+    for (auto& run : runs) TUNABLEOP_RETURN_IF_ERROR(run());  // first launches upload the graphs
+    std::vector<double> us;
+    TUNABLEOP_RETURN_IF_ERROR(
+        cuda::DecodeFusion::time_candidates(runs, 7, argmax_keys_.get(), 16, flush_sink(), stream_.get(), &us));
+    size_t best = 0;
+    std::vector<std::pair<cuda::StepVariant, double>> timed;
+    for (size_t i = 0; i < ok.size(); ++i) {
+      timed.emplace_back(ok[i], us[i]);
+      if (us[i] < us[best]) best = i;
+    }
+    fusion_.set_step(key.first, timed, best);
+    variant_ = ok[best];
+    graphs_[key] = std::move(graphs[best]);
+    return Status::ok();
+  }
+
+  // The layer whose qkv weight this is (-1: none).
+  int64_t layer_of(const void* wqkv) const {
+    for (size_t l = 0; l < view_.layers.size(); ++l) {
+      if (view_.layers[l].wqkv == wqkv) return int64_t(l);
+    }
+    return -1;
+  }
+  bool launch_pdl() const { return pdl_capable_ && variant_.pdl > 0; }
 
   // Scores = q k^T (scaled), causal softmax, probabilities x v (attention_gemms.h).
   Status prefill_attention(const Pass& p, int64_t layer, const void* qkv, const StaticKvCache& cache, LinearOp& linear,
@@ -516,7 +609,8 @@ class CudaKernels final : public DeviceKernels {
   DeviceWeights view_;
   DeviceBuffer q_perm_, o_perm_, scores_;  // prefill attention scratch
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
-  bool pdl_ = false, timing_ = false;
+  bool pdl_capable_ = false, timing_ = false;
+  cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
   // [0, 32): argmax keys, [32]: its block counter, [40]: a timing sink; zero.

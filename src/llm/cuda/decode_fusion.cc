@@ -30,6 +30,31 @@ class EventPool {
 
 }  // namespace
 
+std::string StepVariant::name() const {
+  static const char* const kPdl[] = {"no PDL", "PDL early", "PDL late"};
+  return fmt::format("{}, {}{}", fused ? "fused" : "unfused", kPdl[pdl < 0 || pdl > 2 ? 0 : pdl],
+                     prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "");
+}
+
+std::vector<StepVariant> step_variants(bool pdl_capable) {
+  std::vector<StepVariant> v;
+  for (int pdl = 0; pdl <= (pdl_capable ? 1 : 0); ++pdl) v.push_back({false, pdl, 0});
+  for (int prefetch = 0; prefetch <= 2; ++prefetch) {
+    for (int pdl = 0; pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, prefetch});
+  }
+  return v;
+}
+
+void DecodeFusion::set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best) {
+  std::string s =
+      fmt::format("decode step, batch {}: {} ({:.1f} us;", batch, timed[best].first.name(), timed[best].second);
+  for (size_t i = 0; i < timed.size(); ++i) {
+    if (i != best) s += fmt::format(" {} {:.1f};", timed[i].first.name(), timed[i].second);
+  }
+  s.back() = ')';
+  steps_.push_back(std::move(s));
+}
+
 std::string fusion_candidate_name(const FusedGemvShape& s) { return fmt::format("fused_r{}_sk{}", s.rows, s.k_split); }
 
 const FusionChoice* DecodeFusion::find(const std::string& site) const {
@@ -63,6 +88,7 @@ std::string DecodeFusion::report() const {
     }
     s += "\n";
   }
+  for (const auto& line : steps_) s += line + "\n";
   return s;
 }
 

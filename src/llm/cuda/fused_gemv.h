@@ -13,8 +13,8 @@
 // Design: W [m, k] row-major (the engine's [out, in]) is streamed once with 16-byte
 // `ld.global.cs` loads; a warp group of SK warps owns R rows at a time and splits k; 8 warps per
 // block; a persistent grid (as many blocks as fit at once) walks the row groups, so the prologue
-// runs once per block. Launched with programmatic dependent launch: the first weight loads are
-// issued before griddepcontrol.wait, i.e. while the previous kernel is still finishing.
+// runs once per block. Launched with programmatic dependent launch (two trigger points, see
+// FusedGemvArgs::pdl_late), optionally prefetching the next projections' weights into the L2.
 // Plain C++17 interface (see kernels.h).
 #pragma once
 
@@ -55,7 +55,18 @@ struct FusedGemvArgs {
   // counter of finished blocks (the last block turns the keys into ids).
   unsigned long long* keys = nullptr;  // [n]
   unsigned* counter = nullptr;         // [1]
-  bool pdl = false;                    // programmatic dependent launch (sm_90)
+  // Programmatic dependent launch (sm_90). Early (pdl_late false): the first weight loads are
+  // issued before griddepcontrol.wait and the next kernel may launch as soon as we start. Late:
+  // nothing is loaded before the wait and the next kernel launches once our last loads are in
+  // flight (its blocks then fill the SMs ours leave, instead of competing with a latency-bound
+  // kernel before us for memory).
+  bool pdl = false;
+  bool pdl_late = false;
+  // Weights of the projections after this one (16-byte aligned), fetched into the L2 when this
+  // kernel's work is done, so that they stream while latency-bound kernels (RoPE, attention)
+  // leave the memory idle. 0 bytes: none.
+  const void* prefetch[2] = {nullptr, nullptr};
+  int64_t prefetch_bytes[2] = {0, 0};
 };
 
 inline constexpr int kFusedGemvMaxN = 8;

@@ -130,12 +130,17 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
 
   int64_t base = int64_t(blockIdx.x) * G;
   const int64_t stride = int64_t(gridDim.x) * G;
-  // The weights never change during a step: the first chunk is in flight before we wait for
-  // the previous kernel, which may still be running (programmatic dependent launch).
+  // The weights never change during a step: with the early PDL trigger the first chunk is in
+  // flight before we wait for the previous kernel, which may still be running; with the late
+  // one, right after (during the prologue).
   set_rows(base + g);
-  load(0);
+  if (!a.pdl_late) load(0);
   ::tunableop::cuda::pdl_wait();
-  ::tunableop::cuda::pdl_launch_dependents();
+  if (a.pdl_late) {
+    load(0);  // still in flight during the prologue
+  } else {
+    ::tunableop::cuda::pdl_launch_dependents();
+  }
 
   if constexpr (IN == GemvIn::kNorm) {
     // rmsnorm of each token's residual row, rounded to E as the rmsnorm kernel rounds it.
@@ -193,6 +198,8 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
       set_rows(unit);
       load(0);
     }
+    // Late trigger: once this block's last unit is loading, the next kernel may fill the SMs.
+    if (a.pdl_late && base + stride >= units) ::tunableop::cuda::pdl_launch_dependents();
     float acc[R][NT];
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -277,6 +284,29 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
         }
       }
     }
+  }
+
+  // The next projections' weights into the L2, this block's share of them: bulk prefetches of
+  // 4 KiB on sm_90 (the copy engine fetches every byte), else one prefetch per 32-byte sector.
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int64_t bytes = a.prefetch_bytes[q] / 16 * 16;
+    if (bytes <= 0) continue;
+    const int64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 127) / 128 * 128;
+    const char* p = static_cast<const char*>(a.prefetch[q]);
+    const int64_t end = min(bytes, share * (int64_t(blockIdx.x) + 1));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int64_t kPiece = 4096;
+    for (int64_t off = share * blockIdx.x + int64_t(threadIdx.x) * kPiece; off < end;
+         off += int64_t(kThreads) * kPiece) {
+      const uint32_t size = uint32_t(min(kPiece, end - off));
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(size) : "memory");
+    }
+#else
+    for (int64_t off = share * blockIdx.x + int64_t(threadIdx.x) * 32; off < end; off += int64_t(kThreads) * 32) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+    }
+#endif
   }
 
   if constexpr (OUT == GemvOut::kArgmax) {

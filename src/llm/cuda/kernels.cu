@@ -106,10 +106,13 @@ __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
   }
 }
 
+// One block per (row, q or k head): decode has one row per sequence, so a block per row alone
+// left one SM walking every head in a serial loop (15 us for Llama's 64 heads). A k-head block
+// also stores that kv head's v.
 template <class E>
 __global__ void rope_store_kernel(RopeStoreArgs a) {
   pdl_enter();
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x, h = blockIdx.y;
   const int64_t hd = a.head_dim, half = hd / 2;
   const int64_t pos = a.positions[r], seq = a.seqs[r];
   E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
@@ -117,22 +120,19 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   const float* s = a.sin + pos * half;
   E* kc = static_cast<E*>(a.k_cache);
   E* vc = static_cast<E*>(a.v_cache);
-  // q and k heads: one rotation pair per thread step.
-  const int64_t pairs = (a.n_heads + a.n_kv_heads) * half;
-  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
-    const int64_t h = p / half, i = p % half;
+  E* dst = h < a.n_heads ? row + h * hd : kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float x0 = to_f(row[h * hd + i]), x1 = to_f(row[h * hd + i + half]);
     const E y0 = from_f<E>(x0 * c[i] - x1 * s[i]);
     const E y1 = from_f<E>(x1 * c[i] + x0 * s[i]);
-    E* dst = h < a.n_heads ? row + h * hd : kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
     dst[i] = y0;
     dst[i + half] = y1;
   }
-  const E* v = row + (a.n_heads + a.n_kv_heads) * hd;
-  for (int64_t j = threadIdx.x; j < a.n_kv_heads * hd; j += blockDim.x) {
-    const int64_t h = j / hd, d = j % hd;
-    vc[((seq * a.n_kv_heads + h) * a.max_seq + pos) * hd + d] = v[j];
-  }
+  if (h < a.n_heads) return;
+  const int64_t kv = h - a.n_heads;
+  const E* v = row + (a.n_heads + a.n_kv_heads + kv) * hd;
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x)
+    vc[((seq * a.n_kv_heads + kv) * a.max_seq + pos) * hd + d] = v[d];
 }
 
 constexpr int kAttnThreads = 128;
@@ -330,7 +330,9 @@ cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    return launch(rope_store_kernel<E>, dim3(unsigned(a.rows)), dim3(256), 0, s, pdl, a);
+    const unsigned threads = unsigned(a.head_dim / 2 >= 128 ? 128 : ((a.head_dim / 2 + 31) / 32) * 32);
+    return launch(rope_store_kernel<E>, dim3(unsigned(a.rows), unsigned(a.n_heads + a.n_kv_heads)), dim3(threads), 0, s,
+                  pdl, a);
   });
 }
 
