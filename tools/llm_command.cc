@@ -179,8 +179,12 @@ struct BenchExtras {
   llm::StepProfile profile;
 };
 
+// The profiled steps run at the benchmark's mean position (half-way through its new tokens): the
+// attention kernels' time grows with the context, and a profile at the prompt would hide it.
+int64_t profile_warmup(int64_t max_new) { return std::max<int64_t>(2, max_new / 2); }
+
 StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
-                                   const std::vector<std::vector<int32_t>>& prompts) {
+                                   const std::vector<std::vector<int32_t>>& prompts, int64_t max_new) {
   BenchExtras x;
   if (a.measure_bandwidth) {
     auto bw = engine.copy_bandwidth_gbps();
@@ -189,7 +193,7 @@ StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
   }
   x.choices = engine.kernel_choices();
   if (a.profile_decode > 0) {
-    auto p = llm::profile_decode_steps(engine, prompts, 2, a.profile_decode);
+    auto p = llm::profile_decode_steps(engine, prompts, int(profile_warmup(max_new)), a.profile_decode);
     if (!p.is_ok()) return p.status();
     x.profile = std::move(p.value());
   }
@@ -253,7 +257,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
       if (tuned) (void)ctx.config().set(Setting::kTuning, true);
     });
     if (!r.is_ok()) return fail(r.status());
-    auto extras = bench_extras(a, engine, prompts);  // in the tuned mode, the last one set
+    auto extras = bench_extras(a, engine, prompts, max_new);  // in the tuned mode, the last one set
     if (!extras.is_ok()) return fail(extras.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
     if (a.json) {
@@ -278,7 +282,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
 
   auto r = llm::run_benchmark(engine, prompts, bo);
   if (!r.is_ok()) return fail(r.status());
-  auto extras = bench_extras(a, engine, prompts);
+  auto extras = bench_extras(a, engine, prompts, max_new);
   if (!extras.is_ok()) return fail(extras.status());
   if (a.json) {
     std::string j = llm::report_json(*r);
@@ -440,7 +444,7 @@ int run_llm(const LlmArgs& a) {
                                  : llm::EngineOptions::Fusion::kAuto;
   if (a.profile_decode > 0 && !generate) {
     // The profiled steps come after the benchmark's, on a fresh prefill: room for them.
-    eo.max_seq = std::max(eo.max_seq, longest + 2 + a.profile_decode);
+    eo.max_seq = std::max(eo.max_seq, longest + profile_warmup(max_new) + a.profile_decode);
   }
   if (a.device == "cuda") {
     auto dt = parse_dtype(a.dtype);

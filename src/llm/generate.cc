@@ -174,13 +174,17 @@ StatusOr<StepProfile> profile_decode_steps(Engine& engine, const std::vector<std
     TUNABLEOP_RETURN_IF_ERROR(engine.decode(in, &next));
   }
   std::vector<std::vector<ProfileSpan>> all;
+  const auto lengths = engine.sequence_lengths();
+  const int64_t position = lengths.empty() ? 0 : lengths[0];
   for (int i = 0; i < steps; ++i) {
     std::vector<int32_t> in = next;
     auto spans = engine.profile_decode(in, &next);
     if (!spans.is_ok()) return spans.status();
     all.push_back(std::move(spans.value()));
   }
-  return summarize_profile(all);
+  StepProfile p = summarize_profile(all);
+  p.position = position;
+  return p;
 }
 
 std::string format_report(const BenchmarkReport& r) {

@@ -33,7 +33,8 @@ StepProfile summarize_profile(const std::vector<std::vector<ProfileSpan>>& steps
 
 std::string format_profile(const StepProfile& p, double step_ms) {
   const double total = p.total_ms();
-  std::string s = fmt::format("Decode step breakdown (eager, one event per kernel, mean of {} steps):\n", p.steps);
+  std::string s = fmt::format("Decode step breakdown (eager, one event per kernel, mean of {} steps{}):\n", p.steps,
+                              p.position > 0 ? fmt::format(" at position {}", p.position) : "");
   s += fmt::format("  {:<44} {:>6} {:>10} {:>6} {:>9}\n", "kernel", "calls", "us/step", "share", "GB/s");
   for (const auto& r : p.rows) {
     const std::string gbps =
@@ -56,6 +57,7 @@ std::string format_profile(const StepProfile& p, double step_ms) {
 std::string profile_json(const StepProfile& p, double step_ms) {
   nlohmann::json j;
   j["steps"] = p.steps;
+  j["position"] = p.position;
   j["matmul_us"] = p.matmul_ms * 1e3;
   j["other_us"] = p.other_ms * 1e3;
   j["step_us"] = step_ms * 1e3;

@@ -28,6 +28,7 @@ struct StepProfile {
   };
   std::vector<Row> rows;
   int steps = 0;
+  int64_t position = 0;                // of the first profiled step's token in its sequence (0: not recorded)
   double matmul_ms = 0, other_ms = 0;  // per step
   double total_ms() const { return matmul_ms + other_ms; }
 };

@@ -246,6 +246,7 @@ TEST(LlmCuda, ProfileNamesTheKernelsOfAStep) {
     auto prof = profile_decode_steps(*gpu.engine, {kPrompt}, 2, 3);
     ASSERT_TRUE(prof.is_ok()) << prof.status().to_string();
     EXPECT_EQ(prof->steps, 3);
+    EXPECT_EQ(prof->position, int64_t(kPrompt.size()) + 2);
     std::string labels;
     for (const auto& r : prof->rows) labels += r.label + ";";
     for (const char* want : {"embedding", "rope_kv", "attention", "qkv", "gate_up", "lm_head"}) {

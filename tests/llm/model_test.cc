@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "llm/cpu/cpu_device.h"
+#include "llm/generate.h"
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "llm_test_util.h"
@@ -194,6 +195,14 @@ TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
   EXPECT_EQ(p.rows[1].label, "qkv.norm");
   EXPECT_DOUBLE_EQ(p.rows[1].calls, double(c.num_layers));
   EXPECT_NE(format_profile(p, 1.0).find("matmul kernels"), std::string::npos);
+
+  // The benchmark's profile: decode steps up to a position first, then the profiled ones.
+  auto q = profile_decode_steps(*r.engine, {{1, 2, 3}}, 4, 2);
+  ASSERT_TRUE(q.is_ok()) << q.status().to_string();
+  EXPECT_EQ(q->steps, 2);
+  EXPECT_EQ(q->position, 3 + 4);  // the prompt, then 4 decoded tokens
+  EXPECT_NE(format_profile(*q, 0).find("at position 7"), std::string::npos);
+  EXPECT_FALSE(profile_decode_steps(*r.engine, {{1, 2, 3}}, 40, 2).is_ok()) << "past the cache: refused";
 }
 
 // project() refuses a projection whose shape does not fit its epilogue (a wrong model, not data).
