@@ -47,7 +47,7 @@ stamp "configure + build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGS/configure.log" 2>&1 ||
   { tail -20 "$LOGS/configure.log"; exit 1; }
 targets="tunableop_cli"
-[ "${DECODE_TESTS:-1}" = 1 ] && targets="$targets test_llm_cuda test_llm_cuda_fused"
+[ "${DECODE_TESTS:-1}" = 1 ] && targets="$targets test_llm_cuda test_cuda_fused_linear"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j "$(nproc)" $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$LOGS/build.log" | head -20; echo "gpu-decode: build failed"; exit 1; }
@@ -55,8 +55,9 @@ stamp "built"
 
 if [ "${DECODE_TESTS:-1}" = 1 ]; then
   stamp "tests (fused kernels vs fp64, CUDA engine incl. HF fixtures fused and unfused)"
-  TUNABLEOP_SOURCE_DIR="$ROOT" timeout "$(left 90)" "$BUILD/tests/llm/test_llm_cuda_fused" >"$LOGS/test_fused.log" 2>&1
-  echo "test_llm_cuda_fused: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$LOGS/test_fused.log" | tr '\n' ' ')"
+  TUNABLEOP_SOURCE_DIR="$ROOT" timeout "$(left 90)" "$BUILD/tests/backends/cuda/fused_linear/test_cuda_fused_linear" \
+    >"$LOGS/test_fused.log" 2>&1
+  echo "test_cuda_fused_linear: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$LOGS/test_fused.log" | tr '\n' ' ')"
   TUNABLEOP_SOURCE_DIR="$ROOT" timeout "$(left 150)" "$BUILD/tests/llm/test_llm_cuda" >"$LOGS/test_llm_cuda.log" 2>&1
   echo "test_llm_cuda: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$LOGS/test_llm_cuda.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED|Failure|error:" "$LOGS/test_fused.log" "$LOGS/test_llm_cuda.log" | head -20

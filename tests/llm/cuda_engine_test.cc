@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "llm/engine.h"
 #include "llm/generate.h"
@@ -173,7 +174,9 @@ TEST(LlmCuda, FusedProjectionsMatchUnfused) {
           }
           np = nf;  // both continue from the same tokens
         }
-        EXPECT_NE(fused.engine->kernel_choices().find("fused_r"), std::string::npos) << fused.engine->kernel_choices();
+        EXPECT_NE(fused.engine->kernel_choices().find(": fused Default"), std::string::npos)
+            << "kOn with TunableOp off: the op's Default\n"
+            << fused.engine->kernel_choices();
       }
     }
   }
@@ -205,6 +208,11 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
   }
   EXPECT_NE(choices.find("unfused"), std::string::npos) << "the unfused path is a timed candidate\n" << choices;
   EXPECT_NE(choices.find("decode step, batch 1:"), std::string::npos) << "step variants timed\n" << choices;
+  // The fused projections' shapes were tuned as FusedLinear problems, into the results file.
+  std::ifstream results(dir / "results.csv");
+  std::stringstream text;
+  text << results.rdbuf();
+  EXPECT_NE(text.str().find("FusedLinearTunableOp_float,out_"), std::string::npos) << text.str();
   std::filesystem::remove_all(dir);
 }
 

@@ -20,10 +20,10 @@
 #include "cuda_common/cuda_memory.h"
 #include "llm/attention_gemms.h"
 #include "llm/cuda/decode_fusion.h"
-#include "llm/cuda/fused_gemv.h"
 #include "llm/cuda/kernels.h"
 #include "llm/model.h"
 #include "llm/rope.h"
+#include "tunableop/fused_linear.h"
 
 namespace tunableop::llm {
 namespace {
@@ -56,9 +56,8 @@ class CudaKernels final : public DeviceKernels {
     pdl_capable_ = o_.pdl && prop.major >= 9;
     variant_.pdl = pdl_capable_ ? 1 : 0;
     l2_bytes_ = prop.l2CacheSize;
-    // The fused lm_head's argmax scratch: zero, and left zero by every launch.
-    TUNABLEOP_RETURN_IF_ERROR(argmax_keys_.ensure(64 * sizeof(unsigned long long)));
-    TUNABLEOP_CUDA_TRY(cudaMemset(argmax_keys_.get(), 0, argmax_keys_.bytes()));
+    TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
+    TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
     const int64_t hd = config().head_dim;
     if (o_.max_seq > cuda::decode_attention_max_seq(e_, hd)) {
       return Status::invalid_argument("max_seq " + std::to_string(o_.max_seq) +
@@ -177,20 +176,21 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
-  // Decode projections: the fused kernel chosen for this site, or the unfused composition.
+  // Decode projections: the FusedLinear op (its shape tuned by TunableOp) where it beat the
+  // unfused composition for this site, else the composition.
   Status project(const Projection& p, LinearOp& linear) override {
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
-    cuda::FusedGemvArgs args = fused_args(p);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
     if (!choice) {
-      auto made = choose(site, p, args, linear);
+      auto made = choose(site, p, linear);
       if (!made.is_ok()) return made.status();
       choice = *made;
     }
     if (!choice->best.fused) return DeviceKernels::project(p, linear);
-    TUNABLEOP_CUDA_TRY(cuda::fused_gemv(args, choice->best.shape, stream_.get()));
-    if (profiling()) mark(p.name, choice->best.name.c_str(), p.weight_bytes(esize_), true);
+    const FusedLinearPlan& plan = plans_.at(site);
+    TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
+    if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
     return Status::ok();
   }
 
@@ -286,121 +286,115 @@ class CudaKernels final : public DeviceKernels {
            " n" + std::to_string(p.rows);
   }
 
-  cuda::FusedGemvArgs fused_args(const Projection& p) {
+  // The projection as a FusedLinear problem (its input and output kinds from the model's config).
+  FusedLinearParams fused_params(const Projection& p) const {
     using E = Projection::Epilogue;
     const ModelConfig& c = config();
-    cuda::FusedGemvArgs a;
-    a.e = e_;
-    a.in_kind = p.norm ? cuda::GemvIn::kNorm : cuda::GemvIn::kInput;
-    a.out_kind = p.epilogue == E::kStore         ? cuda::GemvOut::kStore
-                 : p.epilogue == E::kAddResidual ? cuda::GemvOut::kAddResidual
-                 : p.epilogue == E::kGated       ? cuda::GemvOut::kGated
-                                                 : cuda::GemvOut::kArgmax;
-    a.w = p.w;
-    a.m = p.out;
-    a.k = p.in;
-    a.n = int(p.rows);
-    a.input = p.input;
-    a.x = p.x;
-    a.norm_w = p.norm;
-    a.eps = float(c.rms_norm_eps);
-    a.add_one = c.norm_adds_one();
-    a.y = p.y;
-    a.residual = p.residual;
-    a.gated = p.gated;
-    a.act = c.activation == Activation::kSilu       ? cuda::Act::kSilu
-            : c.activation == Activation::kGeluTanh ? cuda::Act::kGeluTanh
-                                                    : cuda::Act::kGeluErf;
-    a.ids = p.ids;
-    a.keys = argmax_keys_.as<unsigned long long>();
-    a.counter = reinterpret_cast<unsigned*>(argmax_keys_.as<unsigned long long>() + 32);
-    a.pdl = launch_pdl();
-    a.pdl_late = variant_.pdl == 2;
+    FusedLinearParams f;
+    f.dtype = o_.dtype;
+    f.out = p.out;
+    f.in = p.in;
+    f.tokens = p.rows;
+    f.input = !p.norm ? FusedInput::kPlain : c.norm_adds_one() ? FusedInput::kRmsNormPlusOne : FusedInput::kRmsNorm;
+    f.eps = c.rms_norm_eps;
+    f.output = p.epilogue == E::kStore                 ? FusedOutput::kStore
+               : p.epilogue == E::kAddResidual         ? FusedOutput::kAddResidual
+               : p.epilogue == E::kArgmax              ? FusedOutput::kArgmax
+               : c.activation == Activation::kSilu     ? FusedOutput::kGatedSilu
+               : c.activation == Activation::kGeluTanh ? FusedOutput::kGatedGeluTanh
+                                                       : FusedOutput::kGatedGeluErf;
+    return f;
+  }
+
+  FusedLinearOperands fused_operands(const Projection& p) {
+    const ModelConfig& c = config();
+    FusedLinearOperands o;
+    o.w = p.w;
+    o.input = p.input;
+    o.x = p.x;
+    o.norm = p.norm;
+    o.y = p.y;
+    o.residual = p.residual;
+    o.gated = p.gated;
+    o.ids = p.ids;
+    o.stream = stream_.get();
+    o.pdl = launch_pdl() ? variant_.pdl : 0;
     // L2 prefetch: the qkv kernel fetches o's weights (and the head of gate_up's) for after
     // RoPE and attention; lm_head fetches the next step's first qkv for after the host's turn.
     const std::string_view name = p.name;
     const int64_t layer = name == "qkv" ? layer_of(p.w) : -1;
     if (variant_.prefetch >= 1 && layer >= 0) {
       const DeviceWeights::Layer& lw = view_.layers[size_t(layer)];
-      a.prefetch[0] = lw.wo;
-      a.prefetch_bytes[0] = c.hidden_size * c.q_dim() * int64_t(esize_);
+      o.prefetch[0] = lw.wo;
+      o.prefetch_bytes[0] = c.hidden_size * c.q_dim() * int64_t(esize_);
       if (variant_.prefetch >= 2) {
-        a.prefetch[1] = lw.w_gate_up;
-        a.prefetch_bytes[1] =
+        o.prefetch[1] = lw.w_gate_up;
+        o.prefetch_bytes[1] =
             std::min<int64_t>(int64_t(16) << 20, 2 * c.intermediate_size * c.hidden_size * int64_t(esize_));
       }
     }
     if (variant_.prefetch >= 2 && name == "lm_head" && !view_.layers.empty()) {
-      a.prefetch[0] = view_.layers[0].wqkv;
-      a.prefetch_bytes[0] = c.qkv_dim() * c.hidden_size * int64_t(esize_);
+      o.prefetch[0] = view_.layers[0].wqkv;
+      o.prefetch_bytes[0] = c.qkv_dim() * c.hidden_size * int64_t(esize_);
     }
-    return a;
+    return o;
   }
 
-  // A projection's first decode: the fused shapes that support it against the unfused path.
-  // kOn takes the first supported shape; kAuto times every candidate (L2 evicted before each
-  // run, median of several) and keeps the fastest. Timing runs write a copy of the residual, so
-  // the step's state is untouched; the unfused runs' GEMM calls are not counted.
-  StatusOr<const cuda::FusionChoice*> choose(const std::string& site, const Projection& p,
-                                             const cuda::FusedGemvArgs& args, LinearOp& linear) {
-    cuda::FusionChoice choice;
-    choice.best.name = "unfused";
-    std::vector<cuda::FusionCandidate> cands = {choice.best};
-    const cuda::FusedGemvShape* shapes = nullptr;
-    const int count = cuda::fused_gemv_shapes(args.out_kind, &shapes);
-    for (int i = 0; i < count; ++i) {
-      if (cuda::fused_gemv_unsupported(args, shapes[i])) continue;
-      cands.push_back({cuda::fusion_candidate_name(shapes[i]), true, shapes[i], 0});
-    }
+  // A projection's first decode: the FusedLinear op against the unfused composition. The op's
+  // first run picks its shape (tuned, with TunableOp on, and kept in the results file; else its
+  // Default). kOn then takes the op; kAuto times both (L2 evicted before each run, median of
+  // several) and keeps the faster. Timing runs write a copy of the residual, so the step's state
+  // is untouched; the unfused runs' GEMM calls are not counted. Where the op does not apply
+  // (more than 8 tokens, a width it cannot load), the composition.
+  StatusOr<const cuda::FusionChoice*> choose(const std::string& site, const Projection& p, LinearOp& linear) {
+    static const cuda::FusionChoice unfused{{"unfused", false, 0}, {}};
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
-    if (capturing != cudaStreamCaptureStatusNone) {  // no timing inside a graph: unfused, not kept
-      static const cuda::FusionChoice unfused{{"unfused", false, {}, 0}, {}};
-      return &unfused;
-    }
-    if (o_.fusion == EngineOptions::Fusion::kOn || cands.size() == 1) {
-      choice.best = cands.size() > 1 ? cands[1] : cands[0];
-      return &fusion_.set(site, std::move(choice));
-    }
+    if (capturing != cudaStreamCaptureStatusNone) return &unfused;  // no tuning inside a graph; not kept
+    auto plan = make_plan(ctx_, fused_params(p));
+    if (!plan.is_ok()) return &fusion_.set(site, unfused);
+    plans_[site] = *plan;
     Projection q = p;
-    cuda::FusedGemvArgs qa = args;
+    FusedLinearOperands qo = fused_operands(p);
     if (p.epilogue == Projection::Epilogue::kAddResidual) {
       const size_t bytes = size_t(p.rows * p.out) * 4;
       TUNABLEOP_RETURN_IF_ERROR(tune_residual_.ensure(bytes));
       TUNABLEOP_CUDA_TRY(
           cudaMemcpyAsync(tune_residual_.get(), p.residual, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
-      q.residual = qa.residual = tune_residual_.as<float>();
-    }
-    std::vector<std::function<Status()>> runs;
-    for (const auto& c : cands) {
-      if (c.fused) {
-        runs.push_back([this, &qa, shape = c.shape]() -> Status {
-          TUNABLEOP_CUDA_TRY(cuda::fused_gemv(qa, shape, stream_.get()));
-          return Status::ok();
-        });
-      } else {
-        runs.push_back([this, &q, &linear] { return DeviceKernels::project(q, linear); });
-      }
+      q.residual = qo.residual = tune_residual_.as<float>();
     }
     const auto before = linear.problems();
     timing_ = true;
-    Status st = Status::ok();
-    for (auto& run : runs) {
-      if (st.is_ok()) st = run();  // warm-up: the GEMM may tune here
-    }
-    if (st.is_ok()) st = flush_buffer();
+    Status st = plan->run(qo);  // the op tunes here (or takes its Default)
+    const cuda::FusionCandidate fused{"fused " + plan->solution(), true, 0};
+    std::vector<cuda::FusionCandidate> cands = {unfused.best, fused};
     std::vector<double> us;
-    if (st.is_ok()) {
-      st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
-                                               stream_.get(), &us);
+    const bool timed = st.is_ok() && o_.fusion != EngineOptions::Fusion::kOn;
+    if (timed) {
+      std::vector<std::function<Status()>> runs = {[this, &q, &linear] { return DeviceKernels::project(q, linear); },
+                                                   [&plan, &qo] { return plan->run(qo); }};
+      st = runs[0]();  // warm-up: the GEMM may tune here
+      if (st.is_ok()) st = flush_buffer();
+      if (st.is_ok()) {
+        st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
+                                                 stream_.get(), &us);
+      }
     }
     timing_ = false;
     linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
-    TUNABLEOP_RETURN_IF_ERROR(st);
-    for (size_t i = 0; i < cands.size(); ++i) cands[i].us = us[i];
-    std::stable_sort(cands.begin(), cands.end(), [](const auto& a, const auto& b) { return a.us < b.us; });
-    choice.best = cands[0];
-    choice.timed = std::move(cands);
+    if (!st.is_ok()) {
+      ctx_.log().warn("llm: " + site + ": the fused projection is not used: " + st.to_string());
+      return &fusion_.set(site, unfused);
+    }
+    cuda::FusionChoice choice;
+    choice.best = fused;
+    if (timed) {
+      cands[0].us = us[0];
+      cands[1].us = us[1];
+      if (cands[1].us < cands[0].us) std::swap(cands[0], cands[1]);
+      choice.best = cands[0];
+      choice.timed = std::move(cands);
+    }
     return &fusion_.set(site, std::move(choice));
   }
 
@@ -412,7 +406,7 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_CUDA_TRY(cudaMemsetAsync(flush_.get(), 0, bytes, stream_.get()));
     return Status::ok();
   }
-  float* flush_sink() { return reinterpret_cast<float*>(argmax_keys_.as<unsigned long long>() + 40); }
+  float* flush_sink() { return scratch_.as<float>(); }
 
   struct Graph {
     GraphExec exec;
@@ -478,7 +472,7 @@ class CudaKernels final : public DeviceKernels {
     for (auto& run : runs) TUNABLEOP_RETURN_IF_ERROR(run());  // first launches upload the graphs
     std::vector<double> us;
     TUNABLEOP_RETURN_IF_ERROR(
-        cuda::DecodeFusion::time_candidates(runs, 7, argmax_keys_.get(), 16, flush_sink(), stream_.get(), &us));
+        cuda::DecodeFusion::time_candidates(runs, 7, scratch_.as<char>() + 16, 16, flush_sink(), stream_.get(), &us));
     size_t best = 0;
     std::vector<std::pair<cuda::StepVariant, double>> timed;
     for (size_t i = 0; i < ok.size(); ++i) {
@@ -613,9 +607,9 @@ class CudaKernels final : public DeviceKernels {
   cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
-  // [0, 32): argmax keys, [32]: its block counter, [40]: a timing sink; zero.
-  DeviceBuffer argmax_keys_;
-  DeviceBuffer tune_residual_, flush_;  // fused-projection timing scratch
+  DeviceBuffer scratch_;                          // zero: a timing sink and a 16-byte buffer the timer reads
+  std::map<std::string, FusedLinearPlan> plans_;  // per decode projection site
+  DeviceBuffer tune_residual_, flush_;            // fused-projection timing scratch
   std::vector<cudaEvent_t> profile_events_;
 };
 

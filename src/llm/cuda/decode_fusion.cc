@@ -55,8 +55,6 @@ void DecodeFusion::set_step(int64_t batch, const std::vector<std::pair<StepVaria
   steps_.push_back(std::move(s));
 }
 
-std::string fusion_candidate_name(const FusedGemvShape& s) { return fmt::format("fused_r{}_sk{}", s.rows, s.k_split); }
-
 const FusionChoice* DecodeFusion::find(const std::string& site) const {
   for (const auto& [name, choice] : sites_) {
     if (name == site) return &choice;

@@ -1,8 +1,7 @@
-// Which kernel each projection of a decode step runs (issue 13): a fused kernel shape
-// (fused_gemv.h) or the unfused path (tuned GEMM + element-wise kernels), chosen by timing them
-// on the device the first time the projection runs, like TunableOp chooses a GEMM solution.
-// The choices live with the engine (they are re-measured per process); once the op framework
-// lands they become candidates of a fused-projection op with its results file.
+// Which kernels each projection of a decode step runs (issue 13): the FusedLinear op (one
+// kernel; its shape tuned by TunableOp and kept in the results file) or the unfused composition
+// (rmsnorm kernel, tuned GEMM, element-wise kernel), chosen by timing both on the device the
+// first time the projection runs; and how the whole step is built (StepVariant).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,15 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include "llm/cuda/fused_gemv.h"
 #include "tunableop/status.h"
 
 namespace tunableop::llm::cuda {
 
 struct FusionCandidate {
-  std::string name;  // "unfused", "fused_r2_sk1"
+  std::string name;  // "unfused", "fused FusedLinear_r2_sk1"
   bool fused = false;
-  FusedGemvShape shape;
   double us = 0;  // median time measured (0: not timed)
 };
 
@@ -36,7 +33,7 @@ struct FusionChoice {
 // and times whole steps (with TunableOp on).
 struct StepVariant {
   bool fused = true;
-  int pdl = 1;       // 0 off, 1 early trigger, 2 late trigger (FusedGemvArgs::pdl_late)
+  int pdl = 1;       // 0 off, 1 early trigger, 2 late trigger (FusedLinearOperands::pdl)
   int prefetch = 0;  // 0 none; 1 o's weights; 2 also 16 MB of gate_up's and the next step's qkv
   std::string name() const;
 };
@@ -63,7 +60,5 @@ class DecodeFusion {
   std::vector<std::pair<std::string, FusionChoice>> sites_;  // first-seen order
   std::vector<std::string> steps_;                           // one line per batch size
 };
-
-std::string fusion_candidate_name(const FusedGemvShape& s);
 
 }  // namespace tunableop::llm::cuda

@@ -6,8 +6,8 @@
 #include <cfloat>
 
 #include "cuda_common/elem.cuh"
+#include "cuda_common/gated_act.cuh"
 #include "cuda_common/pdl.cuh"
-#include "llm/cuda/act.cuh"
 #include "llm/cuda/kernels.h"
 #include "llm/random_hash.h"
 
@@ -221,7 +221,7 @@ __global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act 
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = k / inter, i = k % inter;
     const E* row = gate_up + r * 2 * inter;
-    out[k] = from_f<E>(act_fn(act, to_f(row[i])) * to_f(row[inter + i]));
+    out[k] = from_f<E>(::tunableop::cuda::gated_act(act, to_f(row[i])) * to_f(row[inter + i]));
   }
 }
 

@@ -15,10 +15,12 @@
 
 #include <cstdint>
 
+#include "cuda_common/gated_act.h"
+
 namespace tunableop::llm::cuda {
 
 enum class Elem { kF32, kBF16 };
-enum class Act { kSilu, kGeluTanh, kGeluErf };
+using Act = ::tunableop::cuda::GatedAct;  // kSilu, kGeluTanh, kGeluErf
 
 // dst[i] = E(offset + scale * random_uniform(seed, stream_id, i)): the host generator's values.
 cudaError_t fill_random(Elem e, void* dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale, float offset,

@@ -7,12 +7,12 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backends/cuda/fused_linear/fused_gemv.h"
 #include "cuda_common/elem.cuh"
+#include "cuda_common/gated_act.cuh"
 #include "cuda_common/pdl.cuh"
-#include "llm/cuda/act.cuh"
-#include "llm/cuda/fused_gemv.h"
 
-namespace tunableop::llm::cuda::fused {
+namespace tunableop::cuda::fused {
 
 using ::tunableop::cuda::from_f;
 using ::tunableop::cuda::to_f;
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
         } else {  // kGated: the unfused path rounds gate and up to E, then the product
           const float gate = to_f<T>(from_f<T>(acc[p][j]));
           const float up = to_f<T>(from_f<T>(acc[P + p][j]));
-          static_cast<T*>(a.gated)[j * rows_out + row] = from_f<T>(act_fn(a.act, gate) * up);
+          static_cast<T*>(a.gated)[j * rows_out + row] = from_f<T>(::tunableop::cuda::gated_act(a.act, gate) * up);
         }
       }
     }
@@ -422,4 +422,4 @@ cudaError_t launch_elem(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStr
   return launch_shape<__nv_bfloat16, IN, OUT>(a, s, stream);
 }
 
-}  // namespace tunableop::llm::cuda::fused
+}  // namespace tunableop::cuda::fused

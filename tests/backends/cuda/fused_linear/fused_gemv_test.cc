@@ -1,9 +1,8 @@
-// The fused decode projections (src/llm/cuda/fused_gemv.h) against an fp64 reference on fresh
-// random data: every offered shape, each (input, output) pair, fp32 and bf16, n = 1, 3, 8, odd m
-// and k that are not multiples of a chunk; outputs poisoned with NaN and followed by guard
-// elements that must survive; the residual accumulated, not overwritten; argmax ties to the
-// first index; the argmax scratch left zero. The support rules run anywhere; the kernels skip
-// without a GPU.
+// The fused decode-projection kernel (src/backends/cuda/fused_linear/fused_gemv.h), every shape, against an fp64
+// reference on fresh random data: every offered shape, each (input, output) pair, fp32 and bf16, n = 1, 3, 8, odd m and
+// k that are not multiples of a chunk; outputs poisoned with NaN and followed by guard elements that must survive; the
+// residual accumulated, not overwritten; argmax ties to the first index; the argmax scratch left zero. The support
+// rules run anywhere; the kernels skip without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -13,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "llm/cuda/fused_gemv.h"
+#include "backends/cuda/fused_linear/fused_gemv.h"
 #include "tunableop/half.h"
 
-namespace tunableop::llm::cuda {
+namespace tunableop::cuda {
 namespace {
 
 bool have_gpu() {
@@ -97,11 +96,11 @@ double rel_err(const std::vector<float>& got, const std::vector<double>& want, d
   return std::sqrt(num / std::max(den, scale_floor));
 }
 
-double act_ref(Act a, double g) {
+double act_ref(GatedAct a, double g) {
   switch (a) {
-    case Act::kSilu: return g / (1 + std::exp(-g));
-    case Act::kGeluTanh: return 0.5 * g * (1 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
-    case Act::kGeluErf: return 0.5 * g * (1 + std::erf(g * 0.7071067811865476));
+    case GatedAct::kSilu: return g / (1 + std::exp(-g));
+    case GatedAct::kGeluTanh: return 0.5 * g * (1 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+    case GatedAct::kGeluErf: return 0.5 * g * (1 + std::erf(g * 0.7071067811865476));
   }
   return 0;
 }
@@ -186,7 +185,7 @@ void check_case(const Case& c, std::mt19937& rng) {
   a.y = dy.p;
   a.residual = static_cast<float*>(dres.p);
   a.gated = dgated.p;
-  a.act = c.k % 2 ? Act::kSilu : Act::kGeluTanh;
+  a.act = c.k % 2 ? GatedAct::kSilu : GatedAct::kGeluTanh;
   a.ids = static_cast<int32_t*>(dids.p);
   a.keys = static_cast<unsigned long long*>(dkeys.p);
   a.counter = reinterpret_cast<unsigned*>(static_cast<unsigned long long*>(dkeys.p) + 32);
@@ -345,4 +344,4 @@ TEST(FusedGemv, SupportRules) {
 }
 
 }  // namespace
-}  // namespace tunableop::llm::cuda
+}  // namespace tunableop::cuda

@@ -15,17 +15,19 @@
 // block; a persistent grid (as many blocks as fit at once) walks the row groups, so the prologue
 // runs once per block. Launched with programmatic dependent launch (two trigger points, see
 // FusedGemvArgs::pdl_late), optionally prefetching the next projections' weights into the L2.
-// Plain C++17 interface (see kernels.h).
+// The launch interface is plain C++17 (nvcc compiles the .cu files under any dialect); the op
+// FusedLinear (include/tunableop/fused_linear.h) offers each shape as a candidate (candidates.cc).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "llm/cuda/kernels.h"
+#include "cuda_common/gated_act.h"
 
-namespace tunableop::llm::cuda {
+namespace tunableop::cuda {
 
+enum class Elem { kF32, kBF16 };
 enum class GemvIn { kInput, kNorm };
 enum class GemvOut { kStore, kAddResidual, kGated, kArgmax };
 
@@ -45,12 +47,12 @@ struct FusedGemvArgs {
   const float* x = nullptr;      // kNorm: [n, k] fp32
   const void* norm_w = nullptr;  // kNorm: [k] E
   float eps = 1e-6f;
-  bool add_one = false;       // kNorm: Gemma's (1 + w)
-  void* y = nullptr;          // kStore, kArgmax: [n, m] E
-  float* residual = nullptr;  // kAddResidual: [n, m] fp32
-  void* gated = nullptr;      // kGated: [n, m / 2] E
-  Act act = Act::kSilu;       // kGated
-  int32_t* ids = nullptr;     // kArgmax: [n]
+  bool add_one = false;            // kNorm: Gemma's (1 + w)
+  void* y = nullptr;               // kStore, kArgmax: [n, m] E
+  float* residual = nullptr;       // kAddResidual: [n, m] fp32
+  void* gated = nullptr;           // kGated: [n, m / 2] E
+  GatedAct act = GatedAct::kSilu;  // kGated
+  int32_t* ids = nullptr;          // kArgmax: [n]
   // kArgmax scratch, zero before the launch and left zero after it: one key per column, one
   // counter of finished blocks (the last block turns the keys into ids).
   unsigned long long* keys = nullptr;  // [n]
@@ -73,6 +75,7 @@ inline constexpr int kFusedGemvMaxN = 8;
 
 // The shapes offered for an epilogue (kGated: R even), Default-ish ones first.
 int fused_gemv_shapes(GemvOut out, const FusedGemvShape** shapes);
+bool fused_gemv_offered(GemvOut out, const FusedGemvShape& s);
 
 // Why this shape cannot run these arguments (k not a multiple of 16 bytes, n out of range,
 // misaligned pointers, a missing buffer, ...), or nullptr when it can.
@@ -82,4 +85,4 @@ const char* fused_gemv_unsupported(const FusedGemvArgs& a, const FusedGemvShape&
 // argument kinds): the first call sets the kernel's shared-memory limit and reads its occupancy.
 cudaError_t fused_gemv(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 
-}  // namespace tunableop::llm::cuda
+}  // namespace tunableop::cuda

@@ -1,10 +1,10 @@
 // The fused decode projections' front: shapes, support rules and the dispatch to the per-epilogue
 // translation units (fused_gemv_<epilogue>.cu).
-#include "llm/cuda/fused_gemv.h"
+#include "backends/cuda/fused_linear/fused_gemv.h"
 
 #include <cstdint>
 
-namespace tunableop::llm::cuda {
+namespace tunableop::cuda {
 
 cudaError_t fused_gemv_store(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 cudaError_t fused_gemv_residual(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
@@ -20,7 +20,9 @@ constexpr FusedGemvShape kGatedShapes[] = {{2, 1}, {4, 1}, {2, 2}, {4, 2}, {2, 4
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-bool offered(GemvOut out, const FusedGemvShape& s) {
+}  // namespace
+
+bool fused_gemv_offered(GemvOut out, const FusedGemvShape& s) {
   const FusedGemvShape* shapes = nullptr;
   const int count = fused_gemv_shapes(out, &shapes);
   for (int i = 0; i < count; ++i) {
@@ -28,8 +30,6 @@ bool offered(GemvOut out, const FusedGemvShape& s) {
   }
   return false;
 }
-
-}  // namespace
 
 int fused_gemv_shapes(GemvOut out, const FusedGemvShape** shapes) {
   if (out == GemvOut::kGated) {
@@ -52,7 +52,7 @@ const char* fused_gemv_unsupported(const FusedGemvArgs& a, const FusedGemvShape&
       if (norm) return "the residual output takes a plain input";
       break;
   }
-  if (!offered(a.out_kind, s)) return "shape not offered";
+  if (!fused_gemv_offered(a.out_kind, s)) return "shape not offered";
   if (a.n < 1 || a.n > kFusedGemvMaxN) return "n (tokens) must be 1..8";
   const int64_t elem = a.e == Elem::kF32 ? 4 : 2;
   if (a.k < 1 || (a.k * elem) % 16 != 0) return "k must be a positive multiple of 16 bytes";
@@ -94,4 +94,4 @@ cudaError_t fused_gemv(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStre
   return cudaErrorInvalidValue;
 }
 
-}  // namespace tunableop::llm::cuda
+}  // namespace tunableop::cuda
