@@ -2,11 +2,10 @@
 // with fp32 accumulation and an fp32 residual stream; kernels in kernels.cu on one stream;
 // GEMMs through the model's LinearOp (tunableop on the context's GPU).
 //
-// Prefill attention is two strided-batched GEMMs per layer (scores = q k^T per kv head with its
-// group of query heads stacked, then probabilities x v) around a causal softmax, so the bulk of
-// a long prompt's attention runs on tensor cores and is tuned like every other GEMM. Decode
-// attention (one query per sequence) is a kernel that reads each sequence's length on the
-// device, which lets the whole decode step be captured once as a CUDA graph and replayed.
+// Attention, prefill and decode, is the attention op on the device's stream (layer_attention.h:
+// flash attention, cuDNN SDPA or split-KV decode, on a static or paged cache). Decode reads
+// each sequence's length on the device, which lets the whole decode step be captured once as a
+// CUDA graph and replayed.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,9 +17,9 @@
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
-#include "llm/attention_gemms.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
+#include "llm/layer_attention.h"
 #include "llm/model.h"
 #include "llm/rope.h"
 #include "tunableop/fused_linear.h"
@@ -59,11 +58,6 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
     TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
     const int64_t hd = config().head_dim;
-    if (o_.max_seq > cuda::decode_attention_max_seq(e_, hd)) {
-      return Status::invalid_argument("max_seq " + std::to_string(o_.max_seq) +
-                                      " exceeds what decode attention keeps in shared memory (" +
-                                      std::to_string(cuda::decode_attention_max_seq(e_, hd)) + ")");
-    }
     TUNABLEOP_RETURN_IF_ERROR(load_weights(spec, seed));
     RopeTable rope = make_rope_table(hd, config().rope_theta, o_.max_seq);
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_cos_, rope.cos.data(), rope.cos.size() * 4));
@@ -125,8 +119,6 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
-    auto sc = as_static(cache, "the CUDA rope_kv");
-    if (!sc.is_ok()) return sc.status();
     const ModelConfig& c = config();
     cuda::RopeStoreArgs r;
     r.qkv = qkv;
@@ -139,24 +131,31 @@ class CudaKernels final : public DeviceKernels {
     r.positions = p.positions;
     r.cos = rope_cos_.as<float>();
     r.sin = rope_sin_.as<float>();
-    r.k_cache = (*sc)->k(layer);
-    r.v_cache = (*sc)->v(layer);
-    r.max_seq = (*sc)->max_seq();
+    if (cache.kind() == KvCacheKind::kPaged) {  // pages through the block table; padding rows skipped
+      const auto& pc = static_cast<const PagedKvCache&>(cache);
+      r.k_cache = pc.k(layer);
+      r.v_cache = pc.v(layer);
+      r.block_table = pc.block_table();
+      r.page_size = pc.geometry().page_size;
+      r.pages_per_seq = pc.geometry().pages_per_seq();
+      r.seq_lens = p.seq_lens;
+    } else {
+      auto sc = as_static(cache, "the CUDA rope_kv");
+      if (!sc.is_ok()) return sc.status();
+      r.k_cache = (*sc)->k(layer);
+      r.v_cache = (*sc)->v(layer);
+      r.max_seq = (*sc)->max_seq();
+    }
     TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
                    void* out) override {
-    auto sc = as_static(cache, "the CUDA attention");
-    if (!sc.is_ok()) return sc.status();
-    if (p.phase == Phase::kPrefill) return prefill_attention(p, layer, qkv, **sc, linear, out);
-    // Decode row b is sequence b (the model's decode layout).
-    const ModelConfig& c = config();
-    TUNABLEOP_CUDA_TRY(cuda::decode_attention(e_, qkv, p.rows(), c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim,
-                                              p.positions, (*sc)->k(layer), (*sc)->v(layer), (*sc)->max_seq(),
-                                              float(1.0 / std::sqrt(double(c.head_dim))), out, stream_.get(),
-                                              launch_pdl()));
-    return Status::ok();
+    auto a = layer_attention(config(), o_.dtype, p, layer, qkv, cache, out);
+    if (!a.is_ok()) return a.status();
+    a->operands.stream = stream_.get();
+    if (p.phase == Phase::kDecode) TUNABLEOP_RETURN_IF_ERROR(prepare_decode_attention(a->params));
+    return linear.attention(p.phase, a->params, a->operands);
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
     const Activation a = config().activation;
@@ -194,7 +193,14 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
-  std::string kernel_choices() const override { return fusion_.report(); }
+  // The fused projections' choices and steps, then each decode attention problem's solution.
+  std::string kernel_choices() const override {
+    std::string s = fusion_.report();
+    for (const PreparedAttention& d : decode_attention_) {
+      s += "decode attention " + attention_params_signature(d.params) + ": " + d.solution + "\n";
+    }
+    return s;
+  }
 
   // Events around each span; the step is queued behind a busy kernel first, so each span is the
   // GPU's time for its kernels, not the host's launch rate.
@@ -245,6 +251,7 @@ class CudaKernels final : public DeviceKernels {
     if (auto it = graphs_.find(key); it != graphs_.end()) {
       TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
       linear.add_calls(it->second.calls, 1);
+      linear.add_attention_calls(it->second.attention_calls, 1);
       return Status::ok();
     }
     // First step of this kind runs eagerly: any tuning, workspace growth or attribute setup
@@ -398,6 +405,29 @@ class CudaKernels final : public DeviceKernels {
     return &fusion_.set(site, std::move(choice));
   }
 
+  // A decode attention problem's first call (the first decode step, run eagerly): tuned at full
+  // length before any graph of it is captured (tune_decode_attention), so split-KV, cuDNN or
+  // Default is chosen for the positions the steps will read, and the capture only replays it.
+  // Again only when the context changed since (settings, results): e.g. --compare's untuned
+  // runs first, then the tuned ones.
+  Status prepare_decode_attention(const AttentionParams& ap) {
+    const AttentionParams p = ap.with_defaults();
+    for (const PreparedAttention& d : decode_attention_) {
+      if (d.params == p && d.generation == ctx_.generation()) return Status::ok();
+    }
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return Status::ok();  // prepared by the eager step before
+    auto chosen = tune_decode_attention(ctx_, p, stream_.get());
+    if (!chosen.is_ok()) return chosen.status();
+    auto same = [&p](const PreparedAttention& d) { return d.params == p; };
+    auto it = std::find_if(decode_attention_.begin(), decode_attention_.end(), same);
+    if (it == decode_attention_.end()) it = decode_attention_.insert(it, PreparedAttention{p, 0, ""});
+    it->generation = ctx_.generation();
+    it->solution = *chosen;
+    return Status::ok();
+  }
+
   // Twice the L2: reading it all evicts whatever the L2 held.
   Status flush_buffer() {
     const size_t bytes = size_t(std::max(l2_bytes_, 1 << 20)) * 2;
@@ -410,7 +440,7 @@ class CudaKernels final : public DeviceKernels {
 
   struct Graph {
     GraphExec exec;
-    std::vector<LinearOp::Problem> calls;
+    std::vector<LinearOp::Problem> calls, attention_calls;
   };
 
   // Captures one decode step for `key`. A failure (a GEMM solution that cannot be captured,
@@ -429,19 +459,23 @@ class CudaKernels final : public DeviceKernels {
 
   StatusOr<Graph> capture_graph(LinearOp& linear, const std::function<Status()>& step) {
     const auto before = linear.problems();
+    const auto attention_before = linear.attention_problems();
     Status st =
         cuda_status(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     Status fwd = st.is_ok() ? step() : Status::ok();
     Graph g;
     if (st.is_ok()) st = g.exec.end_capture(stream_.get());
     const auto captured = LinearOp::difference(before, linear.problems());
+    const auto attention_captured = LinearOp::difference(attention_before, linear.attention_problems());
     linear.add_calls(captured, -1);  // captured, not run
+    linear.add_attention_calls(attention_captured, -1);
     if (st.is_ok() && !fwd.is_ok()) st = fwd;
     if (!st.is_ok()) {
       (void)cudaGetLastError();  // capture errors are not sticky; clear them
       return st;
     }
     g.calls = captured;
+    g.attention_calls = attention_captured;
     return g;
   }
 
@@ -493,30 +527,6 @@ class CudaKernels final : public DeviceKernels {
     return -1;
   }
   bool launch_pdl() const { return pdl_capable_ && variant_.pdl > 0; }
-
-  // Scores = q k^T (scaled), causal softmax, probabilities x v (attention_gemms.h).
-  Status prefill_attention(const Pass& p, int64_t layer, const void* qkv, const StaticKvCache& cache, LinearOp& linear,
-                           void* out) {
-    const ModelConfig& c = config();
-    const int64_t T = p.tokens, hd = c.head_dim, group = c.num_heads / c.num_kv_heads, M = T * group;
-    const int64_t mats = p.batch * c.num_kv_heads;
-    const size_t per_head = size_t(p.batch * c.num_heads * T);
-    TUNABLEOP_RETURN_IF_ERROR(q_perm_.ensure(per_head * size_t(hd) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(o_perm_.ensure(per_head * size_t(hd) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(scores_.ensure(per_head * size_t(T) * esize_));
-    cudaStream_t s = stream_.get();
-    TUNABLEOP_CUDA_TRY(
-        cuda::regroup_heads(e_, qkv, c.qkv_dim(), p.batch, c.num_kv_heads, T, group, hd, true, q_perm_.get(), s));
-    const AttentionGemms g = prefill_attention_gemms(c, o_.dtype, p.batch, T, cache.max_seq());
-    TUNABLEOP_RETURN_IF_ERROR(
-        linear.gemm(Phase::kPrefill, g.scores, GemmOperands{cache.k(layer), q_perm_.get(), scores_.get(), s}));
-    TUNABLEOP_CUDA_TRY(cuda::causal_softmax(e_, scores_.get(), mats, M, T, group, s));
-    TUNABLEOP_RETURN_IF_ERROR(
-        linear.gemm(Phase::kPrefill, g.output, GemmOperands{cache.v(layer), scores_.get(), o_perm_.get(), s}));
-    TUNABLEOP_CUDA_TRY(
-        cuda::regroup_heads(e_, o_perm_.get(), c.q_dim(), p.batch, c.num_kv_heads, T, group, hd, false, out, s));
-    return Status::ok();
-  }
 
   Status copy_to_device(DeviceBuffer& dst, const void* src, size_t bytes) {
     TUNABLEOP_RETURN_IF_ERROR(dst.ensure(bytes));
@@ -601,7 +611,6 @@ class CudaKernels final : public DeviceKernels {
   DeviceBuffer embed_, final_norm_, lm_head_, rope_cos_, rope_sin_;
   std::vector<LayerBuffers> layers_;
   DeviceWeights view_;
-  DeviceBuffer q_perm_, o_perm_, scores_;  // prefill attention scratch
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
   bool pdl_capable_ = false, timing_ = false;
   cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
@@ -611,6 +620,12 @@ class CudaKernels final : public DeviceKernels {
   std::map<std::string, FusedLinearPlan> plans_;  // per decode projection site
   DeviceBuffer tune_residual_, flush_;            // fused-projection timing scratch
   std::vector<cudaEvent_t> profile_events_;
+  struct PreparedAttention {
+    AttentionParams params;
+    uint64_t generation = 0;  // the context's when prepared
+    std::string solution;     // what tune_decode_attention chose
+  };
+  std::vector<PreparedAttention> decode_attention_;
 };
 
 }  // namespace
@@ -628,7 +643,7 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(*c, spec.builtin ? "builtin:" + spec.preset : spec.dir, &options));
   auto device = std::make_unique<CudaKernels>(*c, options, ctx);
   TUNABLEOP_RETURN_IF_ERROR(device->init(spec, seed));
-  return make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx));
+  return make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
 }
 
 }  // namespace tunableop::llm

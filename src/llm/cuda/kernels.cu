@@ -106,6 +106,15 @@ __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
   }
 }
 
+// Element offset of (seq, kv head, pos) in this layer's K (or V) cache; -1: not stored (a paged
+// cache's padding row, past its sequence's length).
+__device__ __forceinline__ int64_t kv_cache_offset(const RopeStoreArgs& a, int64_t seq, int64_t head, int64_t pos) {
+  if (!a.block_table) return ((seq * a.n_kv_heads + head) * a.max_seq + pos) * a.head_dim;
+  if (pos >= a.seq_lens[seq]) return -1;
+  const int64_t page = a.block_table[seq * a.pages_per_seq + pos / a.page_size];
+  return ((page * a.n_kv_heads + head) * a.page_size + pos % a.page_size) * a.head_dim;
+}
+
 // One block per (row, q or k head): decode has one row per sequence, so a block per row alone
 // left one SM walking every head in a serial loop (15 us for Llama's 64 heads). A k-head block
 // also stores that kv head's v.
@@ -120,7 +129,9 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   const float* s = a.sin + pos * half;
   E* kc = static_cast<E*>(a.k_cache);
   E* vc = static_cast<E*>(a.v_cache);
-  E* dst = h < a.n_heads ? row + h * hd : kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
+  const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
+  if (off < 0) return;  // a paged cache's padding row (past its sequence's length): no k or v stored
+  E* dst = h < a.n_heads ? row + h * hd : kc + off;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float x0 = to_f(row[h * hd + i]), x1 = to_f(row[h * hd + i + half]);
     const E y0 = from_f<E>(x0 * c[i] - x1 * s[i]);
@@ -129,54 +140,8 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
     dst[i + half] = y1;
   }
   if (h < a.n_heads) return;
-  const int64_t kv = h - a.n_heads;
-  const E* v = row + (a.n_heads + a.n_kv_heads + kv) * hd;
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x)
-    vc[((seq * a.n_kv_heads + kv) * a.max_seq + pos) * hd + d] = v[d];
-}
-
-constexpr int kAttnThreads = 128;
-
-// One block per (sequence, query head). Scores in dynamic shared memory after the query.
-template <class E>
-__global__ void decode_attention_kernel(const E* qkv, int64_t row_stride, int64_t n_heads, int64_t n_kv, int64_t hd,
-                                        const int32_t* positions, const E* k_cache, const E* v_cache, int64_t max_seq,
-                                        float scale, E* out) {
-  extern __shared__ float smem[];
-  __shared__ float scratch[32];
-  pdl_enter();
-  float* q = smem;
-  float* p = smem + hd;
-  const int64_t b = blockIdx.x, h = blockIdx.y;
-  const int64_t g = h / (n_heads / n_kv);
-  const int64_t len = int64_t(positions[b]) + 1;
-  const E* kc = k_cache + (b * n_kv + g) * max_seq * hd;
-  const E* vc = v_cache + (b * n_kv + g) * max_seq * hd;
-  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) q[i] = to_f(qkv[b * row_stride + h * hd + i]);
-  __syncthreads();
-  // Scores: each warp takes keys in turn, lanes split the head dimension.
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  float local_max = -FLT_MAX;
-  for (int64_t j = warp; j < len; j += warps) {
-    float dot = 0;
-    for (int64_t i = lane; i < hd; i += 32) dot += q[i] * to_f(kc[j * hd + i]);
-    dot = warp_sum(dot) * scale;
-    if (lane == 0) p[j] = dot;
-    local_max = fmaxf(local_max, dot);
-  }
-  const float m = block_reduce<true>(local_max, scratch);  // syncs: all scores are written
-  float local_sum = 0;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-    const float e = __expf(p[j] - m);
-    p[j] = e;
-    local_sum += e;
-  }
-  const float inv = 1.0f / block_reduce<false>(local_sum, scratch);
-  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
-    float acc = 0;
-    for (int64_t j = 0; j < len; ++j) acc += p[j] * to_f(vc[j * hd + i]);
-    out[b * n_heads * hd + h * hd + i] = from_f<E>(acc * inv);
-  }
+  const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) vc[off + d] = v[d];
 }
 
 template <class E>
@@ -333,36 +298,6 @@ cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl)
     const unsigned threads = unsigned(a.head_dim / 2 >= 128 ? 128 : ((a.head_dim / 2 + 31) / 32) * 32);
     return launch(rope_store_kernel<E>, dim3(unsigned(a.rows), unsigned(a.n_heads + a.n_kv_heads)), dim3(threads), 0, s,
                   pdl, a);
-  });
-}
-
-int64_t decode_attention_max_seq(Elem, int64_t head_dim) {
-  int dev = 0, max_optin = 48 * 1024;
-  if (cudaGetDevice(&dev) == cudaSuccess) {
-    cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  }
-  return int64_t(max_optin) / int64_t(sizeof(float)) - head_dim - 64;
-}
-
-cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row_stride, int64_t n_heads,
-                             int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const void* k_cache,
-                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s, bool pdl) {
-  const size_t smem = size_t(max_seq + head_dim) * sizeof(float);
-  return dispatch(e, [&](auto tag) {
-    using E = decltype(tag);
-    auto kernel = decode_attention_kernel<E>;
-    // Raising the shared-memory limit is a host-side attribute call: done once per size (the
-    // engine's first, uncaptured decode step), never again while a graph is being captured.
-    static size_t configured = 48 * 1024;
-    if (smem > configured) {
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (err != cudaSuccess) return err;
-      configured = smem;
-    }
-    const dim3 grid{unsigned(batch), unsigned(n_heads), 1u};
-    return launch(kernel, grid, dim3(kAttnThreads), smem, s, pdl, static_cast<const E*>(qkv), row_stride, n_heads,
-                  n_kv_heads, head_dim, positions, static_cast<const E*>(k_cache), static_cast<const E*>(v_cache),
-                  max_seq, scale, static_cast<E*>(out));
   });
 }
 

@@ -48,20 +48,15 @@ struct RopeStoreArgs {
   const float* sin = nullptr;
   void* k_cache = nullptr;  // this layer's
   void* v_cache = nullptr;
-  int64_t max_seq = 0;
+  int64_t max_seq = 0;  // static cache: [seq][kv_head][max_seq][head_dim]
+  // Paged cache (kv_cache.h; block_table non-null): pools [page][kv_head][page_size][head_dim],
+  // rows at or past their sequence's length (seq_lens) not written.
+  const int32_t* block_table = nullptr;  // device, [seq][pages_per_seq]
+  int64_t page_size = 0, pages_per_seq = 0;
+  const int32_t* seq_lens = nullptr;  // device, [seq]
 };
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl = false);
-
-// Decode attention: one query per sequence (qkv row b) against cache positions
-// 0..positions[b]; out [batch, n_heads * head_dim]. Positions are read on the device, so a
-// captured graph replays correctly as sequences grow.
-cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row_stride, int64_t n_heads,
-                             int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const void* k_cache,
-                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s,
-                             bool pdl = false);
-// Largest max_seq decode_attention supports on this device (scores live in shared memory).
-int64_t decode_attention_max_seq(Elem e, int64_t head_dim);
 
 // Prefill: scores [mats][rows][cols] (E) -> causal softmax in place; row r is query token
 // r / group and sees columns 0..r / group (padding sits after the real tokens, so causality
