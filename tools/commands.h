@@ -11,5 +11,6 @@ void add_show_command(CLI::App& app);   // show.cc
 void add_merge_command(CLI::App& app);  // merge.cc
 void add_llm_command(CLI::App& app);    // llm_command.cc
 void add_run_command(CLI::App& app);    // run.cc
+void add_all_reduce_command(CLI::App& app);  // all_reduce_command.cc
 
 }  // namespace tunableop::cli

@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "llm/engine.h"
+#include "llm_tp.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
 #include "llm/text/generation_loop.h"
@@ -63,6 +64,7 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
+  int tp = 1;  // tensor-parallel ranks (llm_tp.h)
 };
 
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
@@ -187,10 +189,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
   }
 
   if (a.compare) {
-    auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) {
-      (void)ctx.config().set(Setting::kEnabled, tuned);
-      if (tuned) (void)ctx.config().set(Setting::kTuning, true);
-    });
+    auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) { set_tunableop_mode(engine, ctx, tuned); });
     if (!r.is_ok()) return fail(r.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
     if (a.json) {
@@ -383,7 +382,11 @@ int run_llm(const LlmArgs& a) {
 
   std::unique_ptr<llm::Engine> engine;
   std::string model_desc;
-  if (dev.kind == DeviceKind::kCpu) {
+  if (a.tp > 1 && dev.kind == DeviceKind::kCuda) {
+    auto e = make_cli_tp_engine(a.tp, *spec, a.model_seed, a.layers, eo, ctx, nullptr);
+    if (!e.is_ok()) return fail(e.status());
+    engine = std::move(e.value());
+  } else if (dev.kind == DeviceKind::kCpu) {
     auto w = llm::load_or_generate(*spec, a.model_seed, a.layers);
     if (!w.is_ok()) return fail(w.status());
     if (!a.save_model.empty()) {
@@ -393,7 +396,8 @@ int run_llm(const LlmArgs& a) {
       fmt::print(stderr, "saved {} to {}\n", w->name, a.save_model);
     }
     auto shared = std::make_shared<const llm::ModelWeights>(std::move(w.value()));
-    auto e = llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx));
+    auto e = a.tp > 1 ? make_cli_tp_engine(a.tp, *spec, a.model_seed, a.layers, eo, ctx, shared)
+                      : llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx));
     if (!e.is_ok()) return fail(e.status());
     engine = std::move(e.value());
   } else {
@@ -483,6 +487,11 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
+  c->add_option("--tp", a->tp,
+                "tensor parallelism over this many GPUs (--gpu and the next ones; one thread per GPU, all-reduce "
+                "tuned like a GEMM) or CPU ranks")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--save-model", a->save_model, "also write the model as a Hugging Face directory here (CPU)");
   c->add_option("--save-dtype", a->save_dtype, "dtype of --save-model: fp32, bf16 or fp16")->capture_default_str();

@@ -114,6 +114,8 @@ class Communicator {
   Status barrier();
   // Ends every barrier, now and later, with `why` (a rank failed).
   void abort(const Status& why);
+  // Makes the barrier usable again after abort(); only while no rank's thread is inside it.
+  void clear_abort();
 
   struct State;  // barrier and decisions (dispatch.cc)
   State& state() { return *state_; }

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "backends/cuda/all_reduce/cuda_communicator.h"
 #include "backends/cuda/cublas/default_gemm.h"
 #include "backends/cuda/cublaslt/lt_family.h"
 #include "backends/cuda/gemm_and_bias/candidates.h"
@@ -37,6 +38,7 @@ void register_cuda(Registry& r) {
   for (auto& c : cuda::make_pad_ld_candidates()) list.push_back(std::move(c));
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
   cuda::register_cuda_gemm_and_bias(r);  // GemmAndBias: cuBLASLt epilogue Default, Split, Lt family
+  cuda::register_cuda_all_reduce(r);     // AllReduce: NCCL, our peer-memory kernels (a communicator per GPU group)
 }
 
 }  // namespace tunableop

@@ -84,6 +84,14 @@ StatusOr<AllReduceCandidate> find_all_reduce_candidate(Context& ctx, const AllRe
   return AllReduceDispatch::find_candidate(ctx, p, name);
 }
 
+void Communicator::clear_abort() {
+  State& s = *state_;
+  std::lock_guard lock(s.mu);
+  s.aborted = Status::ok();
+  s.arrived = 0;
+  ++s.generation;
+}
+
 StatusOr<std::unique_ptr<Communicator>> make_communicator(Context& ctx, const std::vector<int>& devices) {
   if (devices.empty() || int(devices.size()) > kMaxRanks)
     return Status::invalid_argument(
@@ -91,7 +99,8 @@ StatusOr<std::unique_ptr<Communicator>> make_communicator(Context& ctx, const st
   if (const auto* list = ctx.registry().find_list<CommunicatorFactory>())
     for (const auto& f : *list)
       if (f.device == ctx.device().kind) return f.make(devices, ctx.log());
-  return Status::unsupported(fmt::format("no all-reduce communicator for {} in this build", ctx.device().to_string()));
+  return Status::unsupported(
+      fmt::format("no all-reduce communicator for {} in this build or on this machine", ctx.device().to_string()));
 }
 
 namespace {
