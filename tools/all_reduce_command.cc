@@ -214,7 +214,9 @@ void add_all_reduce_command(CLI::App& app) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   c->add_option("--rounds", a->rounds, "timed samples (median)")->check(CLI::Range(1, 1000))->capture_default_str();
-  c->add_option("--effort", a->effort, "search effort: which candidates (2: all)")->check(CLI::Range(0, 2))->capture_default_str();
+  c->add_option("--effort", a->effort, "search effort: which candidates (2: all)")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
   c->add_flag("--tune", a->tune, "also let the op decide (results file, tuning on a miss) and mark its choice");
   c->callback([a]() {
     if (int rc = run_table(*a); rc != 0) std::exit(rc);

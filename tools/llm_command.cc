@@ -18,7 +18,6 @@
 
 #include "commands.h"
 #include "llm/engine.h"
-#include "llm_tp.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
 #include "llm/text/generation_loop.h"
@@ -27,6 +26,7 @@
 #include "llm/text/text_stream.h"
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
+#include "llm_tp.h"
 
 namespace tunableop::cli {
 

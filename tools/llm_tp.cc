@@ -41,9 +41,9 @@ class CliTpEngine final : public llm::Engine {
 }  // namespace
 
 StatusOr<std::unique_ptr<llm::Engine>> make_cli_tp_engine(int tp, const llm::ModelSpec& spec, uint64_t seed,
-                                                           int64_t layers, const llm::EngineOptions& options,
-                                                           Context& ctx,
-                                                           std::shared_ptr<const llm::ModelWeights> weights) {
+                                                          int64_t layers, const llm::EngineOptions& options,
+                                                          Context& ctx,
+                                                          std::shared_ptr<const llm::ModelWeights> weights) {
   if (tp < 2) return Status::invalid_argument(fmt::format("--tp {}: tensor parallelism needs at least 2 ranks", tp));
   if (ctx.device().kind == DeviceKind::kCpu) {
     return llm::make_cpu_tp_engine(std::move(weights), options, std::vector<Context*>(size_t(tp), &ctx));

@@ -218,9 +218,9 @@ TEST_F(AllReduceCuda, EveryRankRunsTheCandidateRankZeroDecided) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       cudaSetDevice(r);
-      errors[size_t(r)] = all_reduce(r == 0 ? ctx0 : ctx1, pr.p,
-                                     AllReduceOperands::for_rank(*comm_, r, pr.in[size_t(r)], pr.out[size_t(r)],
-                                                                 comm_->stream(r)));
+      errors[size_t(r)] =
+          all_reduce(r == 0 ? ctx0 : ctx1, pr.p,
+                     AllReduceOperands::for_rank(*comm_, r, pr.in[size_t(r)], pr.out[size_t(r)], comm_->stream(r)));
     });
   }
   for (auto& t : threads) t.join();
