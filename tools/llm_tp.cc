@@ -30,6 +30,7 @@ class CliTpEngine final : public llm::Engine {
   std::vector<int64_t> sequence_lengths() const override { return engine_->sequence_lengths(); }
   int64_t padded_prompt_length() const override { return engine_->padded_prompt_length(); }
   int64_t weight_bytes() const override { return engine_->weight_bytes(); }
+  llm::KvCacheStats kv_cache_stats() const override { return engine_->kv_cache_stats(); }
   llm::LinearOp& linear() override { return engine_->linear(); }
   const std::vector<std::unique_ptr<Context>>& ranks() const { return ranks_; }
 

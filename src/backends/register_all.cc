@@ -6,6 +6,7 @@
 #include "tunableop/context.h"
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
 #include "backends/cpu/all_reduce/host_all_reduce.h"
+#include "backends/cpu/attention/cpu_attention.h"
 #include "backends/cpu/kernels/register.h"
 #endif
 #ifdef TUNABLEOP_HAVE_OPENBLAS
@@ -28,6 +29,7 @@ void register_all_backends(Registry& r) {
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
   register_cpu_kernels(r);
   cpu::register_host_all_reduce(r);  // the CPU's all-reduce communicator (host-thread ranks)
+  register_cpu_attention(r);         // its math path runs on our blocked GEMM kernel
 #endif
 #ifdef TUNABLEOP_HAVE_OPENBLAS
   register_openblas(r);

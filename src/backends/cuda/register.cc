@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/all_reduce/cuda_communicator.h"
+#include "backends/cuda/attention/candidates.h"
 #include "backends/cuda/cublas/default_gemm.h"
 #include "backends/cuda/cublaslt/lt_family.h"
 #include "backends/cuda/gemm_and_bias/candidates.h"
@@ -39,6 +40,8 @@ void register_cuda(Registry& r) {
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
   cuda::register_cuda_gemm_and_bias(r);  // GemmAndBias: cuBLASLt epilogue Default, Split, Lt family
   cuda::register_cuda_all_reduce(r);     // AllReduce: NCCL, our peer-memory kernels (a communicator per GPU group)
+  // Attention: Default (math path), flash and split-KV kernels, cuDNN SDPA where built.
+  for (auto& c : cuda::cuda_attention_candidates()) r.list<AttentionCandidate>().push_back(std::move(c));
 }
 
 }  // namespace tunableop

@@ -56,6 +56,17 @@ class TpEngine final : public Engine {
     return step([&](Engine& e, std::vector<int32_t>* out) { return e.decode(tokens, out); }, next);
   }
   Status last_logits(std::vector<float>* out) override { return ranks_[0]->last_logits(out); }
+  // Positions are every rank's (each holds its kv heads of every position); bytes are the sum.
+  KvCacheStats kv_cache_stats() const override {
+    KvCacheStats s = ranks_[0]->kv_cache_stats();
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+      const KvCacheStats o = ranks_[r]->kv_cache_stats();
+      s.allocated += o.allocated;
+      s.bytes_per_position += o.bytes_per_position;
+      s.static_bytes += o.static_bytes;
+    }
+    return s;
+  }
 
  private:
   Status on_every_rank(const std::function<Status(int)>& job) {
@@ -133,7 +144,7 @@ StatusOr<std::unique_ptr<Engine>> make_cpu_tp_engine(std::shared_ptr<const Model
     std::unique_ptr<DeviceKernels> dev = make_cpu_device(shard, options.max_seq);
     dev->set_tensor_parallel(rank_parallelism(*layout, r, c, *contexts[size_t(r)], *dev));
     Context& ctx = *contexts[size_t(r)];
-    return make_engine(std::move(dev), options, tunableop_linear(ctx), tunableop_gemm(ctx));
+    return make_engine(std::move(dev), options, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
   }));
   return std::unique_ptr<Engine>(std::move(engine));
 }
@@ -165,7 +176,8 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_tp_engine(const ModelSpec& spec, uin
     auto dev = make_cuda_tp_device(spec, seed, options, ctx, shared_layout, r, host);
     if (!dev.is_ok()) return dev.status();
     (*dev)->set_tensor_parallel(rank_parallelism(*shared_layout, r, c, ctx, **dev));
-    return make_engine(std::move(dev.value()), options, tunableop_linear(ctx), tunableop_gemm(ctx));
+    return make_engine(std::move(dev.value()), options, tunableop_linear(ctx), tunableop_gemm(ctx),
+                       tunableop_attention(ctx));
   }));
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -63,12 +63,7 @@ class TensorParallelCuda : public ::testing::Test {
     std::vector<float> l1, l2;
     EXPECT_TRUE((*one)->last_logits(&l1).is_ok());
     EXPECT_TRUE((*two)->last_logits(&l2).is_ok());
-    double num = 0, den = 0;
-    for (size_t i = 0; i < l1.size() && l1.size() == l2.size(); ++i) {
-      num += (double(l2[i]) - l1[i]) * (double(l2[i]) - l1[i]);
-      den += double(l1[i]) * l1[i];
-    }
-    r.logit_error = std::sqrt(num / std::max(den, 1e-30));
+    r.logit_error = l1.size() == l2.size() ? testing::relative_error(l2, l1) : 1.0;
     std::printf("%s: %s\n", spec.builtin ? spec.preset.c_str() : spec.dir.c_str(), (*two)->device_name().c_str());
     r.ok = true;
     return r;

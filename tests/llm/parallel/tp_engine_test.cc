@@ -19,14 +19,7 @@
 namespace tunableop::llm {
 namespace {
 
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using testing::relative_error;
 
 struct Compared {
   std::vector<std::vector<int32_t>> one, tp;
@@ -35,10 +28,14 @@ struct Compared {
 
 // The same prompts, greedy, on one device and on `world` ranks.
 Compared compare(const std::shared_ptr<const ModelWeights>& w, int world,
-                 const std::vector<std::vector<int32_t>>& prompts, int64_t steps, Context& ctx) {
+                 const std::vector<std::vector<int32_t>>& prompts, int64_t steps, Context& ctx, bool paged = false) {
   EngineOptions o = testing::options(int64_t(prompts.size()), 64, 4);
+  if (paged) {  // each rank pages its own kv heads
+    o.kv_cache.kind = KvCacheKind::kPaged;
+    o.kv_cache.page_size = 8;
+  }
   Compared out;
-  auto one = make_cpu_engine(w, o, tunableop_linear(ctx), tunableop_gemm(ctx));
+  auto one = make_cpu_engine(w, o, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
   EXPECT_TRUE(one.is_ok()) << one.status().to_string();
   auto tp = make_cpu_tp_engine(w, o, std::vector<Context*>(size_t(world), &ctx));
   EXPECT_TRUE(tp.is_ok()) << tp.status().to_string();
@@ -71,6 +68,16 @@ TEST(TensorParallelCpu, RandomModelsMatchOneDevice) {
     EXPECT_EQ(c.tp, c.one) << architecture_name(config.arch) << " over " << world << " ranks";
     EXPECT_LT(c.logit_error, 1e-5) << architecture_name(config.arch) << " over " << world << " ranks";
   }
+}
+
+TEST(TensorParallelCpu, PagedCacheMatchesOneDevice) {
+  Context ctx(Device::cpu(), Config::defaults_only());
+  auto w = std::make_shared<const ModelWeights>(make_random_weights(testing::small_llama(), 13));
+  const std::vector<std::vector<int32_t>> prompts = {{4, 9, 1}, {8, 2, 6, 11, 3, 5, 7, 12, 10}};
+  Compared c = compare(w, 2, prompts, 20, ctx, /*paged=*/true);
+  ASSERT_FALSE(c.one.empty());
+  EXPECT_EQ(c.tp, c.one);
+  EXPECT_LT(c.logit_error, 1e-5);
 }
 
 TEST(TensorParallelCpu, HuggingFaceFixturesMatchOneDeviceAndTransformers) {

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/all_reduce/peer_kernels.h"
+#include "cuda_common/elem.cuh"
 
 namespace tunableop::cuda {
 namespace {
@@ -27,27 +28,22 @@ template <>
 struct AccOf<double> {
   using type = double;
 };
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ double widen(double x) { return x; }
-__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
+// fp32, bf16 and fp16 widen and narrow as everywhere else (cuda_common/elem.cuh); fp64 stays.
 template <class T>
-__device__ __forceinline__ T narrow(typename AccOf<T>::type v);
+__device__ __forceinline__ typename AccOf<T>::type widen(T x) {
+  return to_f<T>(x);
+}
 template <>
-__device__ __forceinline__ float narrow<float>(float v) {
-  return v;
+__device__ __forceinline__ double widen<double>(double x) {
+  return x;
+}
+template <class T>
+__device__ __forceinline__ T narrow(typename AccOf<T>::type v) {
+  return from_f<T>(v);
 }
 template <>
 __device__ __forceinline__ double narrow<double>(double v) {
   return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half narrow<__half>(float v) {
-  return __float2half_rn(v);
 }
 
 template <class T>
