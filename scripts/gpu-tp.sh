@@ -130,6 +130,9 @@ if [ -x "$bin" ]; then
   }
   llm tp1_untuned 40 40 --no-tune --iterations 3 --warmup 1
   llm tp2_untuned 40 0 --no-tune --iterations 3 --warmup 1 --tp 2
+  # Tuning budgets kept small (at most 3 s per problem; the same for TP=1 and TP=2) so that
+  # both tuned runs fit in what is left of the call.
+  export TUNABLEOP_MAX_TUNING_DURATION_MS=10 TUNABLEOP_MAX_WARMUP_DURATION_MS=5 TUNABLEOP_MAX_PROBLEM_DURATION_MS=3000
   llm tp1_tuned 100 45 --tune --iterations 3 --warmup 1
   llm tp2_tuned 100 0 --tune --iterations 3 --warmup 1 --tp 2
   cp "$OUT"/llm_results_*.csv "$LOGS/" 2>/dev/null
