@@ -27,6 +27,12 @@ class CliTpEngine final : public llm::Engine {
     return engine_->decode(tokens, next);
   }
   Status last_logits(std::vector<float>* out) override { return engine_->last_logits(out); }
+  StatusOr<std::vector<llm::ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
+                                                         std::vector<int32_t>* next) override {
+    return engine_->profile_decode(tokens, next);
+  }
+  StatusOr<double> copy_bandwidth_gbps() override { return engine_->copy_bandwidth_gbps(); }
+  std::string kernel_choices() const override { return engine_->kernel_choices(); }
   std::vector<int64_t> sequence_lengths() const override { return engine_->sequence_lengths(); }
   int64_t padded_prompt_length() const override { return engine_->padded_prompt_length(); }
   int64_t weight_bytes() const override { return engine_->weight_bytes(); }

@@ -7,6 +7,7 @@
 #include "backends/cuda/attention/candidates.h"
 #include "backends/cuda/cublas/default_gemm.h"
 #include "backends/cuda/cublaslt/lt_family.h"
+#include "backends/cuda/fused_linear/candidates.h"
 #include "backends/cuda/gemm_and_bias/candidates.h"
 #include "backends/cuda/kernels/gemv.h"
 #include "backends/cuda/kernels/pad_ld.h"
@@ -40,6 +41,7 @@ void register_cuda(Registry& r) {
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
   cuda::register_cuda_gemm_and_bias(r);  // GemmAndBias: cuBLASLt epilogue Default, Split, Lt family
   cuda::register_cuda_all_reduce(r);     // AllReduce: NCCL, our peer-memory kernels (a communicator per GPU group)
+  cuda::register_cuda_fused_linear(r);   // FusedLinear: the fused decode-projection kernel's shapes
   // Attention: Default (math path), flash and split-KV kernels, cuDNN SDPA where built.
   for (auto& c : cuda::cuda_attention_candidates()) r.list<AttentionCandidate>().push_back(std::move(c));
 }

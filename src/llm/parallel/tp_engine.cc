@@ -56,6 +56,37 @@ class TpEngine final : public Engine {
     return step([&](Engine& e, std::vector<int32_t>* out) { return e.decode(tokens, out); }, next);
   }
   Status last_logits(std::vector<float>* out) override { return ranks_[0]->last_logits(out); }
+  // Every rank runs the profiled step (its collectives need every rank); rank 0's spans.
+  StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
+                                                    std::vector<int32_t>* next) override {
+    std::vector<ProfileSpan> spans;
+    TUNABLEOP_RETURN_IF_ERROR(step(
+        [&](Engine& e, std::vector<int32_t>* out) -> Status {
+          auto s = e.profile_decode(tokens, out);
+          if (!s.is_ok()) return s.status();
+          if (&e == ranks_[0].get()) spans = std::move(s.value());
+          return Status::ok();
+        },
+        next));
+    return spans;
+  }
+  // Rank 0's GPU (on its own thread, where that GPU is current).
+  StatusOr<double> copy_bandwidth_gbps() override {
+    StatusOr<double> gbps = Status::internal("no rank measured");
+    TUNABLEOP_RETURN_IF_ERROR(threads_.run([&](int r) {
+      if (r == 0) gbps = ranks_[0]->copy_bandwidth_gbps();
+      return Status::ok();
+    }));
+    return gbps;
+  }
+  std::string kernel_choices() const override {
+    std::string s;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      const std::string c = ranks_[r]->kernel_choices();
+      if (!c.empty()) s += "rank " + std::to_string(r) + ":\n" + c;
+    }
+    return s;
+  }
   // Positions are every rank's (each holds its kv heads of every position); bytes are the sum.
   KvCacheStats kv_cache_stats() const override {
     KvCacheStats s = ranks_[0]->kv_cache_stats();
