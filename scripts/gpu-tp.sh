@@ -155,9 +155,12 @@ import json, os, sys
 logs = sys.argv[1]
 def load(name):
     try:
+        # NCCL prints its version line on stdout before ours: the JSON is the line starting "{",
+        # the ids the last line after it.
         lines = [l for l in open(os.path.join(logs, name + ".json")).read().splitlines() if l.strip()]
-        j = json.loads(lines[0]) if lines and lines[0].startswith("{") else {}
-        ids = lines[-1].split(",") if len(lines) > 1 else []
+        at = next((i for i, l in enumerate(lines) if l.startswith("{")), None)
+        j = json.loads(lines[at]) if at is not None else {}
+        ids = lines[-1].split(",") if at is not None and len(lines) > at + 1 else []
         return j, ids
     except Exception:
         return {}, []
