@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   tunableop::cli::add_merge_command(app);
   tunableop::cli::add_llm_command(app);
   tunableop::cli::add_run_command(app);
+  tunableop::cli::add_all_reduce_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
