@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the build needs from Debian 12's packages (as root). Quiet when all is there.
+# The OpenMP builds of OpenBLAS and BLIS are named explicitly: with them every CPU candidate
+# (our kernels, OpenBLAS, BLIS, oneDNN) shares one libgomp thread pool (docs/backends-cpu-libraries.md,
+# "One thread world"); the build prefers them over Debian's default pthreads alternative.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib
+      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
+      libblis-dev libblis4-openmp libblis-openmp-dev libdnnl-dev python3-matplotlib
       libsentencepiece-dev sentencepiece python3-numpy libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do

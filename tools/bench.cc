@@ -10,6 +10,7 @@
 #include <set>
 
 #include "bench_attention.h"
+#include "bench_loop.h"
 #include "bench_measure.h"
 #include "bench_suites.h"
 #include "commands.h"
@@ -43,15 +44,6 @@ int fail(const Status& st) {
   return 2;
 }
 
-// Runs `iters` dispatched GEMMs and returns seconds.
-StatusOr<double> run_loop(Context& ctx, const GemmParams& p, const GemmOperands& ops, int64_t iters) {
-  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
-  auto timer = rt->make_timer(ops.stream);
-  timer->start();
-  for (int64_t i = 0; i < iters; ++i) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, p, ops));
-  return timer->stop_ms() * 1e-3;
-}
-
 int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   GemmParams p;
   auto dt = parse_dtype(a.dtype);
@@ -68,22 +60,19 @@ int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   GemmOperands ops = (*bufs)->operands();
   fmt::print("GEMM {}({}) on {}\n", gemm_op_signature(p), gemm_params_signature(p), ctx.device().to_string());
 
+  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
+  auto timer = rt->make_timer(ops.stream);
   auto measure = [&](const char* label) -> int {
-    // Warm-up (the seed's 10 iterations; the first tuned call tunes here when needed).
-    for (int i = 0; i < 10; ++i)
-      if (Status st = gemm(ctx, p, ops); !st.is_ok()) return fail(st);
-    int64_t iters = a.iters;
-    if (iters <= 0) {
-      auto one = run_loop(ctx, p, ops, 3);
-      if (!one.is_ok()) return fail(one.status());
-      iters = std::clamp<int64_t>(int64_t(2.0 / std::max(*one / 3, 1e-7)), 10, 100000);
-    }
-    auto secs = run_loop(ctx, p, ops, iters);
-    if (!secs.is_ok()) return fail(secs.status());
+    // The seed's 10 warm-up iterations before untuned and tuned alike: the first calls load
+    // libraries, start thread pools, fault in pages (and tune, on the tuned side); none of that
+    // is GEMM time.
+    auto t = time_calls([&] { return gemm(ctx, p, ops); }, 10, a.iters, 2.0, *timer);
+    if (!t.is_ok()) return fail(t.status());
     auto hit = ctx.results().lookup(gemm_op_signature(p), gemm_params_signature(p));
     std::string sol = ctx.config().get(Setting::kEnabled) == "1" && hit ? hit->solution : "Default";
-    fmt::print("{}: {:.2f} iter/s ({:.4g}s, {} iterations, {:.1f} GFLOP/s) solution {}\n", label, iters / *secs, *secs,
-               iters, p.flops() * iters / *secs / 1e9, sol);
+    fmt::print("{}: {:.2f} iter/s ({:.4g}s, {} iterations, {:.1f} GFLOP/s) solution {} (warm-up {:.4g}s)\n", label,
+               double(t->iters) / t->seconds, t->seconds, t->iters, p.flops() * double(t->iters) / t->seconds / 1e9,
+               sol, t->warmup_seconds);
     return 0;
   };
   (void)ctx.config().set(Setting::kEnabled, false);

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -28,6 +29,7 @@
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
 #include "llm_tp.h"
+#include "tunableop/in_context.h"
 
 namespace tunableop::cli {
 
@@ -55,7 +57,7 @@ struct LlmArgs {
   // Which of the options with defaults were given (CLI11 counts them).
   CLI::Option *o_max_new = nullptr, *o_batch = nullptr, *o_temperature = nullptr, *o_top_k = nullptr,
               *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr, *o_page_size = nullptr;
-  bool tune = false, no_tune = false, compare = false;
+  bool tune = false, no_tune = false, compare = false, no_in_context_check = false;
   int iterations = 3;
   int warmup = 1;
   int64_t pad_multiple = 8;
@@ -272,6 +274,29 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
   };
   llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup};
   const Options opts = ctx.config().snapshot();
+  // After the tuning warm-up: the whole generation with the tuned choices against Default,
+  // interleaved; the choices that lose in context are dropped (tunableop/in_context.h).
+  std::optional<InContextReport> in_context;
+  // Not with --tp yet: each rank dispatches through its own context, which the check (switching
+  // choices in `ctx`) does not reach.
+  if (!a.no_in_context_check && a.tp <= 1 && (a.compare || (opts.enabled && opts.tuning))) {
+    bo.after_warmup = [&]() -> StatusOr<int> {
+      auto r = check_in_context(ctx, [&] { return llm::generate(engine, prompts, max_new).status(); });
+      if (!r.is_ok()) return r.status();
+      in_context = *r;
+      return r->workload_runs;
+    };
+  }
+  auto in_context_json = [&]() -> std::string {
+    if (!in_context) return "";
+    return fmt::format(", \"in_context\": {{\"choices\": {}, \"kept\": {}, \"ratio_before\": {}, \"ratio_after\": {}}}",
+                       in_context->choices, in_context->kept, in_context->ratio_before, in_context->ratio_after);
+  };
+  auto print_in_context = [&] {
+    if (in_context)
+      fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", in_context->summary(), in_context->workload_runs,
+                 in_context->elapsed_ms / 1e3);
+  };
   if (!a.json) {
     fmt::print("Model: {}\n", model_desc);
     fmt::print("Device: {}; batch {}; prompt {} tokens padded to {}; {} new tokens; {} warm-up + {} timed runs\n",
@@ -284,16 +309,19 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
     auto extras = bench_extras(a, engine, prompts, max_new);  // in the tuned mode, the last one set
     if (!extras.is_ok()) return fail(extras.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
+    const double paired = llm::paired_speedup(r->first, r->second);
     if (a.json) {
       fmt::print(
           "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
-          "\"results_file\": \"{}\", \"extras\": {}}}\n",
-          a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
-          ctx.results_path(), extras_json(*extras, r->second));
+          "\"speedup_paired_median\": {}, \"results_file\": \"{}\", \"extras\": {}{}}}\n",
+          a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup, paired,
+          ctx.results_path(), extras_json(*extras, r->second), in_context_json());
     } else {
       fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
       fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
-      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned)\n", speedup);
+      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned); median of the {} paired runs: {:.3f}x\n", speedup,
+                 std::min(r->first.run_s.size(), r->second.run_s.size()), paired);
+      print_in_context();
       if (r->first.first_sequence != r->second.first_sequence) {
         fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");
       }
@@ -315,13 +343,14 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
     j += ", \"extras\": " + extras_json(*extras, *r);
     fmt::print(
         "{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
-        "\"results_file\": \"{}\"}}\n",
-        j, a.model, engine.device_name(), opts.enabled, opts.tuning, ctx.results_path());
+        "\"results_file\": \"{}\"{}}}\n",
+        j, a.model, engine.device_name(), opts.enabled, opts.tuning, ctx.results_path(), in_context_json());
   } else {
     fmt::print("TunableOp: {}{}\n",
                opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
                opts.enabled ? ", results file " + ctx.results_path() : "");
     fmt::print("{}", llm::format_report(*r));
+    print_in_context();
     print_extras(*extras, {&*r}, {opts.enabled ? "tuned" : "untuned"});
     if (tokenizer) fmt::print("Text: {}\n", text_of(r->first_sequence));
   }
@@ -599,6 +628,8 @@ void add_llm_command(CLI::App& app) {
   c->add_flag("--tune", a->tune, "TunableOp on with tuning: unseen GEMMs are tuned and appended to the results file");
   c->add_flag("--no-tune", a->no_tune, "TunableOp off: every GEMM runs Default (the untuned baseline)");
   c->add_flag("--compare", a->compare, "run untuned and tuned alternately in this process and print both");
+  c->add_flag("--no-in-context-check", a->no_in_context_check,
+              "keep every tuned choice: skip timing the whole generation tuned vs Default after the tuning warm-up");
   c->add_option("--iterations", a->iterations, "timed generations")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--warmup", a->warmup, "untimed generations first (tuning happens here)")
       ->check(CLI::NonNegativeNumber)

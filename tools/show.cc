@@ -79,6 +79,10 @@ int show(const ShowArgs& a) {
       rows.push_back(std::move(row));
     }
     print_table(header, rows, 3);
+    // Notes (the in-context check's drops) under the table: too long for a column.
+    if (have_stats)
+      for (const auto& e : r.entries)
+        if (!e.note.empty()) fmt::print("note: {},{},{}: {}\n", e.op, e.params, e.solution, e.note);
   }
   if (a.stats && !file->has_stats) fmt::print("\nno statistics: {} does not exist\n", file->stats_path);
 

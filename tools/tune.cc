@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "commands.h"
 #include "ops/gemm/dispatch.h"
+#include "tunableop/in_context.h"
 #include "tune.h"
 
 namespace tunableop::cli {
@@ -54,6 +56,42 @@ std::vector<Problem> read_problems(const std::string& path, int& bad) {
     if (seen.insert({op, params}).second) out.emplace_back(op, params);
   }
   return out;
+}
+
+// The in-context check on a recorded file: the file's GEMMs, each once in file order on its own
+// random operands, are the workload (a recorded file keeps no call counts or order beyond
+// that, so this is the program's sequence of problems, not its timing).
+Status check_recorded_workload(Context& ctx, const DeviceRuntime& rt,
+                               const std::vector<std::pair<std::string, std::string>>& problems) {
+  struct Step {
+    GemmParams p;
+    std::unique_ptr<GemmBuffers> buffers;
+  };
+  std::vector<Step> steps;
+  for (const auto& [op, params] : problems) {
+    auto p = parse_gemm_signature(op, params);
+    if (!p.is_ok()) continue;
+    auto b = GemmBuffers::random(ctx, *p, 1, nullptr);
+    if (!b.is_ok()) return b.status();
+    steps.push_back({*p, std::move(*b)});
+  }
+  (void)ctx.config().set(Setting::kEnabled, true);  // the tuned choices, as the program will run them
+  int passes = 1;
+  auto workload = [&]() -> Status {
+    for (int i = 0; i < passes; ++i)
+      for (auto& s : steps) TUNABLEOP_RETURN_IF_ERROR(gemm(ctx, s.p, s.buffers->operands()));
+    return rt.synchronize ? rt.synchronize(nullptr) : Status::ok();
+  };
+  // Small problems make a pass of microseconds: repeat it to about 20 ms per timed sample.
+  TUNABLEOP_RETURN_IF_ERROR(workload());
+  const auto t0 = std::chrono::steady_clock::now();
+  TUNABLEOP_RETURN_IF_ERROR(workload());
+  const double pass_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  passes = int(std::clamp(20.0 / std::max(pass_ms, 1e-3), 1.0, 1000.0));
+  auto r = check_in_context(ctx, workload);
+  if (!r.is_ok()) return r.status();
+  fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", r->summary(), r->workload_runs, r->elapsed_ms / 1e3);
+  return Status::ok();
 }
 
 int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lines, int bad, int exit_after) {
@@ -99,6 +137,12 @@ int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lin
   }
   fmt::print("{}: tuned {} problems ({} already tuned, {} failed, {} malformed lines skipped) into {}\n",
              dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), skipped, failed, bad, ctx.results_path());
+  if (a.in_context) {
+    if (Status st = check_recorded_workload(ctx, *rt, mine); !st.is_ok()) {
+      fmt::print(stderr, "tunableop tune: in-context check: {}\n", st.to_string());
+      return 1;
+    }
+  }
   return failed || bad ? 1 : 0;
 }
 
@@ -174,6 +218,8 @@ void add_tune_command(CLI::App& app) {
   gpu->capture_default_str();
   c->add_option("--gpus", a->gpus, "'all' or a comma list: one process per GPU, results merged");
   c->add_flag("--retune", a->retune, "tune problems that already have a result");
+  c->add_flag("--in-context", a->in_context,
+              "then time the file's problems in sequence, tuned vs Default, and drop choices that lose there");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--shard", a->shard)->group("");  // internal (multi-GPU children)
   c->add_option("--shards", a->shards)->group("");

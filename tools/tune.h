@@ -16,6 +16,7 @@ struct TuneArgs {
   int gpu = 0;
   bool gpu_given = false;  // --gpu was on the command line (MPI ranks otherwise pick by local rank)
   bool retune = false;
+  bool in_context = false;  // --in-context: after tuning, the in-context check (tunableop/in_context.h)
   int verbose = -1;
   int shard = 0, shards = 1;  // internal: this process tunes lines i with i % shards == shard
   bool fanout_child = false;  // internal: a child of tune_all_gpus (inherits an MPI rank's environment)

@@ -54,7 +54,7 @@ struct TuningPolicy {
   int64_t max_tuning_iters = 100;
   int screen_runs_1 = 1;  // samples before the first cut (a sample batches short runs)
   double screen_ratio_1 = 1.5;
-  int screen_runs_2 = 2;
+  int screen_runs_2 = 0;  // 0: the second cut is left to the halving rounds (tuner.h)
   double screen_ratio_2 = 1.15;
   bool numerical_check = true;
   int64_t rotating_buffer_mib = -1;  // -1 auto: exceed the device's last-level cache

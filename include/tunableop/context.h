@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <typeindex>
+#include <utility>
+#include <vector>
 
 #include "tunableop/config.h"
 #include "tunableop/device.h"
@@ -61,6 +63,13 @@ class Context {
   // One stat(2) when nothing changed. Dispatch calls it before tuning a miss (another process
   // may have tuned that problem meanwhile); callers may call it whenever they like.
   Status refresh_results();
+  // Stores e in memory and appends it to the results file (`replace`: even when the file has
+  // the key already; the later line wins on load). What tune() does with a winner.
+  Status store_result(ResultEntry e, bool replace);
+  // Between start and stop, every (op, params) that choose() is asked about is recorded, in
+  // first-asked order: the problems a workload uses (in_context.h).
+  void start_recording_choices();
+  std::vector<std::pair<std::string, std::string>> stop_recording_choices();
   // Writes every in-memory result to `path` (validators of this context first).
   Status write_results(const std::string& path);
 
@@ -121,6 +130,9 @@ class Context {
   std::mutex state_mu_;
   std::map<std::type_index, std::shared_ptr<void>> op_state_;
   std::array<std::atomic<void*>, 32> fast_states_{};  // op_state<T>() by a per-type index
+  std::atomic<bool> recording_{false};
+  std::mutex recorded_mu_;
+  std::vector<std::pair<std::string, std::string>> recorded_;
 };
 
 // A process-wide CPU context with every backend, created on first use (reads the environment

@@ -29,6 +29,9 @@ struct ResultEntry {
   double time_ms = 0;    // median of the final measurement (4th column of the file)
   std::optional<Measurement> stats;
   double tuning_ms = 0;  // wall time spent tuning this problem
+  // Why this entry is what it is, when that needs saying (the in-context check's drop); kept
+  // in the `.stats` sidecar's tenth field.
+  std::string note;
 };
 
 using Validators = std::vector<std::pair<std::string, std::string>>;  // ordered KEY, VALUE
@@ -42,6 +45,9 @@ class ResultsStore {
   std::vector<ResultEntry> entries() const;  // in insertion order
   size_t size() const;
   void clear();
+  // Moves the version without changing an entry: every plan decides again at its next run
+  // (the in-context check learns a workload's problems that way).
+  void touch() { version_.fetch_add(1, std::memory_order_acq_rel); }
   // Counts every change (insert, clear): part of Context::generation(). One atomic load.
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
 

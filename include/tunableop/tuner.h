@@ -42,9 +42,10 @@ class TuningProblem {
 
 struct CandidateReport {
   std::string name;
-  enum class Outcome { kUnsupported, kNumericsFailed, kFailed, kSkippedSlow, kOverBudget, kTimed } outcome;
+  // kHalved: verified, then eliminated by successive halving (detail names the round).
+  enum class Outcome { kUnsupported, kNumericsFailed, kFailed, kSkippedSlow, kOverBudget, kHalved, kTimed } outcome;
   std::string detail;
-  Measurement m;  // for kTimed (and the screening estimate for kSkippedSlow)
+  Measurement m;  // kTimed: the final measurement; kSkippedSlow, kHalved: the estimate when it left
 };
 
 struct TuningReport {
@@ -81,9 +82,12 @@ struct CandidateState {
   size_t index = 0;
   std::string name;
   int batch = 1;                // runs per timed sample (short runs are batched)
-  std::vector<double> samples;  // ms per run: screening samples, then timing samples
-  Measurement m;                // after time(): the timing samples; after remeasure(): its rounds
-  bool timed = false;           // survived every phase so far
+  double probe_ms = 0;          // the sizing run (cold: never faster than a warm run)
+  std::vector<double> samples;  // ms per run: screening samples, then halving samples
+  Measurement m;                // summarize(samples); after remeasure(): its rounds
+  double estimate_ms = 0;       // what screening and halving rank by: TuningSession::estimate()
+  bool timed = false;           // screened, and still in the race
+  bool verified = false;        // passed the numerics check (or the policy has it off)
 };
 
 // Why a candidate left the race (nothing: it is still in).
@@ -95,6 +99,10 @@ struct Dropped {
 
 class TuningSession {
  public:
+  // Samples per candidate per round (halving, re-measurement) at most: enough for medians that
+  // shrug off disturbed runs, few enough that per-sample clock overhead (a device
+  // synchronisation on GPUs) stays small.
+  static constexpr int kMaxSamplesPerRound = 10;
   TuningSession(TuningProblem& problem, const TuningPolicy& policy, Logger& log);
 
   TuningProblem& problem() { return pr_; }
@@ -102,21 +110,52 @@ class TuningSession {
   double elapsed_ms();                               // since the session began
   // ms per run of `runs` consecutive executions of candidate i, each on the next input copy.
   StatusOr<double> time_runs(size_t i, int runs);
+  // How to spend `share_ms` on candidate s (at most max_runs runs): as many samples as fit, up
+  // to max_samples, each of as few runs as the timer resolves (s.batch), so that medians see
+  // single disturbed runs rather than averages they spoiled. samples == 0: nothing fits (and
+  // `at_least_one` was false).
+  struct SamplePlan {
+    int samples = 0;
+    int runs_per_sample = 0;
+  };
+  // A candidate's ms per run from its samples, robust when there are few: the lower median (a
+  // single disturbed run among two cannot raise it) and, while there is one sample of one run,
+  // the smaller of it and the sizing run (cold, so never faster than the candidate really is).
+  static double estimate(const CandidateState& s);
+  static SamplePlan plan_samples(const CandidateState& s, double share_ms, int64_t max_runs, int max_samples,
+                                 bool at_least_one);
+  // Takes the planned samples of s back to back, appending each (ms per run) to *out when given.
+  Status take_samples(const CandidateState& s, SamplePlan plan, std::vector<double>* out);
 
   // Phase 1, probe: asks whether candidate i supports the problem and sizes its samples from
   // one run (runs shorter than the timer's resolution are batched).
   std::optional<Dropped> probe(size_t i, CandidateState& s);
   // Phase 2, screen: a few samples, dropped when slower than the policy's ratios times best_ms
-  // (the fastest verified candidate so far; Default, index 0, is never screened out).
+  // (the fastest verified candidate so far; Default, index 0, is never screened out). By
+  // default only the first cut (screen_runs_1 samples, screen_ratio_1) happens here; the second
+  // ratio is applied by the halving rounds, which sample every contestant anyway.
   std::optional<Dropped> screen(CandidateState& s, double best_ms);
   // Phase 3, verify: the numerics check against the reference (when the policy asks for it).
-  // After screening, so only survivors pay for it.
+  // Sets s.verified. Only candidates that matter pay for it (it costs a run, and on a GPU a
+  // read of the whole output): Default, a candidate about to become the best so far, and a
+  // contestant about to survive a halving round.
   std::optional<Dropped> verify(CandidateState& s);
-  // Phase 4, time: warm-up and timing under the policy's budgets (the smaller of ms and
-  // iterations; at least one run each). Fills s.m and sets s.timed.
-  std::optional<Dropped> time(CandidateState& s);
-  // Phases 1-4 in order for candidate i (what find_fastest does for each candidate).
-  std::optional<Dropped> evaluate(size_t i, double best_ms, CandidateState& s);
+  // Phases 1-2 for candidate i, and phase 3 when it is Default or beats best_ms (so that the
+  // best so far, which prunes the others, is always verified); on success s is in the race
+  // (timed, m = its screening estimate). What find_fastest does for each candidate.
+  std::optional<Dropped> qualify(size_t i, double best_ms, CandidateState& s);
+  // Phase 4, halve (successive halving): the contestants (screened; not Default) share the
+  // tuning budget round by round. First a shared warm-up (max_warmup_ms in all, at most
+  // max_warmup_iters runs each); then each round gives max_tuning_ms to its contestants (equal
+  // shares, at most max_tuning_iters runs and at least one sample each), taken interleaved, and
+  // keeps the faster half by the median of all of a contestant's samples (and none slower than
+  // screen_ratio_2 times the fastest), until at most `keep` remain. Only verified candidates
+  // survive a round: the fastest are verified on the way, and one failing the check leaves
+  // without taking a place, so a wrong-but-fast candidate never eliminates a correct one.
+  // Total cost ~ log2(contestants) rounds instead of a full budget per candidate. Returns the
+  // survivors (verified), fastest first; the eliminated are reported (kHalved). When the
+  // problem budget runs out, stops and keeps the `keep` fastest so far.
+  std::vector<CandidateState*> halve(std::vector<CandidateState*> contestants, size_t keep);
   // Phase 5, re-measure: the given candidates interleaved, several rounds (policy), medians
   // replace their first-pass measurements. A candidate failing here is dropped (timed = false);
   // Default (finalists[0]) failing ends the phase with its error.
@@ -130,6 +169,7 @@ class TuningSession {
   void drop(size_t i, const Dropped& d);
   // Records a candidate that was never tried because the problem's budget ran out.
   void skip_over_budget(size_t i);
+  bool over_budget() { return elapsed_ms() > pol_.max_problem_ms; }
   void note(size_t i, CandidateReport::Outcome o, std::string detail, Measurement m = {});
   TuningReport& report() { return report_; }
 
@@ -141,6 +181,12 @@ class TuningSession {
   double t_begin_ = 0;
   size_t rotation_ = 0;
   TuningReport report_;
+  // One halving round: samples for every contestant, interleaved; failures dropped.
+  void halving_round(std::vector<CandidateState*>& field, double budget_ms, int64_t max_runs, bool record);
+  // Up to `places` of the sorted field that pass (or passed) the numerics check, none slower
+  // than `ratio` times the first; the others leave (failed check: kNumericsFailed; otherwise
+  // kHalved with `why`).
+  void keep_verified(std::vector<CandidateState*>& field, size_t places, double ratio, const std::string& why);
 };
 
 class Tuner {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <fstream>
 
 namespace tunableop {
@@ -120,6 +122,11 @@ StatusOr<std::string> Context::choose(const std::string& op, const std::string& 
                                       const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem) {
   const Options& o = config_.options();
   log_.set_level(o.verbose);
+  if (recording_.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(recorded_mu_);
+    std::pair<std::string, std::string> key{op, params};
+    if (std::find(recorded_.begin(), recorded_.end(), key) == recorded_.end()) recorded_.push_back(std::move(key));
+  }
   if (!o.enabled) return std::string("Default");
   {
     std::lock_guard<std::mutex> lock(file_mu_);
@@ -165,19 +172,36 @@ StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
   Tuner tuner(o.policy, log_);
   auto report = tuner.find_fastest(problem);
   if (!report.is_ok()) return report;
-  const ResultEntry& e = report->winner;
+  (void)store_result(report->winner, retune);  // a file that cannot be written was warned about
+  return report;
+}
+
+Status Context::store_result(ResultEntry e, bool replace) {
   store_.insert(e);
   std::lock_guard<std::mutex> lock(file_mu_);
-  if (!ensure_loaded_locked(o).is_ok() || !file_) return report;
+  if (!ensure_loaded_locked(config_.options()).is_ok() || !file_) return Status::ok();
   std::vector<ResultEntry> picked_up;
-  Status st = file_->append(e, retune, &picked_up);
+  Status st = file_->append(e, replace, &picked_up);
   for (auto& p : picked_up)
     if (!(p.op == e.op && p.params == e.params)) store_.insert(std::move(p));
-  if (!st.is_ok())
+  if (!st.is_ok()) {
     log_.warn(fmt::format("could not write result to {}: {}", file_->path(), st.to_string()));
-  else
-    log_.log(1, fmt::format("writing file {}", file_->path()));
-  return report;
+    return st;
+  }
+  log_.log(1, fmt::format("writing file {}", file_->path()));
+  return Status::ok();
+}
+
+void Context::start_recording_choices() {
+  std::lock_guard<std::mutex> lock(recorded_mu_);
+  recorded_.clear();
+  recording_.store(true, std::memory_order_relaxed);
+}
+
+std::vector<std::pair<std::string, std::string>> Context::stop_recording_choices() {
+  recording_.store(false, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(recorded_mu_);
+  return std::move(recorded_);
 }
 
 Status Context::write_results(const std::string& path) {

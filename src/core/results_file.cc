@@ -212,7 +212,7 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
     read_offset_ = *new_size;
     keys_.insert({e.op, e.params});
 
-    if (e.stats) {
+    if (e.stats || !e.note.empty()) {  // statistics, or a note alone (in_context.h)
       // Under the results file's lock, so stats lines of concurrent writers never interleave.
       std::string stats_path = stats_path_for(path_);
       int fd = ::open(stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);

@@ -222,11 +222,12 @@ std::string env_sibling_path(const std::string& path, const Validators& current,
 std::string stats_path_for(const std::string& results_path) { return results_path + ".stats"; }
 
 std::string format_stats_line(const ResultEntry& e) {
-  if (!e.stats) return "";
-  const Measurement& m = *e.stats;
+  if (!e.stats && e.note.empty()) return "";
+  const Measurement m = e.stats.value_or(Measurement{});  // a note alone: no runs
   std::string line = join_fields({sanitize_field(e.op), sanitize_field(e.params), sanitize_field(e.solution),
                                   format_number(m.min_ms), format_number(m.median_ms), format_number(m.mean_ms),
                                   format_number(m.std_ms), std::to_string(m.runs), format_number(e.tuning_ms)});
+  if (!e.note.empty()) line += "," + sanitize_field(e.note);
   line += '\n';
   return line;
 }
@@ -238,13 +239,13 @@ std::vector<ResultEntry> parse_stats(const std::string& text, const std::string&
     if (is_blank(line)) return;
     std::vector<std::string_view> f = split_commas(line);
     double v[6] = {};
-    bool ok = f.size() == 9 && !f[0].empty() && !f[1].empty() && !f[2].empty();
+    bool ok = (f.size() == 9 || f.size() == 10) && !f[0].empty() && !f[1].empty() && !f[2].empty();
     for (size_t i = 0; ok && i < 6; ++i) ok = parse_number(f[3 + i], &v[i]);
     if (!ok || v[4] != std::floor(v[4])) {
       if (malformed) {
-        malformed->push_back(
-            fmt::format("{}:{}: a stats line has 9 fields (OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms)",
-                        path_for_messages, number));
+        malformed->push_back(fmt::format(
+            "{}:{}: a stats line has 9 or 10 fields (OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms[,note])",
+            path_for_messages, number));
       }
       return;
     }
@@ -252,9 +253,10 @@ std::vector<ResultEntry> parse_stats(const std::string& text, const std::string&
     e.op = f[0];
     e.params = f[1];
     e.solution = f[2];
-    e.stats = Measurement{v[0], v[1], v[2], v[3], static_cast<int>(v[4])};
+    if (v[4] > 0) e.stats = Measurement{v[0], v[1], v[2], v[3], static_cast<int>(v[4])};  // 0 runs: a note alone
     e.time_ms = v[1];
     e.tuning_ms = v[5];
+    if (f.size() == 10) e.note = f[9];
     out.push_back(std::move(e));
   });
   return out;

@@ -44,6 +44,7 @@ ResultsFileContents contents_of(const std::string& path, const std::string& text
     if (it == stats.end()) continue;
     e.stats = it->second.stats;
     e.tuning_ms = it->second.tuning_ms;
+    e.note = it->second.note;
   }
   return c;
 }

@@ -1,6 +1,7 @@
-// The tuning protocol of docs/design.md as phases: probe, screen, verify numerics, time,
-// re-measure finalists interleaved with Default, decide (Default unless the winner beats it by
-// the margin). Tuner::find_fastest composes them candidate by candidate.
+// The tuning protocol of docs/design.md as phases: probe, screen, verify numerics (candidate by
+// candidate), successive halving of the survivors (tuner_halving.cc), re-measure finalists
+// interleaved with Default, decide (Default unless the winner beats it by the margin).
+// Tuner::find_fastest composes them.
 #include "tunableop/tuner.h"
 
 #include <fmt/format.h>
@@ -122,79 +123,92 @@ std::optional<Dropped> TuningSession::probe(size_t i, CandidateState& s) {
   // One run sizes the samples: short runs are batched so clock overhead stays small.
   auto one = time_runs(i, 1);
   if (!one.is_ok()) return Dropped{Outcome::kFailed, one.status()};
+  s.probe_ms = *one;
   s.batch = std::clamp(int(std::ceil(pr_.timer().min_sample_ms() / std::max(*one, 1e-6))), 1, 1000);
   return std::nullopt;
+}
+
+double TuningSession::estimate(const CandidateState& s) {
+  if (s.samples.empty()) return s.probe_ms;
+  if (s.samples.size() == 1) return s.batch == 1 && s.probe_ms > 0 ? std::min(s.samples[0], s.probe_ms) : s.samples[0];
+  std::vector<double> v = s.samples;
+  const size_t lower = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(lower), v.end());
+  return v[lower];
 }
 
 std::optional<Dropped> TuningSession::screen(CandidateState& s, double best_ms) {
   for (auto [runs, ratio] :
        {std::pair{pol_.screen_runs_1, pol_.screen_ratio_1}, {pol_.screen_runs_2, pol_.screen_ratio_2}}) {
+    if (runs <= 0) continue;  // a stage without samples makes no cut
     for (int r = 0; r < runs; ++r) {
       auto ms = time_runs(s.index, s.batch);
       if (!ms.is_ok()) return Dropped{Outcome::kFailed, ms.status()};
       s.samples.push_back(*ms);
     }
-    const Measurement est = summarize(s.samples);
-    if (s.index > 0 && est.median_ms > ratio * best_ms) {
+    // The first cut rests on one sample, where one disturbed run (a preemption, an interrupt)
+    // would drop a good candidate: estimate() takes the sizing run as a second opinion.
+    const double est = estimate(s);
+    if (s.index > 0 && est > ratio * best_ms) {
       log_.log(2, fmt::format("├──skip slow instance id={}, {} {} ({:.6g} ms > {}x best {:.6g} ms)", s.index, what_,
-                              s.name, est.median_ms, ratio, best_ms));
-      return Dropped{Outcome::kSkippedSlow, Status::ok(), est};
+                              s.name, est, ratio, best_ms));
+      Measurement m = summarize(s.samples);
+      m.median_ms = est;
+      return Dropped{Outcome::kSkippedSlow, Status::ok(), m};
     }
   }
   return std::nullopt;
 }
 
 std::optional<Dropped> TuningSession::verify(CandidateState& s) {
-  // Only survivors of screening pay for the check (on a GPU it reads the whole output), and
-  // `best` only ever holds verified candidates, so a wrong-but-fast one can neither win nor
-  // prune others.
-  if (!pol_.numerical_check) return std::nullopt;
+  // Checked once, and only when it matters (qualify, halve): the screening's `best` and every
+  // halving survivor are verified, so a wrong-but-fast candidate can neither win nor prune nor
+  // take a correct one's place.
+  if (s.verified || !pol_.numerical_check) {
+    s.verified = true;
+    return std::nullopt;
+  }
   Status st = pr_.check_numerics(s.index);
   if (!st.is_ok()) return Dropped{Outcome::kNumericsFailed, st};
+  s.verified = true;
   log_.log(3, fmt::format("├──verify numerics passed id={}, {}", s.index, s.name));
   return std::nullopt;
 }
 
-std::optional<Dropped> TuningSession::time(CandidateState& s) {
-  Timer& timer = pr_.timer();
-  const double per_run = std::max(summarize(s.samples).median_ms, 1e-6);
-  auto iters_for = [&](double ms, int64_t max_iters) {
-    return std::max<int64_t>(1, std::min<int64_t>(max_iters, int64_t(ms / per_run)));
-  };
-  const int64_t warm = iters_for(pol_.max_warmup_ms, pol_.max_warmup_iters);
-  const int64_t tune = iters_for(pol_.max_tuning_ms, pol_.max_tuning_iters);
-  const double w0 = timer.now_ms();
-  for (int64_t done = 0; done < warm;) {
-    int runs = int(std::min<int64_t>(s.batch, warm - done));
-    auto ms = time_runs(s.index, runs);
-    if (!ms.is_ok()) return Dropped{Outcome::kFailed, ms.status()};
-    done += runs;
-  }
-  const double warm_ms = timer.now_ms() - w0;
-  s.samples.clear();
-  const double t0 = timer.now_ms();
-  for (int64_t done = 0; done < tune;) {
-    int runs = int(std::min<int64_t>(s.batch, tune - done));
-    auto ms = time_runs(s.index, runs);
-    if (!ms.is_ok()) return Dropped{Outcome::kFailed, ms.status()};
-    s.samples.push_back(*ms);
-    done += runs;
-  }
+std::optional<Dropped> TuningSession::qualify(size_t i, double best_ms, CandidateState& s) {
+  if (auto d = probe(i, s)) return d;
+  if (auto d = screen(s, best_ms)) return d;
   s.m = summarize(s.samples);
+  s.estimate_ms = estimate(s);
+  // Default is the reference; a new best prunes others: both must be right. The rest are
+  // checked only if they get far enough in the halving.
+  if (i == 0 || s.estimate_ms < best_ms)
+    if (auto d = verify(s)) return d;
   s.timed = true;
-  log_.log(2, fmt::format(
-                  "├──tuning using warmup iters {} [{:.6g} ms] and tuning iters {} [{:.6g} ms] instance id={}, {} {}",
-                  warm, warm_ms, tune, timer.now_ms() - t0, s.index, what_, s.name));
-  log_.log(3, fmt::format("│   min {:.6g} median {:.6g} mean {:.6g} std {:.3g} ms over {} samples", s.m.min_ms,
-                          s.m.median_ms, s.m.mean_ms, s.m.std_ms, s.m.runs));
   return std::nullopt;
 }
 
-std::optional<Dropped> TuningSession::evaluate(size_t i, double best_ms, CandidateState& s) {
-  if (auto d = probe(i, s)) return d;
-  if (auto d = screen(s, best_ms)) return d;
-  if (auto d = verify(s)) return d;
-  return time(s);
+TuningSession::SamplePlan TuningSession::plan_samples(const CandidateState& s, double share_ms, int64_t max_runs,
+                                                      int max_samples, bool at_least_one) {
+  const double per_run = std::max(s.estimate_ms, 1e-6);
+  int64_t runs = std::min<int64_t>(std::max<int64_t>(max_runs, 0), int64_t(share_ms / per_run));
+  if (runs <= 0) {
+    if (!at_least_one) return {};
+    runs = 1;
+  }
+  SamplePlan p;
+  p.samples = int(std::clamp<int64_t>(runs / std::max(s.batch, 1), 1, std::max(max_samples, 1)));
+  p.runs_per_sample = int(std::max<int64_t>(s.batch, runs / p.samples));
+  return p;
+}
+
+Status TuningSession::take_samples(const CandidateState& s, SamplePlan plan, std::vector<double>* out) {
+  for (int k = 0; k < plan.samples; ++k) {
+    auto ms = time_runs(s.index, plan.runs_per_sample);
+    if (!ms.is_ok()) return ms.status();
+    if (out) out->push_back(*ms);
+  }
+  return Status::ok();
 }
 
 Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
@@ -202,15 +216,17 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
   // Three rounds give a median; more only while the re-measurement budget lasts.
   InterleavedRounds rounds{3, pol_.remeasure_rounds, pol_.remeasure_ms};
   Status default_failed;
+  std::vector<std::vector<double>> samples(finalists.size());
   auto measure = [&](size_t q) -> StatusOr<double> {
     CandidateState& s = *finalists[q];
     if (!s.timed || !default_failed.is_ok()) return Status::internal("not measured");
-    // Enough runs per sample to fill ~1/rounds of the tuning budget, within the iteration
-    // budget too (smaller wins; at least one run per round).
-    int runs = std::max(s.batch, int(std::min<double>(1000, pol_.max_tuning_ms / pol_.remeasure_rounds /
-                                                                std::max(s.m.median_ms, 1e-6))));
-    runs = int(std::max<int64_t>(1, std::min<int64_t>(runs, pol_.max_tuning_iters / pol_.remeasure_rounds)));
-    return time_runs(s.index, runs);
+    // Each round fills ~1/rounds of the tuning budget per finalist, within the iteration budget
+    // too (smaller wins; at least one run per round), as several small samples.
+    SamplePlan plan = plan_samples(s, pol_.max_tuning_ms / pol_.remeasure_rounds,
+                                   std::max<int64_t>(1, pol_.max_tuning_iters / pol_.remeasure_rounds),
+                                   kMaxSamplesPerRound, /*at_least_one=*/true);
+    TUNABLEOP_RETURN_IF_ERROR(take_samples(s, plan, &samples[q]));
+    return samples[q].back();
   };
   auto on_fail = [&](size_t q, const Status& st) {
     CandidateState& s = *finalists[q];
@@ -222,14 +238,14 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
     drop(s.index, Dropped{Outcome::kFailed, st});
     s.timed = false;
   };
-  auto samples = interleaved_rounds(finalists.size(), rounds, pr_.timer(), measure, on_fail);
+  auto per_round = interleaved_rounds(finalists.size(), rounds, pr_.timer(), measure, on_fail);
   if (!default_failed.is_ok()) return default_failed;
   for (size_t q = 0; q < finalists.size(); ++q) {
     CandidateState& s = *finalists[q];
     if (!s.timed) continue;
     Measurement re = summarize(samples[q]);
-    log_.log(3, fmt::format("├──re-measured {}: median {:.6g} ms over {} rounds (first pass {:.6g})", s.name,
-                            re.median_ms, re.runs, s.m.median_ms));
+    log_.log(3, fmt::format("├──re-measured {}: median {:.6g} ms over {} samples in {} rounds (first pass {:.6g})",
+                            s.name, re.median_ms, re.runs, per_round[q].size(), s.m.median_ms));
     s.m = re;
   }
   return Status::ok();
@@ -257,15 +273,18 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
   log_.log(1, fmt::format("finding fastest for {} out of {} candidates", what, n));
   if (policy_.numerical_check) log_.log(2, "├──numerics check against the reference is on");
 
-  std::vector<CandidateState> timed;
+  // Probe, screen and verify candidate by candidate, so that "best so far" (the screening cut's
+  // reference) is always a verified candidate: a wrong-but-fast one can neither win nor prune.
+  std::vector<CandidateState> in_race;
+  in_race.reserve(n);
   double best = kInf;
   for (size_t i = 0; i < n; ++i) {
-    if (i > 0 && session.elapsed_ms() > policy_.max_problem_ms) {
+    if (i > 0 && session.over_budget()) {
       session.skip_over_budget(i);
       continue;
     }
     CandidateState s;
-    if (auto d = session.evaluate(i, best, s)) {
+    if (auto d = session.qualify(i, best, s)) {
       if (i > 0) {
         session.drop(i, *d);
         continue;
@@ -280,29 +299,29 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
         default: return d->status;
       }
     }
-    if (s.m.median_ms < best) {
-      best = s.m.median_ms;
+    if (s.estimate_ms < best) {
+      best = s.estimate_ms;
       log_.log(2, fmt::format("├──found better instance id={}. {:.6g}ms. {}", i, best, s.name));
     }
-    timed.push_back(std::move(s));
+    in_race.push_back(std::move(s));
   }
-  if (timed.empty() || timed.front().index != 0)
-    return Status::internal(fmt::format("Default could not be timed on {}", what));
+  if (in_race.empty() || in_race.front().index != 0)
+    return Status::internal(fmt::format("Default could not be measured on {}", what));
 
-  // Re-measure the best few and Default, interleaved, so that each gets the same machine state;
+  // Successive halving among the others down to the policy's finalists; then the finalists and
+  // Default are re-measured interleaved, so that each gets the same machine state, and the
   // medians of these rounds decide (the minimum of noisy first passes favours lucky runs).
-  std::vector<CandidateState*> finalists;
-  for (auto& s : timed) finalists.push_back(&s);
-  std::sort(finalists.begin() + 1, finalists.end(),
-            [](const CandidateState* a, const CandidateState* b) { return a->m.median_ms < b->m.median_ms; });
-  finalists.resize(std::min(finalists.size(), size_t(policy_.finalists) + 1));
+  std::vector<CandidateState*> contestants;
+  for (size_t q = 1; q < in_race.size(); ++q) contestants.push_back(&in_race[q]);
+  std::vector<CandidateState*> finalists = {&in_race.front()};
+  for (CandidateState* s : session.halve(contestants, size_t(std::max(policy_.finalists, 1)))) finalists.push_back(s);
   TUNABLEOP_RETURN_IF_ERROR(session.remeasure(finalists));
   const CandidateState& win = session.decide(finalists);
 
   TuningReport& report = session.report();
-  for (const CandidateState& s : timed)
-    if (s.timed) session.note(s.index, Outcome::kTimed, "", s.m);
-  const CandidateState& def = timed.front();
+  for (const CandidateState* s : finalists)
+    if (s->timed) session.note(s->index, Outcome::kTimed, "", s->m);
+  const CandidateState& def = in_race.front();
   report.default_median_ms = def.m.median_ms;
   report.winner.solution = win.name;
   report.winner.time_ms = win.m.median_ms;

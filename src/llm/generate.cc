@@ -56,11 +56,13 @@ namespace {
 struct Accumulator {
   std::vector<double> ttft_ms, step_ms;
   double total = 0;
+  std::vector<double> runs;
   std::vector<int32_t> first;
   void add(const Generation& g) {
     ttft_ms.push_back(g.ttft_s * 1e3);
     for (double s : g.step_s) step_ms.push_back(s * 1e3);
     total += g.total_s;
+    runs.push_back(g.total_s);
     first = g.tokens[0];
   }
   BenchmarkReport finish(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
@@ -73,6 +75,7 @@ struct Accumulator {
     r.iterations = o.iterations;
     r.warmup = o.warmup;
     r.total_s = total;
+    r.run_s = runs;
     r.generated_tokens = int64_t(ttft_ms.size()) * r.batch * r.new_tokens;
     r.tokens_per_s = total > 0 ? double(r.generated_tokens) / total : 0;
     r.ttft_ms = summarize(ttft_ms).median_ms;
@@ -113,6 +116,12 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
     if (!g.is_ok()) return g.status();
   }
   const double warmup_s = seconds_since(tw);
+  int extra = 0;
+  if (o.after_warmup) {
+    auto n = o.after_warmup();
+    if (!n.is_ok()) return n.status();
+    extra = *n;
+  }
   Accumulator acc;
   for (int i = 0; i < o.iterations; ++i) {
     auto g = generate(engine, prompts, o.max_new_tokens);
@@ -121,9 +130,10 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
   }
   BenchmarkReport r = acc.finish(engine, prompts, o);
   r.warmup_s = warmup_s;
-  r.gemm_calls_per_run = engine.linear().calls() / (o.iterations + o.warmup);
-  r.prefill_gflop = prefill_gflop(r.gemm_problems, o.iterations + o.warmup);
-  r.prefill_attention_gflop = prefill_gflop(r.attention_problems, o.iterations + o.warmup);
+  const int runs = o.iterations + o.warmup + extra;
+  r.gemm_calls_per_run = engine.linear().calls() / runs;
+  r.prefill_gflop = prefill_gflop(r.gemm_problems, runs);
+  r.prefill_attention_gflop = prefill_gflop(r.attention_problems, runs);
   return r;
 }
 
@@ -135,9 +145,16 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
   engine.linear().reset_counts();
   double warmup_s[2] = {0, 0};
   Accumulator acc[2];
+  int extra = 0;
   // Warm-up first (the tuned one tunes here), then alternate untuned/tuned so that drift in the
   // machine's state (clocks, other load) hits both sides alike.
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    if (i == o.warmup && o.after_warmup) {
+      set_mode(true);
+      auto n = o.after_warmup();
+      if (!n.is_ok()) return n.status();
+      extra = *n;
+    }
     for (int tuned = 0; tuned < 2; ++tuned) {
       set_mode(tuned == 1);
       auto t0 = Clock::now();
@@ -153,13 +170,19 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
   std::pair<BenchmarkReport, BenchmarkReport> out{acc[0].finish(engine, prompts, o), acc[1].finish(engine, prompts, o)};
   out.first.warmup_s = warmup_s[0];
   out.second.warmup_s = warmup_s[1];
-  out.first.gemm_calls_per_run = out.second.gemm_calls_per_run =
-      engine.linear().calls() / (2 * (o.iterations + o.warmup));
-  out.first.prefill_gflop = out.second.prefill_gflop =
-      prefill_gflop(out.first.gemm_problems, 2 * (o.iterations + o.warmup));
+  const int runs = 2 * (o.iterations + o.warmup) + extra;
+  out.first.gemm_calls_per_run = out.second.gemm_calls_per_run = engine.linear().calls() / runs;
+  out.first.prefill_gflop = out.second.prefill_gflop = prefill_gflop(out.first.gemm_problems, runs);
   out.first.prefill_attention_gflop = out.second.prefill_attention_gflop =
-      prefill_gflop(out.first.attention_problems, 2 * (o.iterations + o.warmup));
+      prefill_gflop(out.first.attention_problems, runs);
   return out;
+}
+
+double paired_speedup(const BenchmarkReport& untuned, const BenchmarkReport& tuned) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < untuned.run_s.size() && i < tuned.run_s.size(); ++i)
+    if (tuned.run_s[i] > 0) ratios.push_back(untuned.run_s[i] / tuned.run_s[i]);
+  return median(ratios);
 }
 
 StatusOr<StepProfile> profile_decode_steps(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int warm,

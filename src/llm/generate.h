@@ -25,6 +25,10 @@ struct BenchmarkOptions {
   int64_t max_new_tokens = 32;
   int iterations = 3;
   int warmup = 1;
+  // Called once after the warm-up runs (in a comparison: in tuned mode) and before the timed
+  // ones: where the in-context check of the tuned choices goes (tunableop/in_context.h).
+  // Returns how many generations it ran, so that per-run counts leave them out.
+  std::function<StatusOr<int>()> after_warmup;
 };
 
 struct BenchmarkReport {
@@ -32,6 +36,7 @@ struct BenchmarkReport {
   int iterations = 0, warmup = 0;
   int64_t generated_tokens = 0;    // iterations * batch * new_tokens
   double total_s = 0;              // timed iterations only
+  std::vector<double> run_s;       // each timed iteration (in a comparison: paired by index)
   double tokens_per_s = 0;         // generated_tokens / total_s (the seed's number)
   double ttft_ms = 0;              // median over timed iterations
   double tpot_ms = 0;              // mean decode step over timed iterations
@@ -53,6 +58,11 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
 
 // Untuned and tuned in one process, alternating run by run; `set_mode(tuned)` switches the
 // engine's context (TunableOp off -> every GEMM runs Default; on -> tuned solutions).
+// Tuned over untuned speed as the median of the iterations' paired ratios (untuned run i's time
+// over tuned run i's, the two run back to back): a disturbed run moves one ratio, not the
+// result, where the totals' ratio takes it whole. 0 without pairs.
+double paired_speedup(const BenchmarkReport& untuned, const BenchmarkReport& tuned);
+
 StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& engine,
                                                                      const std::vector<std::vector<int32_t>>& prompts,
                                                                      const BenchmarkOptions& o,

@@ -38,20 +38,26 @@ struct FakeCandidate {
   bool numerics_ok = true;  // false: a wrong result (check_numerics fails)
   int fail_on_run = 0;      // run() fails on this (1-based) call and every later one; 0: never
   double noise = 0;         // relative amplitude of deterministic noise on each run
-  int lucky_every = 0;      // every Nth run takes lucky_cost_ms instead
+  int lucky_every = 0;      // every Nth run takes lucky_cost_ms instead (lucky or, above cost_ms, a spike)
   double lucky_cost_ms = 0;
+  double spike_probability = 0;  // each run is, with this probability, spike_factor times slower
+  double spike_factor = 1;
 };
 
 // A problem whose candidates cost a known number of fake milliseconds per run.
 class FakeProblem : public TuningProblem {
  public:
-  explicit FakeProblem(std::vector<FakeCandidate> c, double min_sample_ms = 0.05, uint64_t seed = 7)
+  // drift_per_s: the machine slows down by this fraction per fake second (every run's cost is
+  // scaled by 1 + drift_per_s * now / 1000), as a warming GPU or a growing load would.
+  explicit FakeProblem(std::vector<FakeCandidate> c, double min_sample_ms = 0.05, uint64_t seed = 7,
+                       double drift_per_s = 0)
       : cands_(std::move(c)),
         timer_(clock_, min_sample_ms),
         rng_(seed),
         runs_(cands_.size()),
         checks_(cands_.size()),
-        started_at_(cands_.size(), -1) {}
+        started_at_(cands_.size(), -1),
+        drift_per_s_(drift_per_s) {}
 
   std::string op_signature() const override { return "GemmTunableOp_float_NN"; }
   std::string params_signature() const override { return "nn_8_8_8"; }
@@ -74,6 +80,9 @@ class FakeProblem : public TuningProblem {
     double cost = c.cost_ms;
     if (c.lucky_every > 0 && n % c.lucky_every == 0) cost = c.lucky_cost_ms;
     if (c.noise > 0) cost *= 1.0 + c.noise * std::uniform_real_distribution<double>(-1.0, 1.0)(rng_);
+    if (c.spike_probability > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < c.spike_probability)
+      cost *= c.spike_factor;
+    cost *= 1.0 + drift_per_s_ * clock_.now / 1000.0;
     clock_.now += cost;
     return Status::ok();
   }
@@ -100,6 +109,7 @@ class FakeProblem : public TuningProblem {
   std::vector<double> started_at_;
   std::set<size_t> rotations_;
   int recovers_ = 0;
+  double drift_per_s_ = 0;
 };
 
 // A policy whose phases are easy to count: one warm-up run, no re-measurement.

@@ -188,6 +188,27 @@ TEST(ResultsStats, RoundTrip) {
   EXPECT_DOUBLE_EQ(parsed[0].stats->std_ms, 0.05);
 }
 
+// A note (the in-context check's drop) is the tenth field; a note alone has no runs and no
+// statistics, and commas in it cannot break the line.
+TEST(ResultsStats, NotesRoundTrip) {
+  ResultEntry e = entry("GemmTunableOp_float_NN", "nn_8_8_8", "Default", 0.5);
+  e.note = "in-context check: X lost, Default kept";
+  std::string line = format_stats_line(e);
+  EXPECT_EQ(line.rfind("GemmTunableOp_float_NN,nn_8_8_8,Default,0,0,0,0,0,0,in-context check: X lost", 0), 0u) << line;
+  std::vector<std::string> bad;
+  auto parsed = parse_stats(line, "s.stats", &bad);
+  ASSERT_EQ(parsed.size(), 1u) << (bad.empty() ? "" : bad[0]);
+  EXPECT_FALSE(parsed[0].stats.has_value());
+  EXPECT_EQ(parsed[0].note.rfind("in-context check: X lost", 0), 0u) << parsed[0].note;
+  EXPECT_NE(parsed[0].note.find("Default kept"), std::string::npos);
+  e.stats = Measurement{0.4, 0.5, 0.55, 0.05, 37};
+  parsed = parse_stats(format_stats_line(e), "s.stats", &bad);
+  ASSERT_EQ(parsed.size(), 1u);
+  ASSERT_TRUE(parsed[0].stats.has_value());
+  EXPECT_EQ(parsed[0].stats->runs, 37);
+  EXPECT_FALSE(parsed[0].note.empty());
+}
+
 TEST(ResultsStore, InsertReplacesAndKeepsOrder) {
   ResultsStore s;
   s.insert(entry("a", "1", "X", 1));

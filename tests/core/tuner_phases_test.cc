@@ -147,37 +147,14 @@ TEST(TuningPhases, VerifyRunsTheCheckOnlyWhenThePolicyAsks) {
   EXPECT_EQ(unchecked.pr.checks(1), 0);
 }
 
-TEST(TuningPhases, TimeHonoursBothBudgets) {
-  TuningPolicy pol = counting_policy();  // 1 warm-up run, 10 iterations
-  Phases ph({{"Default", 1.0}}, pol);
+TEST(TuningPhases, QualifyLeavesTheScreeningEstimate) {
+  Phases ph({{"Default", 1.0}, {"A", 0.5}});
   CandidateState s;
-  ASSERT_FALSE(ph.session.probe(0, s).has_value());
-  ASSERT_FALSE(ph.session.screen(s, 1.0).has_value());
-  const int before = ph.pr.runs(0);
-  ASSERT_FALSE(ph.session.time(s).has_value());
+  ASSERT_FALSE(ph.session.qualify(1, 1.0, s).has_value());
   EXPECT_TRUE(s.timed);
-  EXPECT_EQ(ph.pr.runs(0) - before, 1 + 10);
-  EXPECT_EQ(s.m.runs, 10);
-  EXPECT_DOUBLE_EQ(s.m.median_ms, 1.0);
-  EXPECT_TRUE(ph.logged("tuning using warmup iters 1"));
-}
-
-TEST(TuningPhases, TimeReportsAFailedRun) {
-  FakeCandidate flaky{"Flaky", 1.0};
-  flaky.fail_on_run = 1 + 3 + 1 + 2;  // probe, screen, warm-up, then the second timed run
-  Phases ph({{"Default", 1.0}, flaky});
-  CandidateState s;
-  ASSERT_FALSE(ph.session.probe(1, s).has_value());
-  ASSERT_FALSE(ph.session.screen(s, 1.0).has_value());
-  auto d = ph.session.time(s);
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->outcome, Outcome::kFailed);
-  EXPECT_FALSE(s.timed);
-  ph.session.drop(1, *d);
-  EXPECT_EQ(ph.pr.recovers(), 1) << "a failed run lets the device recover";
-  ASSERT_EQ(ph.session.report().candidates.size(), 1u);
-  EXPECT_EQ(ph.session.report().candidates[0].outcome, Outcome::kFailed);
-  EXPECT_TRUE(ph.logged("├──failed id=1"));
+  EXPECT_EQ(s.m.runs, ph.pol.screen_runs_1 + ph.pol.screen_runs_2);
+  EXPECT_DOUBLE_EQ(s.m.median_ms, 0.5);
+  EXPECT_EQ(ph.pr.checks(1), 1);
 }
 
 TEST(TuningPhases, RemeasureReplacesFirstPassWithInterleavedMedians) {
@@ -187,12 +164,12 @@ TEST(TuningPhases, RemeasureReplacesFirstPassWithInterleavedMedians) {
   Phases ph({{"Default", 2.0}, {"Lucky", 1.0}}, pol);
   std::vector<CandidateState> st(2);
   for (size_t i = 0; i < 2; ++i) {
-    ASSERT_FALSE(ph.session.evaluate(i, 1e9, st[i]).has_value());
+    ASSERT_FALSE(ph.session.qualify(i, 1e9, st[i]).has_value());
   }
   st[1].m.median_ms = 0.1;  // pretend the first pass was lucky
   ASSERT_TRUE(ph.session.remeasure({&st[0], &st[1]}).is_ok());
   EXPECT_DOUBLE_EQ(st[1].m.median_ms, 1.0);
-  EXPECT_EQ(st[1].m.runs, 5);
+  EXPECT_EQ(st[1].m.runs, 10) << "5 rounds of 2 one-run samples (10 iterations over 5 rounds)";
   EXPECT_TRUE(ph.logged("├──re-measured Lucky"));
 }
 
@@ -200,10 +177,10 @@ TEST(TuningPhases, RemeasureEndsWithDefaultsError) {
   TuningPolicy pol = counting_policy();
   pol.remeasure_rounds = 3;
   FakeCandidate def{"Default", 1.0};
-  def.fail_on_run = 1 + 3 + 1 + 10 + 1;  // first run after its first pass
+  def.fail_on_run = 1 + 3 + 1;  // first run after it qualified
   Phases ph({def, {"A", 0.5}}, pol);
   std::vector<CandidateState> st(2);
-  for (size_t i = 0; i < 2; ++i) ASSERT_FALSE(ph.session.evaluate(i, 1e9, st[i]).has_value());
+  for (size_t i = 0; i < 2; ++i) ASSERT_FALSE(ph.session.qualify(i, 1e9, st[i]).has_value());
   Status s = ph.session.remeasure({&st[0], &st[1]});
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("planted failure"), std::string::npos);

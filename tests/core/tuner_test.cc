@@ -2,7 +2,6 @@
 // cost, so budgets, pruning, the margin rule and failure handling are checked exactly.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <map>
 #include <random>
 #include <set>
@@ -56,24 +55,6 @@ std::string joined(const std::vector<std::string>& lines) {
   return s;
 }
 
-// "tuning using warmup iters W [...] and tuning iters T [...] instance id=I, ..." -> (W, T)
-std::map<size_t, std::pair<long, long>> phase_counts(const std::vector<std::string>& lines) {
-  std::map<size_t, std::pair<long, long>> out;
-  for (const auto& l : lines) {
-    auto at = l.find("tuning using warmup iters ");
-    if (at == std::string::npos) continue;
-    long w = 0, t = 0;
-    size_t id = 0;
-    EXPECT_EQ(std::sscanf(l.c_str() + at,
-                          "tuning using warmup iters %ld [%*[^]]] and tuning iters %ld [%*[^]]] instance id=%zu", &w,
-                          &t, &id),
-              3)
-        << l;
-    out[id] = {w, t};
-  }
-  return out;
-}
-
 const int kScreenRuns = TuningPolicy{}.screen_runs_1 + TuningPolicy{}.screen_runs_2;
 
 TEST(Summarize, Statistics) {
@@ -98,53 +79,16 @@ TEST(Summarize, Statistics) {
   EXPECT_NEAR(even.std_ms, 4.0311288741492746, 1e-12);
 }
 
-TEST(Tuner, IterationBudgetCapsTimedRuns) {
+TEST(Tuner, FewerContestantsThanFinalistsNeedNoHalving) {
   FakeProblem pr({{"Default", 1.0}, {"A", 0.8}});
-  TuningPolicy pol = counting_policy();  // 10 iterations, 1000 ms: iterations are the smaller budget
-  auto r = tune(pr, pol);
+  auto r = tune(pr, counting_policy());  // no re-measurement: the screening estimates decide
   ASSERT_TRUE(r.report.is_ok()) << r.report.status().to_string();
   for (size_t i = 0; i < 2; ++i) {
-    // sizing run + screening + 1 warm-up + the tuning iterations
-    EXPECT_EQ(pr.runs(i), 1 + kScreenRuns + 1 + 10) << i;
+    EXPECT_EQ(pr.runs(i), 1 + kScreenRuns) << "sizing run + screening, nothing more; " << i;
     EXPECT_EQ(pr.checks(i), 1);
   }
-  auto phases = phase_counts(r.log);
-  ASSERT_EQ(phases.size(), 2u) << joined(r.log);
-  EXPECT_EQ(phases[0], std::make_pair(1L, 10L));
-  EXPECT_EQ(phases[1], std::make_pair(1L, 10L));
-}
-
-TEST(Tuner, MillisecondBudgetCapsTimedRuns) {
-  FakeProblem pr({{"Default", 2.0}, {"A", 1.5}});
-  TuningPolicy pol = counting_policy();
-  pol.max_tuning_ms = 10;
-  pol.max_tuning_iters = 100;
-  pol.max_warmup_ms = 4;
-  pol.max_warmup_iters = 100;
-  auto r = tune(pr, pol);
-  ASSERT_TRUE(r.report.is_ok());
-  auto phases = phase_counts(r.log);
-  // Default: 10 ms / 2 ms = 5 tuning runs, 4 ms / 2 ms = 2 warm-up runs.
-  EXPECT_EQ(phases[0], std::make_pair(2L, 5L));
-  EXPECT_EQ(pr.runs(0), 1 + kScreenRuns + 2 + 5);
-  // A: 10 / 1.5 -> 6, 4 / 1.5 -> 2; never more than the budget allows.
-  EXPECT_EQ(phases[1], std::make_pair(2L, 6L));
-  EXPECT_LE(6 * 1.5, pol.max_tuning_ms);
-  EXPECT_EQ(pr.runs(1), 1 + kScreenRuns + 2 + 6);
-}
-
-TEST(Tuner, AtLeastOneRunWhateverTheBudget) {
-  FakeProblem pr({{"Default", 50.0}, {"A", 40.0}});
-  TuningPolicy pol = counting_policy();
-  pol.max_tuning_ms = 1;  // smaller than one run
-  pol.max_warmup_ms = 0;
-  auto r = tune(pr, pol);
-  ASSERT_TRUE(r.report.is_ok());
-  auto phases = phase_counts(r.log);
-  EXPECT_EQ(phases[0], std::make_pair(1L, 1L));
-  EXPECT_EQ(phases[1], std::make_pair(1L, 1L));
+  EXPECT_FALSE(has_line(r.log, "├──halving round")) << joined(r.log);
   EXPECT_EQ(r.report->winner.solution, "A");
-  EXPECT_EQ(r.report->winner.stats->runs, 1);
 }
 
 TEST(Tuner, ShortRunsAreBatchedButTheIterationBudgetHolds) {
@@ -154,9 +98,9 @@ TEST(Tuner, ShortRunsAreBatchedButTheIterationBudgetHolds) {
   pol.max_tuning_iters = 10;
   auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok());
-  EXPECT_EQ(pr.runs(0), 1 + kScreenRuns * 4 + 1 + 10);
+  EXPECT_EQ(pr.runs(0), 1 + kScreenRuns * 4);
   EXPECT_DOUBLE_EQ(r.report->winner.time_ms, 0.125);  // per run, not per sample
-  EXPECT_EQ(r.report->winner.stats->runs, 3);         // samples of 4, 4 and 2 runs
+  EXPECT_EQ(r.report->winner.stats->runs, kScreenRuns);
 }
 
 TEST(Tuner, RemeasurementRespectsTheBudgets) {
@@ -166,14 +110,13 @@ TEST(Tuner, RemeasurementRespectsTheBudgets) {
     TuningPolicy pol = counting_policy();
     pol.remeasure_rounds = 7;
     pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
-    pol.finalists = 3;
+    pol.finalists = 3;       // every candidate is a finalist: no halving
     pol.max_tuning_iters = iters;
     pol.max_tuning_ms = 20;
     auto r = tune(pr, pol);
     ASSERT_TRUE(r.report.is_ok());
-    auto phases = phase_counts(r.log);
     for (size_t i = 0; i < cands.size(); ++i) {
-      int first_pass = 1 + kScreenRuns + int(phases[i].first + phases[i].second);
+      int first_pass = 1 + kScreenRuns;
       int remeasured = pr.runs(i) - first_pass;
       EXPECT_GE(remeasured, pol.remeasure_rounds) << "one run per round at least; iters " << iters;
       EXPECT_LE(remeasured, std::max<int64_t>(iters, pol.remeasure_rounds)) << cands[i].name << " iters " << iters;
@@ -190,12 +133,13 @@ TEST(Tuner, ScreeningPrunesSlowCandidatesEarly) {
                   {"TwiceAsSlow", 1.0},     // 2x the best: dropped after the first screen
                   {"ThirtyPercent", 0.65},  // 1.3x: passes 1.5x, dropped at 1.15x
                   {"TenPercent", 0.55}});   // 1.1x: survives both
-  auto r = tune(pr, counting_policy());
+  TuningPolicy pol = counting_policy();
+  pol.screen_runs_2 = 2;  // the second cut in screening (by default the halving rounds make it)
+  auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok());
-  const TuningPolicy d;
-  EXPECT_EQ(pr.runs(2), 1 + d.screen_runs_1);  // sizing run + first screen
-  EXPECT_EQ(pr.runs(3), 1 + d.screen_runs_1 + d.screen_runs_2);
-  EXPECT_EQ(pr.runs(4), 1 + kScreenRuns + 1 + 10);
+  EXPECT_EQ(pr.runs(2), 1 + pol.screen_runs_1);  // sizing run + first screen
+  EXPECT_EQ(pr.runs(3), 1 + pol.screen_runs_1 + pol.screen_runs_2);
+  EXPECT_EQ(pr.runs(4), 1 + pol.screen_runs_1 + pol.screen_runs_2);
   EXPECT_EQ(outcome(*r.report, "TwiceAsSlow")->outcome, CandidateReport::Outcome::kSkippedSlow);
   EXPECT_EQ(outcome(*r.report, "ThirtyPercent")->outcome, CandidateReport::Outcome::kSkippedSlow);
   EXPECT_EQ(outcome(*r.report, "TenPercent")->outcome, CandidateReport::Outcome::kTimed);
@@ -209,6 +153,26 @@ TEST(Tuner, ScreeningPrunesSlowCandidatesEarly) {
   EXPECT_EQ(r.report->winner.solution, "Fast");
 }
 
+TEST(Tuner, TheSecondCutHappensInTheHalvingByDefault) {
+  FakeProblem pr({{"Default", 1.0}, {"Fast", 0.5}, {"ThirtyPercent", 0.65}, {"TenPercent", 0.55}});
+  TuningPolicy pol = counting_policy();
+  pol.finalists = 3;  // room for all three: only the ratio cuts
+  pol.max_warmup_ms = 0;
+  auto r = tune(pr, pol);
+  ASSERT_TRUE(r.report.is_ok());
+  EXPECT_FALSE(has_line(r.log, "├──skip slow instance")) << joined(r.log);
+  // Three contestants for three places: no halving round, so nothing is cut; the re-measure
+  // (off here) and the margin decide.
+  EXPECT_EQ(outcome(*r.report, "ThirtyPercent")->outcome, CandidateReport::Outcome::kTimed);
+  pol.finalists = 2;
+  FakeProblem again({{"Default", 1.0}, {"Fast", 0.5}, {"ThirtyPercent", 0.65}, {"TenPercent", 0.55}});
+  r = tune(again, pol);
+  ASSERT_TRUE(r.report.is_ok());
+  EXPECT_EQ(outcome(*r.report, "ThirtyPercent")->outcome, CandidateReport::Outcome::kHalved);
+  EXPECT_TRUE(has_line(r.log, "├──halved out in round 1 id=2")) << joined(r.log);
+  EXPECT_EQ(r.report->winner.solution, "Fast");
+}
+
 TEST(Tuner, ScreeningThresholdsComeFromThePolicy) {
   FakeProblem pr({{"Default", 1.0}, {"Fast", 0.5}, {"TwiceAsSlow", 1.0}});
   TuningPolicy pol = counting_policy();
@@ -217,7 +181,7 @@ TEST(Tuner, ScreeningThresholdsComeFromThePolicy) {
   auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok());
   EXPECT_EQ(outcome(*r.report, "TwiceAsSlow")->outcome, CandidateReport::Outcome::kTimed);
-  EXPECT_EQ(pr.runs(2), 1 + kScreenRuns + 1 + 10);
+  EXPECT_EQ(pr.runs(2), 1 + kScreenRuns);
 }
 
 TEST(Tuner, DefaultIsNeverScreenedOut) {
@@ -320,7 +284,7 @@ TEST(Tuner, DefaultUnsupportedIsAnError) {
 
 TEST(Tuner, DefaultFailingToRunIsAnError) {
   FakeCandidate def{"Default", 1.0};
-  def.fail_on_run = 3;
+  def.fail_on_run = 2;  // its screening run
   FakeProblem pr({def, {"A", 0.5}});
   auto r = tune(pr, counting_policy());
   ASSERT_FALSE(r.report.is_ok());
@@ -329,10 +293,11 @@ TEST(Tuner, DefaultFailingToRunIsAnError) {
 
 TEST(Tuner, FailingCandidateIsReportedAndTuningGoesOn) {
   FakeCandidate in_screening{"FailsInScreening", 0.5};
-  in_screening.fail_on_run = 3;
-  FakeCandidate in_timing{"FailsInTiming", 0.5};
-  in_timing.fail_on_run = 1 + kScreenRuns + 1 + 4;  // the fourth tuning iteration
-  FakeProblem pr({{"Default", 1.0}, in_screening, in_timing, {"Fast", 0.7}});
+  in_screening.fail_on_run = 2;  // its screening run
+  FakeCandidate in_halving{"FailsInHalving", 0.7};
+  in_halving.fail_on_run = 1 + kScreenRuns + 2;  // the second run of the first halving round
+  // Four contestants for two finalists' places: one halving round at least.
+  FakeProblem pr({{"Default", 1.0}, in_screening, in_halving, {"Fast", 0.65}, {"Near", 0.7}, {"Close", 0.72}});
   auto r = tune(pr, counting_policy());
   ASSERT_TRUE(r.report.is_ok()) << r.report.status().to_string();
   EXPECT_EQ(r.report->winner.solution, "Fast");
@@ -344,7 +309,7 @@ TEST(Tuner, FailingCandidateIsReportedAndTuningGoesOn) {
     EXPECT_TRUE(has_line(r.log, "├──failed id=" + std::to_string(i) + ",")) << joined(r.log);
   }
   EXPECT_EQ(pr.runs(1), in_screening.fail_on_run) << "not run again after failing";
-  EXPECT_EQ(pr.runs(2), in_timing.fail_on_run);
+  EXPECT_EQ(pr.runs(2), in_halving.fail_on_run);
   EXPECT_EQ(pr.recovers(), 2);
   EXPECT_EQ(outcome(*r.report, "Fast")->outcome, CandidateReport::Outcome::kTimed);
 }
@@ -354,7 +319,7 @@ TEST(Tuner, CandidateFailingInRemeasurementIsDroppedOnce) {
   pol.remeasure_rounds = 7;
   pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
   FakeCandidate flaky{"Flaky", 0.5};
-  flaky.fail_on_run = 1 + kScreenRuns + 1 + 10 + 1;  // first run after its first pass
+  flaky.fail_on_run = 1 + kScreenRuns + 1;  // first run after its first pass
   FakeProblem pr({{"Default", 1.0}, flaky, {"Steady", 0.55}});
   auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok()) << r.report.status().to_string();
@@ -375,7 +340,7 @@ TEST(Tuner, ProblemBudgetStopsTryingNewCandidates) {
   }
   FakeProblem pr(cands);
   TuningPolicy pol = counting_policy();
-  pol.max_problem_ms = 40;  // a candidate costs ~19 ms here: room for two or three
+  pol.max_problem_ms = 10;  // a candidate costs ~5 ms to qualify here: room for two or three
   auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok());
   int tried = 0, over = 0;
@@ -432,6 +397,7 @@ TEST(Tuner, MediansResistLuckyRuns) {
   lucky.lucky_cost_ms = 0.5;
   FakeProblem pr({{"Default", 1.2}, lucky, {"Steady", 0.9}});
   TuningPolicy pol = counting_policy();
+  pol.max_tuning_iters = 100;
   pol.remeasure_rounds = 7;
   pol.remeasure_ms = 1e9;  // every round, whatever the fake costs
   auto r = tune(pr, pol);
@@ -450,7 +416,7 @@ TEST(Tuner, ReportDescribesTheWinner) {
   EXPECT_EQ(rep.winner.solution, "A");
   EXPECT_DOUBLE_EQ(rep.winner.time_ms, 0.5);
   ASSERT_TRUE(rep.winner.stats.has_value());
-  EXPECT_EQ(rep.winner.stats->runs, 10);
+  EXPECT_EQ(rep.winner.stats->runs, kScreenRuns);  // the screening samples: no halving, no re-measurement
   EXPECT_DOUBLE_EQ(rep.winner.stats->min_ms, 0.5);
   EXPECT_DOUBLE_EQ(rep.winner.stats->median_ms, 0.5);
   EXPECT_DOUBLE_EQ(rep.winner.stats->mean_ms, 0.5);
@@ -472,7 +438,6 @@ TEST(Tuner, TreeLogFollowsTheSeedFormat) {
   EXPECT_TRUE(has_line(r.log, "├──skip slow instance id=3, GemmTunableOp_float_NN(nn_8_8_8) Slow"));
   EXPECT_TRUE(has_line(r.log, "├──found better instance id=2.", "Fast"));
   EXPECT_TRUE(has_line(r.log, "├──verify numerics passed id=2, Fast"));
-  EXPECT_TRUE(has_line(r.log, "├──tuning using warmup iters"));
   EXPECT_EQ(r.log.back().rfind("└──found fastest for GemmTunableOp_float_NN(nn_8_8_8) Fast", 0), 0u) << r.log.back();
   // Every line between the first and the last belongs to the tree.
   for (size_t i = 1; i + 1 < r.log.size(); ++i)

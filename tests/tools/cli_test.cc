@@ -5,6 +5,7 @@
 #include <sys/file.h>
 
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -46,6 +47,21 @@ TEST(CliTune, TunesEveryProblemOfAnUntunedFile) {
   r = cli.run({"tune", "untuned.csv"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("tuned 0 problems (2 already tuned"), std::string::npos) << r.out;
+}
+
+// --in-context: the file's problems in sequence, tuned against Default; every tuned choice is
+// either kept or recorded as Default with a note.
+TEST(CliTune, InContextChecksTheRecordedProblemsInSequence) {
+  CliRunner cli;
+  cli.write("untuned.csv", kUntuned);
+  auto r = cli.run({"tune", "untuned.csv", "--in-context"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("In-context check: "), std::string::npos) << r.out;
+  std::smatch m;
+  if (std::regex_search(r.out, m, std::regex(R"(kept (\d+) of (\d+))")) && m[1] != m[2]) {
+    EXPECT_NE(cli.read("results0.csv.stats").find("in-context check"), std::string::npos);
+    EXPECT_NE(cli.read("results0.csv").find(",Default,"), std::string::npos);
+  }
 }
 
 TEST(CliTune, MalformedLinesAreReportedAndTheRestTuned) {

@@ -256,9 +256,14 @@ class CudaKernels final : public DeviceKernels {
   }
 
   // A graph holds the GEMM solutions chosen when it was captured: one per batch size and
-  // TunableOp on/off (the comparison benchmark flips it between runs).
+  // TunableOp on/off (the comparison benchmark flips it between runs). A tuned graph captured
+  // before the results changed (a new tuning, the in-context check switching choices) holds
+  // stale choices: it is captured again.
   Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step) override {
-    const std::pair<int64_t, bool> key{batch, ctx_.config().snapshot().enabled};
+    const bool enabled = ctx_.config().snapshot().enabled;
+    const std::pair<int64_t, bool> key{batch, enabled};
+    const uint64_t results = enabled ? ctx_.results().version() : 0;
+    if (auto it = graphs_.find(key); it != graphs_.end() && it->second.results != results) graphs_.erase(it);
     if (auto it = graphs_.find(key); it != graphs_.end()) {
       TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
       linear.add_calls(it->second.calls, 1);
@@ -454,6 +459,7 @@ class CudaKernels final : public DeviceKernels {
   struct Graph {
     GraphExec exec;
     std::vector<LinearOp::Problem> calls, attention_calls;
+    uint64_t results = 0;  // the results' version it was captured with (0: TunableOp off)
   };
 
   // Captures one decode step for `key`. A failure (a GEMM solution that cannot be captured,
@@ -489,6 +495,7 @@ class CudaKernels final : public DeviceKernels {
     }
     g.calls = captured;
     g.attention_calls = attention_captured;
+    g.results = ctx_.config().snapshot().enabled ? ctx_.results().version() : 0;
     return g;
   }
 

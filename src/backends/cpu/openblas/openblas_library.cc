@@ -30,10 +30,15 @@ int parse_max_threads(const std::string& config) {
 }  // namespace
 
 std::vector<std::string> OpenblasLibrary::default_paths() {
-  std::vector<std::string> paths = {"libopenblas.so.0"};
+  std::vector<std::string> paths;
+  // A variant named on purpose (measuring pthreads against OpenMP in one build).
+  if (const char* env = std::getenv("TUNABLEOP_OPENBLAS_LIBRARY"); env && *env) paths.push_back(env);
 #ifdef TUNABLEOP_OPENBLAS_CONFIGURED_PATH
+  // The build's choice (the OpenMP variant when installed: one thread world) before the soname,
+  // which Debian's alternatives point at the pthreads variant by default.
   paths.push_back(TUNABLEOP_OPENBLAS_CONFIGURED_PATH);
 #endif
+  paths.push_back("libopenblas.so.0");
   return paths;
 }
 
@@ -73,6 +78,15 @@ std::string OpenblasLibrary::core_name() const {
 
 int OpenblasLibrary::parallel_mode() const { return get_parallel_(); }
 
+std::string OpenblasLibrary::threading() const {
+  switch (parallel_mode()) {
+    case 0: return "serial";
+    case 1: return "pthreads";
+    case 2: return "openmp";
+    default: return "unknown";
+  }
+}
+
 int OpenblasLibrary::num_threads() const {
   std::lock_guard lock(mu_);
   return get_num_threads_();
@@ -80,7 +94,11 @@ int OpenblasLibrary::num_threads() const {
 
 void OpenblasLibrary::set_num_threads(int n) {
   std::lock_guard lock(mu_);
+  // The OpenMP build's openblas_set_num_threads also sets the calling thread's OpenMP count:
+  // put that back, so that this call changes OpenBLAS's setting alone.
+  const int previous_omp = omp_get_max_threads_ ? omp_get_max_threads_() : 0;
   set_num_threads_(n);
+  if (omp_set_num_threads_ && omp_get_max_threads_() != previous_omp) omp_set_num_threads_(previous_omp);
 }
 
 Status OpenblasLibrary::supports(const GemmParams& in) const {
@@ -107,7 +125,9 @@ Status OpenblasLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int 
   std::lock_guard lock(mu_);
   const int previous = get_num_threads_();
   const int previous_omp = omp_get_max_threads_ ? omp_get_max_threads_() : 0;
-  const bool change = threads > 0 && threads != previous;
+  // The OpenMP build follows the caller's omp_get_max_threads() at every call (and adopts it
+  // as its own count), so there the count is set for every call, not only when it differs.
+  const bool change = threads > 0 && (threads != previous || (omp_set_num_threads_ && previous_omp != threads));
   if (change) set_num_threads_(threads);
   for (int64_t b = 0; b < p.batch; ++b) {
     if (p.dtype == DType::kF32) {

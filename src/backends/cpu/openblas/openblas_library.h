@@ -18,8 +18,9 @@ namespace tunableop {
 class OpenblasLibrary : public cpu_shared::LoadedLibrary<OpenblasLibrary> {
  public:
   static constexpr const char* kName = "OpenBLAS";
-  // Where the provider looks, in order: the soname (whatever variant the system's alternatives
-  // chose), then the path found when the project was configured.
+  // Where the provider looks, in order: $TUNABLEOP_OPENBLAS_LIBRARY when set, the file chosen
+  // when the project was configured (the OpenMP variant when installed), then the soname
+  // (whatever variant the system's alternatives chose).
   static std::vector<std::string> default_paths();
   // open(path), open_first(paths), path() and symbol_file(): see LoadedLibrary. The library is
   // never closed: OpenBLAS keeps worker threads that must not lose their code.
@@ -27,11 +28,15 @@ class OpenblasLibrary : public cpu_shared::LoadedLibrary<OpenblasLibrary> {
   std::string config() const;   // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
   std::string version() const;  // "0.3.21", parsed from config()
   std::string core_name() const;
-  int parallel_mode() const;  // openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP
-  int num_threads() const;    // openblas_get_num_threads()
+  int parallel_mode() const;      // openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP
+  std::string threading() const;  // parallel_mode() as "serial", "pthreads" or "openmp"
+  int num_threads() const;        // openblas_get_num_threads()
   // The most threads a call may use: the build's MAX_THREADS (from config()) or unlimited (0).
   int max_threads() const { return max_threads_; }
-  // Sets OpenBLAS's own thread count (process-wide); for tests and callers that manage it.
+  // Sets OpenBLAS's own thread count (process-wide); for tests and callers that manage it. The
+  // caller's OpenMP setting stays as it was (the OpenMP build's setter changes it too). That
+  // build follows the caller's omp_get_max_threads() at its next call anyway, which is why
+  // gemm() sets both for the call.
   void set_num_threads(int n);
 
   Status supports(const GemmParams& p) const;

@@ -14,8 +14,11 @@ void register_openblas_from(Registry& r, const std::vector<std::string>& paths) 
   std::shared_ptr<OpenblasLibrary> lib =
       cpu_shared::open_or_note<OpenblasLibrary>(r, paths, "OpenBLAS", "Gemm_Openblas");
   if (lib == nullptr) return;
-  // Version and kernel set: OPENBLAS_CORETYPE can switch the latter, and with it every timing.
-  r.add_validator({"OPENBLAS_VERSION", [lib] { return lib->version() + " " + lib->core_name(); }, DeviceKind::kCpu});
+  // Version, kernel set and thread runtime: OPENBLAS_CORETYPE can switch the kernel set, and
+  // the pthreads and OpenMP builds time differently next to other libraries' threads.
+  r.add_validator({"OPENBLAS_VERSION",
+                   [lib] { return lib->version() + " " + lib->core_name() + " " + lib->threading(); },
+                   DeviceKind::kCpu});
   // Capped by the build's MAX_THREADS, so that a name never promises more than OpenBLAS runs.
   cpu_shared::add_thread_candidates(r, lib, "Gemm_Openblas",
                                     cpu_shared::thread_counts(cpu_core_count(), lib->max_threads()));

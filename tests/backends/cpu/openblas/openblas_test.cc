@@ -2,6 +2,8 @@
 // restoration, concurrent use, and graceful absence.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <regex>
 
 #include "backends/cpu/openblas/openblas_library.h"
@@ -26,7 +28,8 @@ class OpenblasTest : public testing::ProviderTest<OpenblasLibrary, register_open
 TEST_F(OpenblasTest, RegistersOneCandidatePerDistinctThreadCountAndTheValidator) {
   testing::expect_one_name_per_thread_count(testing::names_of(candidates_), "Gemm_Openblas_t");
   EXPECT_TRUE(registry_.notes().empty());
-  testing::expect_one_validator(registry_, "OPENBLAS_VERSION", lib_->version() + " " + lib_->core_name());
+  testing::expect_one_validator(registry_, "OPENBLAS_VERSION",
+                                lib_->version() + " " + lib_->core_name() + " " + lib_->threading());
   EXPECT_TRUE(std::regex_match(lib_->version(), std::regex(R"(\d+\.\d+\.\d+.*)"))) << lib_->version();
   EXPECT_EQ(lib_->config().rfind("OpenBLAS ", 0), 0u) << lib_->config();
 }
@@ -72,6 +75,31 @@ TEST_F(OpenblasTest, CallsLandInOpenblas) {
   const std::string file = lib_->symbol_file("cblas_sgemm");
   EXPECT_NE(file.find("openblas"), std::string::npos) << file;
   EXPECT_EQ(lib_->symbol_file("openblas_get_config"), file);
+}
+
+// One thread world: the OpenMP variant, when installed beside the library the build found, is
+// what the provider loads (its threads are libgomp's, shared with our kernels, BLIS, oneDNN).
+TEST_F(OpenblasTest, TheInstalledOpenmpVariantIsTheOneLoaded) {
+  const char* openmp = "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0";
+  if (std::getenv("TUNABLEOP_OPENBLAS_LIBRARY") || !std::filesystem::exists(openmp))
+    GTEST_SKIP() << "Debian's OpenMP OpenBLAS (libopenblas0-openmp) is not installed here";
+  EXPECT_EQ(lib_->threading(), "openmp") << lib_->path();
+  EXPECT_NE(lib_->symbol_file("cblas_sgemm").find("openblas-openmp"), std::string::npos)
+      << lib_->symbol_file("cblas_sgemm");
+}
+
+TEST(OpenblasPathsTest, TheEnvironmentNamesAVariantFirst) {
+  const char* before = std::getenv("TUNABLEOP_OPENBLAS_LIBRARY");
+  const std::string saved = before ? before : "";
+  ::setenv("TUNABLEOP_OPENBLAS_LIBRARY", "/some/where/libopenblas.so.0", 1);
+  auto paths = OpenblasLibrary::default_paths();
+  ASSERT_GE(paths.size(), 2u);
+  EXPECT_EQ(paths.front(), "/some/where/libopenblas.so.0");
+  EXPECT_EQ(paths.back(), "libopenblas.so.0");  // the soname comes last
+  if (before)
+    ::setenv("TUNABLEOP_OPENBLAS_LIBRARY", saved.c_str(), 1);
+  else
+    ::unsetenv("TUNABLEOP_OPENBLAS_LIBRARY");
 }
 
 TEST(OpenblasAbsentTest, MissingLibraryRegistersNothingAndLeavesOneNote) {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One device call for the tuner (issue 10): builds the CLI for sm_90, then
+#   1. `bench --suite llm --device cuda`: every shape tuned into a fresh file; per shape the
+#      tuning time and the chosen solution against the best single candidate measured alone;
+#   2. Gemma lm_head@2048 (256000 x 2048 x 2048) again with the tuner's tree log (verbose 3):
+#      it must find the cuBLASLt config ~6% faster than Default, within the 1 s target;
+#   3. the engine on Gemma-2B shapes (and Llama-2-7B when time is left), tuned vs untuned in one
+#      process, with the in-context check's "kept K of N" line.
+# Logs under $OUT; a short table last. Targets: every suite shape tuned in <= 1 s, tuned within
+# 2% of the best single candidate, engine tuned >= 0.99x untuned. Under 8 minutes in all.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/gpu-tuning-out}
+BUILD=${GPU_TUNING_BUILD:-$ROOT/build-gpu-tuning}
+mkdir -p "$OUT"
+[ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
+start=$(date +%s)
+stamp() { echo "[$(($(date +%s) - start))s] $*"; }
+elapsed() { echo $(($(date +%s) - start)); }
+
+stamp "build (sm_90, tunableop_cli only)"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DTUNABLEOP_BUILD_TESTS=OFF -DTUNABLEOP_BUILD_BENCH=OFF >"$OUT/configure.log" 2>&1 ||
+  { tail -20 "$OUT/configure.log"; echo "gpu-tuning: configure failed"; exit 1; }
+ninja -C "$BUILD" -j16 tunableop_cli >"$OUT/build.log" 2>&1 ||
+  { grep -E "FAILED|error" "$OUT/build.log" | head -20; echo "gpu-tuning: build failed"; exit 1; }
+bin="$BUILD/tools/tunableop"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+
+stamp "suite llm (tuning every shape, then every candidate alone)"
+timeout 330 "$bin" bench --suite llm --device cuda --csv "$OUT/suite.csv" --results "$OUT/suite_results.csv" \
+  >"$OUT/suite.md" 2>"$OUT/suite.log" || echo "gpu-tuning: suite exited $? (see suite.log)"
+
+if [ "$(elapsed)" -lt 400 ]; then
+  stamp "gemma lm_head@2048 with the tree log"
+  TUNABLEOP_VERBOSE=3 timeout 60 "$bin" bench --suite llm --device cuda --only gemma-2b.lm_head@2048 \
+    --csv "$OUT/lm_head.csv" >"$OUT/lm_head.md" 2>"$OUT/lm_head.log" || echo "gpu-tuning: lm_head exited $?"
+fi
+
+engine() {  # name, timeout, model
+  stamp "engine $1"
+  TUNABLEOP_FILENAME="$OUT/engine_$1_%d.csv" timeout "$2" "$bin" llm --device cuda --model "builtin:$3" \
+    --total-tokens 256 --compare --iterations 3 --warmup 1 >"$OUT/engine_$1.txt" 2>&1 ||
+    echo "gpu-tuning: engine $1 exited $? (see engine_$1.txt)"
+}
+[ "$(elapsed)" -lt 380 ] && engine gemma 90 gemma-2b
+[ "$(elapsed)" -lt 400 ] && engine llama 70 llama-2-7b
+tar czf "$OUT/tuning_logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
+stamp "done"
+
+echo "== GPU: $(cat "$OUT/gpu.txt")"
+echo "== suite llm: tuning time and chosen vs best single candidate (suite.md has the full table)"
+if [ -s "$OUT/suite.csv" ]; then
+  # shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms,...
+  awk -F, 'NR > 1 {
+      r = ($9 > 0) ? $7 / $9 : 0; d = ($6 > 0) ? $7 / $6 : 0
+      printf "%-26s tuning %6.2f s  tuned/best %.3f  Default/tuned %.3f  %s\n", $1, $13 / 1000, r, (d > 0) ? 1 / d : 0, $8
+      n++; if ($13 > 1000) slow++; if (r > 1.02) behind++; if (d > 1 / 0.99) loss++
+      if ($13 > max) max = $13; total += $13
+    }
+    END {
+      printf "shapes %d: tuned in > 1 s: %d (max %.2f s, total %.1f s); > 2%% behind best single: %d; tuned below 0.99x Default: %d\n",
+        n, slow, max / 1000, total / 1000, behind, loss
+    }' "$OUT/suite.csv"
+else
+  echo "(no suite.csv: see suite.log)"; tail -5 "$OUT/suite.log"
+fi
+echo "== gemma lm_head@2048 (target: <= 1 s, the ~6% faster cuBLASLt config)"
+grep -E "^\| gemma" "$OUT/lm_head.md" 2>/dev/null | head -2
+grep -E "found fastest|found better" "$OUT/lm_head.log" 2>/dev/null | tail -3
+for m in gemma llama; do
+  [ -f "$OUT/engine_$m.txt" ] || continue
+  echo "== engine $m (target: tuned >= 0.99x untuned)"
+  grep -E "Speedup|In-context|Tokens/second" "$OUT/engine_$m.txt" | head -5
+done
