@@ -7,7 +7,9 @@
 #include <memory>
 #include <sstream>
 
+#include "cli_support.h"
 #include "commands.h"
+#include "core/checked_size.h"
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
@@ -59,7 +61,7 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 int fail(const Status& s) {
-  fmt::print(stderr, "tunableop llm: {}\n", s.to_string());
+  fmt::print(stderr, "tunableop llm: {}\n", printable(s.to_string()));
   return 2;
 }
 
@@ -72,6 +74,12 @@ int run_llm(const LlmArgs& a) {
 
   // The prompt: explicit ids, or --prompt-len synthetic ids (for TTFT at a given length).
   std::vector<int32_t> prompt;
+  // The prompts are built before the engine checks its sizes: their own memory first.
+  const int64_t prompt_tokens = a.prompt_len > 0 ? a.prompt_len : int64_t(a.prompt_ids.size());
+  if (Status st = check_host_allocation(CheckedInt(prompt_tokens) * a.batch * int64_t(sizeof(int32_t)),
+                                        fmt::format("--batch {} prompts of {} tokens", a.batch, prompt_tokens));
+      !st.is_ok())
+    return fail(st);
   if (a.prompt_len > 0) {
     for (int64_t i = 0; i < a.prompt_len; ++i) prompt.push_back(int32_t((1 + 7919 * i) % cfg->vocab_size));
   } else {
@@ -80,6 +88,9 @@ int run_llm(const LlmArgs& a) {
     prompt = *ids;
   }
   const std::vector<std::vector<int32_t>> prompts(size_t(a.batch), prompt);
+  if (!(CheckedInt(int64_t(prompt.size())) + a.pad_multiple).ok() ||
+      !(CheckedInt(int64_t(prompt.size())) + a.pad_multiple + a.max_new_tokens).ok())
+    return fail(Status::invalid_argument("--pad-multiple and --max-new-tokens are too large to count a sequence"));
   const int64_t padded = llm::round_up(int64_t(prompt.size()), a.pad_multiple);
   int64_t max_new = a.max_new_tokens;
   if (a.total_tokens > 0) {  // the seed's form: a fixed sequence length, prompt included
@@ -168,7 +179,7 @@ int run_llm(const LlmArgs& a) {
       for (int32_t t : r->second.first_sequence) ids += (ids.empty() ? "" : ",") + std::to_string(t);
       fmt::print("{}\n", ids);
     }
-    return 0;
+    return report_unsaved(ctx, "llm") ? 1 : 0;
   }
 
   auto r = llm::run_benchmark(*engine, prompts, bo);
@@ -191,7 +202,7 @@ int run_llm(const LlmArgs& a) {
     for (int32_t t : r->first_sequence) ids += (ids.empty() ? "" : ",") + std::to_string(t);
     fmt::print("{}\n", ids);
   }
-  return 0;
+  return report_unsaved(ctx, "llm") ? 1 : 0;
 }
 
 }  // namespace
@@ -207,33 +218,35 @@ void add_llm_command(CLI::App& app) {
        "Hugging Face model directory (config.json + safetensors) or builtin:NAME with random weights (" + presets + ")")
       ->capture_default_str();
   c->add_option("--seed", a->seed, "seed of a built-in model's random weights")->capture_default_str();
-  c->add_option("--layers", a->layers, "built-in models: override the number of layers");
+  c->add_option("--layers", a->layers, "built-in models: override the number of layers")->check(at_least(0));
   c->add_option("--prompt-ids", a->prompt_ids,
                 "prompt as comma-separated token ids (text prompts need a tokenizer, "
                 "which this engine does not have)")
       ->capture_default_str();
-  c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids");
+  c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids")
+      ->check(at_least(0));
   c->add_option("--max-new-tokens", a->max_new_tokens, "tokens generated per sequence (exactly)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   c->add_option("--total-tokens", a->total_tokens,
-                "generate up to this sequence length, padded prompt included (the seed's seq_len = 256)");
+                "generate up to this sequence length, padded prompt included (the seed's seq_len = 256)")
+      ->check(at_least(0));
   c->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
   c->add_option("--batch", a->batch, "sequences generated together (the prompt repeated)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   c->add_flag("--tune", a->tune, "TunableOp on with tuning: unseen GEMMs are tuned and appended to the results file");
   c->add_flag("--no-tune", a->no_tune, "TunableOp off: every GEMM runs Default (the untuned baseline)");
   c->add_flag("--compare", a->compare, "run untuned and tuned alternately in this process and print both");
-  c->add_option("--iterations", a->iterations, "timed generations")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--iterations", a->iterations, "timed generations")->check(at_least(1))->capture_default_str();
   c->add_option("--warmup", a->warmup, "untimed generations first (tuning happens here)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   c->add_option("--pad-multiple", a->pad_multiple, "pad prompts to a multiple of this (1 = no padding)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
-  c->add_option("--max-seq", a->max_seq, "KV cache length (default: what this run needs)");
+  c->add_option("--max-seq", a->max_seq, "KV cache length (default: what this run needs)")->check(at_least(0));
   c->add_flag("--print-ids", a->print_ids, "print the generated ids of the first sequence, comma-separated");
   c->add_flag("--json", a->json, "print the metrics as one JSON object");
   c->add_option("--dtype", a->dtype, "cuda: bf16 or fp32 weights and activations (the CPU computes in fp32)")

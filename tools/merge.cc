@@ -16,9 +16,11 @@
 
 #include <fmt/format.h>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "core/file_lock.h"
 #include "core/results_stats.h"
+#include "core/safe_file.h"
 #include "tunableop/results.h"
 
 namespace tunableop::cli {
@@ -57,22 +59,6 @@ StatusOr<std::optional<std::string>> read_input(const std::string& path, const F
   return read_file_shared(path);
 }
 
-// Writes `text` to a temporary file beside `path`, then renames it over `path`: readers see the
-// old file or the new one, never half of one.
-Status replace_file(const std::string& path, const std::string& text) {
-  std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return Status::io_error(errno_message(tmp, "cannot create", errno));
-  Status st = append_all(fd, tmp, text);
-  if (st.is_ok() && ::fsync(fd) != 0) st = Status::io_error(errno_message(tmp, "cannot sync", errno));
-  ::close(fd);
-  if (st.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = Status::io_error(errno_message(path, "cannot replace", errno));
-  }
-  if (!st.is_ok()) ::unlink(tmp.c_str());
-  return st;
-}
-
 // "KEY (a.csv: 'x', b.csv: <absent>)" for every key on which the inputs do not all agree.
 std::vector<std::string> validator_conflicts(const std::vector<Input>& in) {
   std::set<std::string> keys;
@@ -105,13 +91,22 @@ int merge(const MergeArgs& a) {
     fmt::print(stderr, "tunableop merge: give at least two results files to merge (got {})\n", a.inputs.size());
     return 2;
   }
+  // The output and its sidecar are replaced by rename (safe_file.h): only a regular file or a new
+  // path can be; a symlink, FIFO, directory or device is refused before anything is read.
+  const std::string stats_out = stats_path_for(a.output);
+  for (const std::string& path : {a.output, stats_out}) {
+    if (Status st = check_replaceable(path); !st.is_ok()) {
+      fmt::print(stderr, "tunableop merge: -o {}: {}\n", printable(a.output), printable(st.message()));
+      return 2;
+    }
+  }
   // Hold the output's lock throughout when it exists, so a process tuning into it waits, then
   // notices the replaced file and re-opens it (ResultsFile checks the inode after locking).
   std::optional<FileLock> held;
   if (auto lock = FileLock::acquire(a.output, O_RDONLY, FileLock::Mode::kExclusive); lock.is_ok()) {
     held = std::move(lock).value();
   } else if (lock.status().code() != StatusCode::kNotFound) {
-    fmt::print(stderr, "tunableop merge: {}\n", lock.status().message());
+    fmt::print(stderr, "tunableop merge: {}\n", printable(lock.status().message()));
     return 2;
   }
 
@@ -119,17 +114,20 @@ int merge(const MergeArgs& a) {
   for (const auto& path : a.inputs) {
     auto text = read_input(path, held ? &*held : nullptr);
     if (!text.is_ok()) {
-      fmt::print(stderr, "tunableop merge: {}\n", text.status().message());
+      fmt::print(stderr, "tunableop merge: {}\n", printable(text.status().message()));
       return 2;
     }
     if (!text->has_value()) {
-      fmt::print(stderr, "tunableop merge: {}: no such file\n", path);
+      fmt::print(stderr, "tunableop merge: {}: no such file\n", printable(path));
       return 2;
     }
     Input in{path, parse_results(**text, path), {}};
-    for (const auto& m : in.report.malformed) fmt::print(stderr, "warning: skipping malformed line {}\n", m);
+    for (const auto& m : in.report.malformed) fmt::print(stderr, "warning: skipping malformed line {}\n", printable(m));
     std::string stats_path = stats_path_for(path);
-    if (auto stats_text = read_input(stats_path, nullptr); stats_text.is_ok() && stats_text->has_value()) {
+    if (auto stats_text = read_input(stats_path, nullptr); !stats_text.is_ok()) {
+      fmt::print(stderr, "warning: {}; statistics of {} are not merged\n", printable(stats_text.status().message()),
+                 printable(path));
+    } else if (stats_text->has_value()) {
       for (auto& s : parse_stats(**stats_text, stats_path)) in.stats[{s.op, s.params, s.solution}] = std::move(s);
     }
     inputs.push_back(std::move(in));
@@ -143,7 +141,7 @@ int merge(const MergeArgs& a) {
   if (auto conflicts = validator_conflicts(voting); !conflicts.empty()) {
     if (!a.force) {
       fmt::print(stderr, "tunableop merge: the inputs were tuned in different environments; validators differ:\n");
-      for (const auto& c : conflicts) fmt::print(stderr, "  {}\n", c);
+      for (const auto& c : conflicts) fmt::print(stderr, "  {}\n", printable(c));
       fmt::print(stderr,
                  "a solution fastest in one environment may be slow or invalid in another; "
                  "use --force to merge anyway (the output keeps the validators of {})\n",
@@ -160,8 +158,8 @@ int merge(const MergeArgs& a) {
   size_t duplicates = 0, replaced = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& r = inputs[i].report;
-    fmt::print("{}: {} {} ({}){}\n", inputs[i].path, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries",
-               r.ours ? "tunableop" : "foreign",
+    fmt::print("{}: {} {} ({}){}\n", printable(inputs[i].path), r.entries.size(),
+               r.entries.size() == 1 ? "entry" : "entries", r.ours ? "tunableop" : "foreign",
                r.malformed.empty() ? "" : fmt::format(", {} malformed lines skipped", r.malformed.size()));
     for (const auto& e : r.entries) {
       auto [it, fresh] = index.emplace(Key{e.op, e.params}, merged.size());
@@ -188,24 +186,27 @@ int merge(const MergeArgs& a) {
     if (auto it = stats.find({e.op, e.params, e.solution}); it != stats.end())
       stats_text += format_stats_line(it->second);
   }
-  if (Status st = replace_file(a.output, text); !st.is_ok()) {
-    fmt::print(stderr, "tunableop merge: {}\n", st.message());
-    return 2;
+  // A failed write (disk full) leaves the old output whole: the inputs and it are all still there.
+  if (Status st = replace_regular_file(a.output, text); !st.is_ok()) {
+    fmt::print(stderr, "tunableop merge: {}; nothing was merged\n", printable(st.message()));
+    return 1;
   }
-  // The sidecar describes the output's entries: replace it too, or drop a stale one.
-  std::string stats_out = stats_path_for(a.output);
+  // The sidecar describes the output's entries: replace it too, or drop a stale one (only a
+  // regular file: check_replaceable refused anything else above).
   if (!stats_text.empty()) {
-    if (Status st = replace_file(stats_out, stats_text); !st.is_ok()) {
-      fmt::print(stderr, "tunableop merge: {}\n", st.message());
-      return 2;
+    if (Status st = replace_regular_file(stats_out, stats_text); !st.is_ok()) {
+      fmt::print(stderr, "tunableop merge: {} (the merged results are in {}; their statistics are not)\n",
+                 printable(st.message()), printable(a.output));
+      return 1;
     }
-  } else if (::unlink(stats_out.c_str()) != 0 && errno != ENOENT) {
-    fmt::print(stderr, "warning: {}\n", errno_message(stats_out, "cannot remove the stale statistics file", errno));
+  } else if (check_replaceable(stats_out).is_ok() && ::unlink(stats_out.c_str()) != 0 && errno != ENOENT) {
+    fmt::print(stderr, "warning: {}\n",
+               printable(errno_message(stats_out, "cannot remove the stale statistics file", errno)));
   }
   fmt::print(
       "wrote {}: {} {} from {} files ({} duplicate {} resolved by keeping the faster time, {} of them from a "
       "later file)\n",
-      a.output, merged.size(), merged.size() == 1 ? "entry" : "entries", inputs.size(), duplicates,
+      printable(a.output), merged.size(), merged.size() == 1 ? "entry" : "entries", inputs.size(), duplicates,
       duplicates == 1 ? "entry" : "entries", replaced);
   return 0;
 }
@@ -216,7 +217,9 @@ void add_merge_command(CLI::App& app) {
   auto a = std::make_shared<MergeArgs>();
   CLI::App* c = app.add_subcommand("merge", "Merge results files; on a problem present in several, keep the faster");
   c->add_option("FILES", a->inputs, "results files to merge (two or more)")->required();
-  c->add_option("-o,--output", a->output, "merged results file to write (replaced atomically; may be an input)")
+  c->add_option("-o,--output", a->output,
+                "merged results file to write (replaced atomically; may be an input; a symlink, FIFO or device "
+                "is refused)")
       ->required();
   c->add_flag("--force", a->force, "merge even when the files' validators differ");
   c->callback([a]() {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "core/file_lock.h"
 #include "core/results_stats.h"
@@ -45,11 +46,11 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 int show(const ShowArgs& a) {
   auto text = read_file_shared(a.file);
   if (!text.is_ok()) {
-    fmt::print(stderr, "tunableop show: {}\n", text.status().message());
+    fmt::print(stderr, "tunableop show: {}\n", printable(text.status().message()));
     return 2;
   }
   if (!text->has_value()) {
-    fmt::print(stderr, "tunableop show: {}: no such file\n", a.file);
+    fmt::print(stderr, "tunableop show: {}: no such file\n", printable(a.file));
     return 2;
   }
   LoadReport r = parse_results(**text, a.file);
@@ -58,12 +59,14 @@ int show(const ShowArgs& a) {
                      : r.validators.empty() && r.entries.empty()
                          ? "no results"
                          : "foreign results (not written by tunableop, e.g. PyTorch TunableOp)";
-  fmt::print("{}: {}, {} {}\n", a.file, kind, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries");
+  fmt::print("{}: {}, {} {}\n", printable(a.file), kind, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries");
   if (!r.validators.empty()) {
     fmt::print("\nvalidators{}:\n", r.ours ? "" : " (foreign)");
     size_t w = 0;
-    for (const auto& [k, v] : r.validators) w = std::max(w, k.size());
-    for (const auto& [k, v] : r.validators) fmt::print("  {:<{}}  {}\n", k, w, v);
+    // Everything read from the file is printed through printable(): a results file must not be
+    // able to send escape sequences to the terminal of whoever looks at it.
+    for (const auto& [k, v] : r.validators) w = std::max(w, printable(k).size());
+    for (const auto& [k, v] : r.validators) fmt::print("  {:<{}}  {}\n", printable(k), w, printable(v));
   }
 
   // The sidecar may hold several lines for a problem (re-tuned); the last one for the stored
@@ -75,7 +78,7 @@ int show(const ShowArgs& a) {
   if (a.stats) {
     auto stats_text = read_file_shared(stats_path);
     if (!stats_text.is_ok()) {
-      fmt::print(stderr, "tunableop show: {}\n", stats_text.status().message());
+      fmt::print(stderr, "tunableop show: {}\n", printable(stats_text.status().message()));
       return 2;
     }
     have_stats = stats_text->has_value();
@@ -90,7 +93,7 @@ int show(const ShowArgs& a) {
     if (have_stats) header.insert(header.end(), {"min_ms", "median_ms", "mean_ms", "std_ms", "runs", "tuning_ms"});
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : r.entries) {
-      std::vector<std::string> row = {e.op, e.params, e.solution, number(e.time_ms)};
+      std::vector<std::string> row = {printable(e.op), printable(e.params), printable(e.solution), number(e.time_ms)};
       if (have_stats) {
         auto it = stats.find({e.op, e.params});
         if (it != stats.end() && it->second.solution == e.solution) {
@@ -105,13 +108,13 @@ int show(const ShowArgs& a) {
     }
     print_table(header, rows, 3);
   }
-  if (a.stats && !have_stats) fmt::print("\nno statistics: {} does not exist\n", stats_path);
+  if (a.stats && !have_stats) fmt::print("\nno statistics: {} does not exist\n", printable(stats_path));
 
   std::vector<std::string> malformed = r.malformed;
   malformed.insert(malformed.end(), stats_malformed.begin(), stats_malformed.end());
   if (!malformed.empty()) {
     fmt::print("\n{} malformed {} (skipped):\n", malformed.size(), malformed.size() == 1 ? "line" : "lines");
-    for (const auto& m : malformed) fmt::print("  {}\n", m);
+    for (const auto& m : malformed) fmt::print("  {}\n", printable(m));
   }
   return 0;
 }

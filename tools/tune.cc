@@ -6,11 +6,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <set>
-#include <sstream>
 
+#include "cli_support.h"
 #include "commands.h"
+#include "core/file_lock.h"
+#include "core/results_stats.h"
 #include "ops/gemm/dispatch.h"
 
 namespace tunableop::cli {
@@ -40,31 +40,27 @@ void progress(size_t done, size_t total, double elapsed_s, const std::string& wh
 }
 
 // Problems of an untuned file ("OP,PARAMS" lines; a results file's lines work too, their
-// Validator lines are skipped). A malformed line is reported with its number and skipped.
-std::vector<std::pair<std::string, std::string>> read_problems(const std::string& path, int& bad) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::set<std::pair<std::string, std::string>> seen;
-  std::ifstream in(path);
-  std::string line;
-  for (int no = 1; std::getline(in, line); ++no) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos || line.rfind("Validator,", 0) == 0) continue;
-    auto c1 = line.find(',');
-    auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
-    std::string op = line.substr(0, c1), params = c1 == std::string::npos ? "" : line.substr(c1 + 1, c2 - c1 - 1);
-    if (op.empty() || params.empty()) {
-      fmt::print(stderr, "tunableop tune: {}:{}: skipping malformed line '{}' (expected OP,PARAMS)\n", path, no, line);
-      ++bad;
-      continue;
-    }
-    if (seen.insert({op, params}).second) out.emplace_back(op, params);
-  }
+// Validator lines are skipped). A malformed line is reported with its number and skipped. The
+// file is read as every file is (safe_file.h): never blocking on a FIFO, regular files only.
+StatusOr<std::vector<std::pair<std::string, std::string>>> read_problems(const std::string& path, int& bad) {
+  auto text = read_file_shared(path);
+  if (!text.is_ok()) return text.status();
+  if (!text->has_value()) return Status::not_found(path + ": no such file");
+  std::vector<std::string> malformed;
+  auto out = parse_problem_list(**text, path, &malformed);
+  for (const auto& m : malformed) fmt::print(stderr, "tunableop tune: skipping malformed line {}\n", printable(m));
+  bad += int(malformed.size());
   return out;
 }
 
 int tune_here(const TuneArgs& a, Device dev) {
   int bad = 0;
-  auto lines = read_problems(a.file, bad);
+  auto read = read_problems(a.file, bad);
+  if (!read.is_ok()) {
+    fmt::print(stderr, "tunableop tune: {}\n", printable(read.status().message()));
+    return 2;
+  }
+  const auto& lines = *read;
   Context ctx(dev);
   if (a.verbose >= 0) (void)ctx.config().set(Setting::kVerbose, a.verbose);
   const DeviceRuntime* rt = ctx.registry().runtime(dev.kind);
@@ -76,7 +72,12 @@ int tune_here(const TuneArgs& a, Device dev) {
     fmt::print(stderr, "tunableop tune: {}\n", st.to_string());
     return 2;
   }
-  (void)ctx.load_results();
+  // Tuning is for the results file: when it cannot be used (a directory, a FIFO, a name ending
+  // in '/', ...), say so now instead of tuning for an hour and keeping nothing.
+  if (Status st = ctx.load_results(); !st.is_ok()) {
+    fmt::print(stderr, "tunableop tune: cannot use the results file: {}; nothing tuned\n", printable(st.message()));
+    return 2;
+  }
   std::vector<std::pair<std::string, std::string>> mine;
   for (size_t i = 0; i < lines.size(); ++i)
     if (int(i % size_t(a.shards)) == a.shard) mine.push_back(lines[i]);
@@ -89,20 +90,24 @@ int tune_here(const TuneArgs& a, Device dev) {
     if (!a.retune && ctx.results().contains(op, params)) {
       ++skipped;
     } else if (auto p = parse_gemm_signature(op, params); !p.is_ok()) {
-      fmt::print(stderr, "tunableop tune: skipping: {}\n", p.status().message());
+      fmt::print(stderr, "tunableop tune: skipping: {}\n", printable(p.status().message()));
       ++failed;
     } else if (auto rep = tune_gemm(ctx, *p, a.retune); !rep.is_ok()) {
-      fmt::print(stderr, "tunableop tune: {}: {}\n", what, rep.status().to_string());
+      fmt::print(stderr, "tunableop tune: {}: {}\n", printable(what), printable(rep.status().to_string()));
       ++failed;
     } else {
       what += " -> " + rep->winner.solution;
     }
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    progress(i + 1, mine.size(), el, what, tty);
+    progress(i + 1, mine.size(), el, printable(what), tty);
   }
-  fmt::print("{}: tuned {} problems ({} already tuned, {} failed, {} malformed lines skipped) into {}\n",
-             dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), skipped, failed, bad, ctx.results_path());
-  return failed || bad ? 1 : 0;
+  const size_t unsaved = ctx.unsaved_results().size();
+  fmt::print("{}: tuned {} problems ({} not saved, {} already tuned, {} failed, {} malformed lines skipped) into {}\n",
+             dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), unsaved, skipped, failed, bad,
+             printable(ctx.results_path()));
+  // Not saved: why, and the lines themselves; a rerun once the file is writable tunes only these.
+  const bool lost = report_unsaved(ctx, "tune");
+  return failed || bad || lost ? 1 : 0;
 }
 
 // One child process per GPU, each with its own shard of the lines and its own results file;
@@ -143,8 +148,14 @@ int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus, const char* s
         continue;
       }
       ResultsFile f(ctxs[i]->results_path(), ctxs[i]->current_validators());
-      if (!f.open().is_ok()) continue;
-      for (const auto& e : ctxs[j]->results().entries()) (void)f.append(e);
+      Status st = f.open().status();
+      for (const auto& e : ctxs[j]->results().entries())
+        if (st.is_ok()) st = f.append(e);
+      if (!st.is_ok()) {
+        fmt::print(stderr, "tunableop tune: merging cuda:{} into cuda:{}: {}\n", gpus[j], gpus[i],
+                   printable(st.message()));
+        rc = 1;
+      }
     }
   }
   fmt::print("tuned on {} GPUs; results merged into each GPU's file\n", gpus.size());
@@ -158,12 +169,12 @@ void add_tune_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("tune", "Tune every problem of an untuned file (tunableop_untuned%d.csv)");
   c->add_option("FILE", a->file, "untuned problems, one 'op,params' line each")->required()->check(CLI::ExistingFile);
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
   c->add_option("--gpus", a->gpus, "'all' or a comma list: one process per GPU, results merged");
   c->add_flag("--retune", a->retune, "tune problems that already have a result");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
-  c->add_option("--shard", a->shard)->group("");  // internal (multi-GPU children)
-  c->add_option("--shards", a->shards)->group("");
+  c->add_option("--shard", a->shard)->check(at_least(0))->group("");  // internal (multi-GPU children)
+  c->add_option("--shards", a->shards)->check(at_least(1))->group("");
   c->callback([a]() {
     int rc = 0;
     if (!a->gpus.empty()) {
@@ -174,9 +185,12 @@ void add_tune_command(CLI::App& app) {
       if (a->gpus == "all") {
         for (int g = 0; g < count; ++g) gpus.push_back(g);
       } else {
-        std::stringstream ss(a->gpus);
-        std::string t;
-        while (std::getline(ss, t, ',')) gpus.push_back(std::stoi(t));
+        auto list = parse_gpu_list(a->gpus);
+        if (!list.is_ok()) {
+          fmt::print(stderr, "tunableop tune: {}\n", list.status().message());
+          std::exit(2);
+        }
+        gpus = *list;
       }
       if (gpus.empty()) {
         fmt::print(stderr, "tunableop tune: --gpus {}: no CUDA device found\n", a->gpus);

@@ -41,8 +41,17 @@ class Context {
   // Loads the results file now (normally done lazily on first dispatch). Safe to call again
   // after changing kFilename: reloads from the new file.
   Status load_results();
-  // Writes every in-memory result to `path` (validators of this context first).
+  // Writes every in-memory result to `path` (validators of this context first), replacing it
+  // atomically; a path that is not a regular file (symlink, FIFO, device, ...) is refused.
   Status write_results(const std::string& path);
+  // Results this context tuned that did not reach the results file (it could not be read or
+  // written: a directory, a FIFO, a full disk, ...), each with the reason. The CLI reports them
+  // and exits non-zero; a program can save them elsewhere (format_entry gives the file line).
+  struct UnsavedResult {
+    ResultEntry entry;
+    Status why;
+  };
+  std::vector<UnsavedResult> unsaved_results();
 
   // Dispatch core, used by ops:
   //   enabled off               -> "Default"
@@ -80,6 +89,8 @@ class Context {
   std::mutex tune_mu_;  // one problem tuned at a time per context
   std::unique_ptr<ResultsFile> file_;
   std::string loaded_pattern_;
+  Status load_error_;  // why file_ is null after a failed load
+  std::vector<UnsavedResult> unsaved_;
   std::unique_ptr<UntunedFile> untuned_;
   std::string untuned_pattern_;
   std::mutex state_mu_;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <algorithm>
+
+#include "core/safe_file.h"
 
 namespace tunableop {
 
@@ -45,6 +47,18 @@ Status Context::ensure_loaded_locked() {
   // would repeat the warning and the file system calls on the hot path. A new kFilename or
   // load_results() tries again.
   if (loaded_pattern_ == o.filename && !loaded_pattern_.empty()) return Status::ok();
+  load_error_ = Status::ok();
+  if (o.filename.empty() || o.filename.back() == '/') {
+    // "dir/" would become the file "dir/0": say what is wrong instead of inventing a name.
+    load_error_ = Status::invalid_argument(
+        fmt::format("results file name '{}' names a directory, not a file (give a file name, e.g. "
+                    "'{}tunableop_results%d.csv')",
+                    o.filename, o.filename));
+    log_.warn(load_error_.to_string());
+    file_.reset();
+    loaded_pattern_ = o.filename;
+    return load_error_;
+  }
   std::string path = results_path_for(o.filename, std::to_string(device_.ordinal));
   auto file = std::make_unique<ResultsFile>(path, current_validators());
   log_.log(1, fmt::format("reading tuning results from {}", path));
@@ -54,6 +68,7 @@ Status Context::ensure_loaded_locked() {
     log_.warn(report.status().to_string());
     file_.reset();
     loaded_pattern_ = o.filename;
+    load_error_ = report.status();
     return report.status();
   }
   const LoadReport& r = *report;
@@ -142,25 +157,34 @@ StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
   const ResultEntry& e = report->winner;
   store_.insert(e);
   std::lock_guard<std::mutex> lock(file_mu_);
-  if (!ensure_loaded_locked().is_ok() || !file_) return report;
+  (void)ensure_loaded_locked();
+  if (!file_) {
+    unsaved_.push_back({e, load_error_.is_ok() ? Status::io_error("no results file") : load_error_});
+    return report;
+  }
   std::vector<ResultEntry> picked_up;
   Status st = file_->append(e, retune, &picked_up);
   for (auto& p : picked_up)
     if (!(p.op == e.op && p.params == e.params)) store_.insert(std::move(p));
-  if (!st.is_ok())
+  std::erase_if(unsaved_, [&](const UnsavedResult& u) { return u.entry.op == e.op && u.entry.params == e.params; });
+  if (!st.is_ok()) {
     log_.warn(fmt::format("could not write result to {}: {}", file_->path(), st.to_string()));
-  else
+    unsaved_.push_back({e, st});
+  } else {
     log_.log(1, fmt::format("writing file {}", file_->path()));
+  }
   return report;
 }
 
 Status Context::write_results(const std::string& path) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return Status::io_error("cannot write " + path);
-  out << format_validators(current_validators());
-  for (const auto& e : store_.entries()) out << format_entry(e);
-  out.flush();
-  return out ? Status::ok() : Status::io_error("short write to " + path);
+  std::string text = format_validators(current_validators());
+  for (const auto& e : store_.entries()) text += format_entry(e);
+  return replace_regular_file(path, text);
+}
+
+std::vector<Context::UnsavedResult> Context::unsaved_results() {
+  std::lock_guard<std::mutex> lock(file_mu_);
+  return unsaved_;
 }
 
 Context& default_context() {

@@ -42,7 +42,8 @@ std::vector<std::string_view> split_commas(std::string_view line) {
 // Calls fn(line_number, line) for every line; a trailing '\r' (CRLF files) is dropped.
 template <class Fn>
 void for_each_line(std::string_view text, Fn&& fn) {
-  size_t start = 0;
+  // A UTF-8 byte order mark (Windows editors add one) is not part of the first line.
+  size_t start = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   int number = 0;
   while (start < text.size()) {
     size_t nl = text.find('\n', start);

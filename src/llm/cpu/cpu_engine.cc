@@ -8,6 +8,7 @@
 
 #include "llm/cpu/kernels.h"
 #include "llm/engine.h"
+#include "llm/engine_limits.h"
 
 namespace tunableop::llm {
 namespace {
@@ -219,6 +220,7 @@ StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWei
   if (options.max_batch < 1) return Status::invalid_argument("max_batch must be >= 1");
   if (options.pad_multiple < 1) return Status::invalid_argument("pad_multiple must be >= 1");
   if (!linear) return Status::invalid_argument("make_cpu_engine: no linear implementation");
+  TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(c, options, sizeof(float), /*host_memory=*/true));
   return std::unique_ptr<Engine>(new CpuEngine(std::move(weights), options, std::move(linear), std::move(gemm)));
 }
 

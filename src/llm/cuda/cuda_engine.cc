@@ -15,6 +15,7 @@
 #include "llm/cpu/kernels.h"
 #include "llm/cuda/kernels.h"
 #include "llm/engine.h"
+#include "llm/engine_limits.h"
 #include "tunableop/half.h"
 
 namespace tunableop::llm {
@@ -475,6 +476,9 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64
   if (options.max_seq <= 0) options.max_seq = c->max_position_embeddings;
   if (options.max_batch < 1) return Status::invalid_argument("max_batch must be >= 1");
   if (options.pad_multiple < 1) return Status::invalid_argument("pad_multiple must be >= 1");
+  // Device memory is the runtime's to refuse; the sizes must still count without overflow.
+  TUNABLEOP_RETURN_IF_ERROR(
+      check_engine_fits(*c, options, options.dtype == DType::kF32 ? 4 : 2, /*host_memory=*/false));
   auto e = std::make_unique<CudaEngine>(*c, options, ctx);
   TUNABLEOP_RETURN_IF_ERROR(e->init(spec, seed));
   return std::unique_ptr<Engine>(std::move(e));

@@ -7,6 +7,8 @@
 #include <random>
 #include <shared_mutex>
 
+#include "core/boundary.h"
+#include "core/checked_size.h"
 #include "ops/common/candidate_lookup.h"
 #include "ops/gemm/reference.h"
 #include "ops/gemm/tuning_problem.h"
@@ -32,7 +34,7 @@ StatusOr<GemmCandidate> find_gemm_candidate(Context& ctx, const GemmParams& p, c
   return ops::find_candidate<GemmCandidate, GemmCandidateFamily>(ctx, p, name);
 }
 
-Status gemm(Context& ctx, const GemmParams& params, const GemmOperands& ops) {
+static Status gemm_unguarded(Context& ctx, const GemmParams& params, const GemmOperands& ops) {
   const GemmParams p = params.with_defaults();
   TUNABLEOP_RETURN_IF_ERROR(p.validate());
   if (p.m == 0 || p.n == 0) return Status::ok();
@@ -73,6 +75,12 @@ Status gemm(Context& ctx, const GemmParams& params, const GemmOperands& ops) {
   return def->run(p, ops);
 }
 
+Status gemm(Context& ctx, const GemmParams& params, const GemmOperands& ops) {
+  return status_boundary(
+      [&] { return "gemm " + gemm_op_signature(params) + "(" + gemm_params_signature(params) + ")"; },
+      [&] { return gemm_unguarded(ctx, params, ops); });
+}
+
 Status linear(Context& ctx, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
               void* stream) {
   GemmParams p = linear_params(dtype, tokens, in, out);
@@ -92,6 +100,10 @@ StatusOr<std::unique_ptr<GemmBuffers>> GemmBuffers::random(Context& ctx, const G
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   const size_t es = dtype_size(p.dtype);
+  // Checked before anything is allocated: host staging copies, and on the CPU the operands too.
+  const CheckedInt total = (CheckedInt(p.a_span()) + p.b_span() + p.c_span()) * int64_t(es);
+  TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(b->rt_->kind == DeviceKind::kCpu ? total * 2 : total,
+                                                  "random operands of " + gemm_params_signature(p)));
   for (auto [ptr, n] : {std::pair{&b->a_, p.a_span()}, {&b->b_, p.b_span()}, {&b->c_, p.c_span()}}) {
     std::vector<uint8_t> host(size_t(std::max<int64_t>(n, 1)) * es);
     for (int64_t i = 0; i < n; ++i) store_from_double(p.dtype, host.data(), i, dist(rng));
@@ -110,7 +122,7 @@ GemmBuffers::~GemmBuffers() {
     if (p) rt_->free(p);
 }
 
-StatusOr<TuningReport> tune_gemm(Context& ctx, const GemmParams& params, bool retune, void* stream) {
+static StatusOr<TuningReport> tune_gemm_unguarded(Context& ctx, const GemmParams& params, bool retune, void* stream) {
   auto bufs = GemmBuffers::random(ctx, params, 1, stream);
   if (!bufs.is_ok()) return bufs.status();
   const GemmParams& p = (*bufs)->params();
@@ -120,6 +132,12 @@ StatusOr<TuningReport> tune_gemm(Context& ctx, const GemmParams& params, bool re
                                       o.policy, ctx.log());
   if (!pr.is_ok()) return pr.status();
   return ctx.tune(**pr, retune);
+}
+
+StatusOr<TuningReport> tune_gemm(Context& ctx, const GemmParams& params, bool retune, void* stream) {
+  return status_boundary(
+      [&] { return "tuning " + gemm_op_signature(params) + "(" + gemm_params_signature(params) + ")"; },
+      [&] { return tune_gemm_unguarded(ctx, params, retune, stream); });
 }
 
 }  // namespace tunableop

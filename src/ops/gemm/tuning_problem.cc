@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "ops/gemm/reference.h"
 
 namespace tunableop {
@@ -39,6 +40,13 @@ StatusOr<std::unique_ptr<GemmTuningProblem>> GemmTuningProblem::create(const Gem
   std::unique_ptr<GemmTuningProblem> pr(new GemmTuningProblem(params, std::move(candidates), rt, src.stream));
   const GemmParams& p = pr->p_;
   const size_t es = dtype_size(p.dtype);
+  // One set of copies plus, on the CPU, the host copies for the numerics check: refused before
+  // any allocation when this machine cannot hold them (validate() keeps each product in range).
+  TUNABLEOP_RETURN_IF_ERROR(p.with_defaults().validate());
+  const CheckedInt set_total = (CheckedInt(p.a_span()) + p.b_span() + p.c_span()) * int64_t(es);
+  if (rt.kind == DeviceKind::kCpu) {
+    TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(set_total * 2, "tuning " + gemm_params_signature(p)));
+  }
   const size_t a_bytes = size_t(p.a_span()) * es, b_bytes = size_t(p.b_span()) * es, c_bytes = size_t(p.c_span()) * es;
   const size_t set_bytes = a_bytes + b_bytes + c_bytes;
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/boundary.h"
 #include "ops/common/candidate_lookup.h"
 
 #include "ops/gemm_and_bias/tuning_problem.h"
@@ -30,7 +31,7 @@ StatusOr<GemmAndBiasCandidate> find_gemm_and_bias_candidate(Context& ctx, const 
   return ops::find_candidate<GemmAndBiasCandidate, GemmAndBiasCandidateFamily>(ctx, p, name);
 }
 
-Status gemm_and_bias(Context& ctx, const GemmAndBiasParams& params, const GemmAndBiasOperands& ops) {
+static Status gemm_and_bias_unguarded(Context& ctx, const GemmAndBiasParams& params, const GemmAndBiasOperands& ops) {
   const GemmAndBiasParams p = params.with_defaults();
   TUNABLEOP_RETURN_IF_ERROR(p.validate());
   const GemmParams& g = p.gemm;
@@ -68,6 +69,15 @@ Status gemm_and_bias(Context& ctx, const GemmAndBiasParams& params, const GemmAn
     return Status::unsupported(
         fmt::format("no Default GemmAndBias supports {}({}) on {}", op, psig, ctx.device().to_string()));
   return def->run(p, ops);
+}
+
+Status gemm_and_bias(Context& ctx, const GemmAndBiasParams& params, const GemmAndBiasOperands& ops) {
+  return status_boundary(
+      [&] {
+        return "gemm_and_bias " + gemm_and_bias_op_signature(params) + "(" + gemm_and_bias_params_signature(params) +
+               ")";
+      },
+      [&] { return gemm_and_bias_unguarded(ctx, params, ops); });
 }
 
 }  // namespace tunableop

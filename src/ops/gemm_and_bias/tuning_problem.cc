@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/checked_size.h"
 #include "ops/gemm/reference.h"
 #include "ops/gemm_and_bias/reference.h"
 
@@ -38,6 +39,12 @@ StatusOr<std::unique_ptr<GemmAndBiasTuningProblem>> GemmAndBiasTuningProblem::cr
       new GemmAndBiasTuningProblem(params, std::move(candidates), rt, src.stream));
   const GemmParams& g = pr->p_.gemm;
   const size_t es = dtype_size(g.dtype);
+  // As GEMM: sizes in range (validate) and, on the CPU, within this machine's memory.
+  TUNABLEOP_RETURN_IF_ERROR(pr->p_.with_defaults().validate());
+  if (rt.kind == DeviceKind::kCpu) {
+    const CheckedInt set_total = (CheckedInt(g.a_span()) + g.b_span() + g.m + g.c_span()) * int64_t(es);
+    TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(set_total * 2, "tuning " + gemm_and_bias_params_signature(pr->p_)));
+  }
   const size_t a_bytes = size_t(g.a_span()) * es, b_bytes = size_t(g.b_span()) * es;
   const size_t bias_bytes = size_t(g.m) * es, c_bytes = size_t(g.c_span()) * es;
   const size_t set_bytes = a_bytes + b_bytes + bias_bytes + c_bytes;
