@@ -81,16 +81,28 @@ std::string printable(std::string_view s) {
 bool report_unsaved(Context& ctx, const char* command) {
   auto unsaved = ctx.unsaved_results();
   if (unsaved.empty()) return false;
-  std::map<std::string, int> reasons;
-  for (const auto& u : unsaved) ++reasons[u.why.message()];
-  fmt::print(stderr, "tunableop {}: {} tuned result{} not saved:\n", command, unsaved.size(),
-             unsaved.size() == 1 ? "" : "s");
-  for (const auto& [why, n] : reasons) fmt::print(stderr, "  {} ({}x)\n", printable(why), n);
-  fmt::print(stderr, "the unsaved results (results-file lines, to append once the file can be written):\n");
-  for (const auto& u : unsaved) {
-    std::string line = format_entry(u.entry);
-    line.pop_back();  // its newline
-    fmt::print(stderr, "{}\n", printable(line));
+  std::map<std::string, int> lost, no_stats;  // reason -> count
+  for (const auto& u : unsaved) ++(u.line_written ? no_stats : lost)[u.why.message()];
+  auto count = [](const std::map<std::string, int>& m) {
+    int n = 0;
+    for (const auto& [why, k] : m) n += k;
+    return n;
+  };
+  if (int n = count(no_stats)) {
+    fmt::print(stderr, "tunableop {}: {} result{} saved without {} statistics:\n", command, n, n == 1 ? "" : "s",
+               n == 1 ? "its" : "their");
+    for (const auto& [why, k] : no_stats) fmt::print(stderr, "  {} ({}x)\n", printable(why), k);
+  }
+  if (int n = count(lost)) {
+    fmt::print(stderr, "tunableop {}: {} tuned result{} not saved:\n", command, n, n == 1 ? "" : "s");
+    for (const auto& [why, k] : lost) fmt::print(stderr, "  {} ({}x)\n", printable(why), k);
+    fmt::print(stderr, "the unsaved results (results-file lines, to append once the file can be written):\n");
+    for (const auto& u : unsaved) {
+      if (u.line_written) continue;
+      std::string line = format_entry(u.entry);
+      line.pop_back();  // its newline
+      fmt::print(stderr, "{}\n", printable(line));
+    }
   }
   return true;
 }

@@ -101,7 +101,8 @@ int tune_here(const TuneArgs& a, Device dev) {
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress(i + 1, mine.size(), el, printable(what), tty);
   }
-  const size_t unsaved = ctx.unsaved_results().size();
+  size_t unsaved = 0;
+  for (const auto& u : ctx.unsaved_results()) unsaved += !u.line_written;
   fmt::print("{}: tuned {} problems ({} not saved, {} already tuned, {} failed, {} malformed lines skipped) into {}\n",
              dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), unsaved, skipped, failed, bad,
              printable(ctx.results_path()));

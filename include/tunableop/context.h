@@ -50,6 +50,7 @@ class Context {
   struct UnsavedResult {
     ResultEntry entry;
     Status why;
+    bool line_written = false;  // only its statistics (the .stats sidecar) were not written
   };
   std::vector<UnsavedResult> unsaved_results();
 

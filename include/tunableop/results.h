@@ -85,8 +85,11 @@ class ResultsFile {
   ResultsFile(std::string path, Validators current);
   StatusOr<LoadReport> open();
   // `replace`: append even when the key is already in the file (a re-tuned stale entry; the
-  // later line wins on load).
-  Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr);
+  // later line wins on load). Fails when the line or its statistics could not be written;
+  // `line_written` (when given) tells the two apart: true when only the .stats sidecar failed.
+  // A failed line never leaves a partial line behind (disk full: it is cut off again).
+  Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr,
+                bool* line_written = nullptr);
   const std::string& path() const { return path_; }                 // the file in use
   const std::string& requested_path() const { return requested_; }  // the one asked for
   const Validators& validators() const { return current_; }

@@ -163,13 +163,14 @@ StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
     return report;
   }
   std::vector<ResultEntry> picked_up;
-  Status st = file_->append(e, retune, &picked_up);
+  bool line_written = false;
+  Status st = file_->append(e, retune, &picked_up, &line_written);
   for (auto& p : picked_up)
     if (!(p.op == e.op && p.params == e.params)) store_.insert(std::move(p));
   std::erase_if(unsaved_, [&](const UnsavedResult& u) { return u.entry.op == e.op && u.entry.params == e.params; });
   if (!st.is_ok()) {
     log_.warn(fmt::format("could not write result to {}: {}", file_->path(), st.to_string()));
-    unsaved_.push_back({e, st});
+    unsaved_.push_back({e, st, line_written});
   } else {
     log_.log(1, fmt::format("writing file {}", file_->path()));
   }

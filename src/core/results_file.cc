@@ -146,8 +146,10 @@ StatusOr<LoadReport> ResultsFile::open() {
       fmt::format("{}: validators differ and none of its {} \".env-\" siblings is usable", requested_, kMaxSiblings));
 }
 
-Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<ResultEntry>* picked_up) {
+Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<ResultEntry>* picked_up,
+                           bool* line_written) {
   std::lock_guard<std::mutex> guard(mu_);
+  if (line_written) *line_written = false;
   for (int hop = 0; hop <= kMaxSiblings; ++hop) {
     auto lock = FileLock::acquire(path_, O_RDWR | O_CREAT | O_APPEND, FileLock::Mode::kExclusive);
     if (!lock.is_ok()) return lock.status();
@@ -205,6 +207,7 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
     if (!new_size.is_ok()) return new_size.status();
     read_offset_ = *new_size;
     keys_.insert({e.op, e.params});
+    if (line_written) *line_written = true;
 
     if (e.stats) {
       // Under the results file's lock, so stats lines of concurrent writers never interleave.
