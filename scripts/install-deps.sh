@@ -2,7 +2,10 @@
 # Installs what the build needs from Debian 12's packages (as root). Quiet when all is there.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib)
+      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib
+      # sanitizer and fuzz jobs (scripts/ci-hardening.sh): clang, its ASan/UBSan/TSan/libFuzzer
+      # runtimes, its OpenMP runtime
+      clang libclang-rt-14-dev libomp-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -94,6 +94,7 @@ class Context {
   std::vector<UnsavedResult> unsaved_;
   std::unique_ptr<UntunedFile> untuned_;
   std::string untuned_pattern_;
+  bool untuned_refused_ = false;  // untuned_pattern_ names a directory (warned once)
   std::mutex state_mu_;
   std::map<std::type_index, std::shared_ptr<void>> op_state_;
 };

@@ -4,9 +4,22 @@
 
 #include <algorithm>
 
+#include "core/boundary.h"
 #include "core/safe_file.h"
 
 namespace tunableop {
+
+namespace {
+
+// A file name pattern ending in '/' would become the file "dir/0": refuse it with a message
+// instead of inventing a name inside the directory.
+Status check_file_pattern(const std::string& pattern, const char* what, const char* example) {
+  if (!pattern.empty() && pattern.back() != '/') return Status::ok();
+  return Status::invalid_argument(fmt::format(
+      "{} name '{}' names a directory, not a file (give a file name, e.g. '{}{}')", what, pattern, pattern, example));
+}
+
+}  // namespace
 
 Context::Context(Device device, Config config, RegisterFn register_backends)
     : device_(device), config_(std::move(config)) {
@@ -35,10 +48,13 @@ std::string Context::results_path() {
 }
 
 Status Context::load_results() {
-  std::lock_guard<std::mutex> lock(file_mu_);
-  file_.reset();
-  loaded_pattern_.clear();
-  return ensure_loaded_locked();
+  return status_boundary([&] { return "loading the results file " + config_.snapshot().filename; },
+                         [&] {
+                           std::lock_guard<std::mutex> lock(file_mu_);
+                           file_.reset();
+                           loaded_pattern_.clear();
+                           return ensure_loaded_locked();
+                         });
 }
 
 Status Context::ensure_loaded_locked() {
@@ -47,13 +63,8 @@ Status Context::ensure_loaded_locked() {
   // would repeat the warning and the file system calls on the hot path. A new kFilename or
   // load_results() tries again.
   if (loaded_pattern_ == o.filename && !loaded_pattern_.empty()) return Status::ok();
-  load_error_ = Status::ok();
-  if (o.filename.empty() || o.filename.back() == '/') {
-    // "dir/" would become the file "dir/0": say what is wrong instead of inventing a name.
-    load_error_ = Status::invalid_argument(
-        fmt::format("results file name '{}' names a directory, not a file (give a file name, e.g. "
-                    "'{}tunableop_results%d.csv')",
-                    o.filename, o.filename));
+  load_error_ = check_file_pattern(o.filename, "results file", "tunableop_results%d.csv");
+  if (!load_error_.is_ok()) {
     log_.warn(load_error_.to_string());
     file_.reset();
     loaded_pattern_ = o.filename;
@@ -98,10 +109,17 @@ Status Context::ensure_loaded_locked() {
 void Context::record_untuned(const std::string& op, const std::string& params) {
   Options o = config_.snapshot();
   std::lock_guard<std::mutex> lock(file_mu_);
-  if (!untuned_ || untuned_pattern_ != o.untuned_filename) {
-    untuned_ = std::make_unique<UntunedFile>(results_path_for(o.untuned_filename, std::to_string(device_.ordinal)));
+  if ((!untuned_ && !untuned_refused_) || untuned_pattern_ != o.untuned_filename) {
+    untuned_.reset();
     untuned_pattern_ = o.untuned_filename;
+    Status ok = check_file_pattern(o.untuned_filename, "untuned file", "tunableop_untuned%d.csv");
+    untuned_refused_ = !ok.is_ok();
+    if (untuned_refused_)
+      log_.warn(ok.to_string());  // once per pattern, not per problem
+    else
+      untuned_ = std::make_unique<UntunedFile>(results_path_for(o.untuned_filename, std::to_string(device_.ordinal)));
   }
+  if (!untuned_) return;
   Status st = untuned_->record(op, params);
   if (!st.is_ok()) log_.warn(st.to_string());
 }

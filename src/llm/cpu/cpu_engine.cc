@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/boundary.h"
 #include "llm/cpu/kernels.h"
 #include "llm/engine.h"
 #include "llm/engine_limits.h"
@@ -221,7 +222,11 @@ StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWei
   if (options.pad_multiple < 1) return Status::invalid_argument("pad_multiple must be >= 1");
   if (!linear) return Status::invalid_argument("make_cpu_engine: no linear implementation");
   TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(c, options, sizeof(float), /*host_memory=*/true));
-  return std::unique_ptr<Engine>(new CpuEngine(std::move(weights), options, std::move(linear), std::move(gemm)));
+  return status_boundary(
+      [name = weights->name] { return "making the CPU engine for " + name; },
+      [&]() -> StatusOr<std::unique_ptr<Engine>> {
+        return std::unique_ptr<Engine>(new CpuEngine(std::move(weights), options, std::move(linear), std::move(gemm)));
+      });
 }
 
 }  // namespace tunableop::llm

@@ -193,6 +193,25 @@ TEST(GemmDispatchHardening, FullDiskResultsAreUnsavedAndTheFileStaysWhole) {
   EXPECT_EQ(ctx.unsaved_results().size(), 1u);
 }
 
+TEST(GemmDispatchHardening, UntunedFileNameEndingInSlashIsRefusedOnce) {
+  TempDir dir;
+  fs::create_directories(dir.file("u"));
+  Context ctx = quiet_context(dir.file("r%d.csv"));
+  std::vector<std::string> log;
+  ctx.log().set_sink([&](const std::string& l) { log.push_back(l); });
+  ASSERT_TRUE(ctx.config().set(Setting::kTuning, false).is_ok());
+  ASSERT_TRUE(ctx.config().set(Setting::kRecordUntuned, true).is_ok());
+  ASSERT_TRUE(ctx.config().set(Setting::kUntunedFilename, dir.file("u") + "/").is_ok());
+  for (int64_t n : {3, 4, 5}) {
+    HostGemmProblem prob = HostGemmProblem::random(square(n).with_defaults(), 1);
+    ASSERT_TRUE(gemm(ctx, prob.p, GemmOperands{prob.a.data(), prob.b.data(), prob.c.data()}).is_ok());
+  }
+  EXPECT_TRUE(fs::is_empty(dir.file("u"))) << "no 'u/0' invented";
+  int warnings = 0;
+  for (const auto& l : log) warnings += l.find("untuned file name") != std::string::npos;
+  EXPECT_EQ(warnings, 1) << "said once, not per problem";
+}
+
 // Many threads dispatch distinct and shared problems through one context into one results file
 // (real CPU candidates, tuning on). Run under TSan by scripts/ci-hardening.sh tsan.
 TEST(GemmDispatchHardening, ManyThreadsDispatchIntoOneResultsFile) {
