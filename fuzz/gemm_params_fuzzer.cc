@@ -96,7 +96,7 @@ void run_every_candidate(const GemmParams& p, uint64_t seed) {
   Context& ctx = cpu_context();
   for (const GemmCandidate& cand : gemm_candidates_for(ctx, p, 2)) {
     if (!cand.supports(p).is_ok()) continue;
-    std::memcpy(c.data(), c_init.data(), c_init.size());
+    if (!c_init.empty()) std::memcpy(c.data(), c_init.data(), c_init.size());
     std::vector<uint8_t> ws(cand.workspace_bytes ? cand.workspace_bytes(p) : 0);
     GemmOperands ops{a.data(), b.data(), c.data(), nullptr, ws.empty() ? nullptr : ws.data(), ws.size()};
     Status st = cand.run(p, ops);
@@ -140,7 +140,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(span >= 0 && checked_bytes(span, dtype_size(q.dtype)), "validate() accepted a span that overflows");
     if (span > kMaxRunElements) return 0;
   }
-  if (q.m * q.n * std::max<int64_t>(q.k, 1) * q.batch > (int64_t(1) << 20)) return 0;  // keep a run cheap
+  // Keep a run cheap (k is unbounded by the spans when m or n is 0, hence checked).
+  if (!((CheckedInt(q.m) * q.n * std::max<int64_t>(q.k, 1) * q.batch).value() <= (int64_t(1) << 20))) return 0;
   (void)gemm_params_signature(q);
   run_every_candidate(q, seed);
   return 0;

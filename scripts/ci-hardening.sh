@@ -4,7 +4,7 @@
 #   tsan   TSan build running the concurrency tests (results file, dispatch from many threads)
 #   fuzz   every libFuzzer target for FUZZ_SECONDS (default 60) on its committed seed corpus
 #   all    the three in order (the default); prints the wall time of each at the end
-# Any sanitizer report or fuzz finding fails the job. Needs clang and libomp (install-deps.sh).
+# Any sanitizer report or fuzz finding fails the job. Needs clang and its runtimes (install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -12,15 +12,24 @@ fuzz_seconds=${FUZZ_SECONDS:-60}
 export CC=${CC_SANITIZE:-clang} CXX=${CXX_SANITIZE:-clang++}
 
 # Sanitizer builds: -O1 (fast enough to run the suite, quick to compile), asserts on, no CUDA.
+# OpenMP is GCC's libgomp, as in the normal build: OpenBLAS, BLIS and oneDNN use it, and clang's
+# own libomp beside it would be a second OpenMP runtime in the process (oneDNN's thread setting
+# then lands in the other one; libomp also dies under a file size limit, see docs/hardening.md).
 configure() {
   local dir=$1; shift
+  local gomp
+  gomp=$(gcc -print-file-name=libgomp.so)
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
-    -DCMAKE_C_FLAGS_RELEASE="-O1 -g1" -DTUNABLEOP_WITH_CUDA=OFF "$@" >"$dir-configure.log" 2>&1 ||
+    -DCMAKE_C_FLAGS_RELEASE="-O1 -g1" -DTUNABLEOP_WITH_CUDA=OFF \
+    -DOpenMP_C_FLAGS=-fopenmp=libgomp -DOpenMP_CXX_FLAGS=-fopenmp=libgomp -DOpenMP_C_LIB_NAMES=gomp \
+    -DOpenMP_CXX_LIB_NAMES=gomp -DOpenMP_gomp_LIBRARY="$gomp" "$@" >"$dir-configure.log" 2>&1 ||
     { cat "$dir-configure.log"; exit 1; }
 }
 
 # Reports are errors; a huge allocation is a null the code must handle, as without ASan.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1:abort_on_error=0:halt_on_error=1}
+# LeakSanitizer is off for the test suite: its exit-time tracer crashes on the BLAS libraries'
+# idle threads here ("Tracer caught signal 11"); the fuzz job runs with leak detection.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 # One OpenMP / OpenBLAS thread per process: their runtimes are not instrumented (TSan would see
@@ -52,7 +61,8 @@ job_fuzz() {
     echo "== fuzz $name for ${fuzz_seconds}s"
     # New inputs go to a scratch corpus; the committed seeds are read only. A crash, leak,
     # timeout or sanitizer report exits non-zero and leaves the input under $work.
-    build-asan/fuzz/"${name}"_fuzzer -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
+    ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
+      build-asan/fuzz/"${name}"_fuzzer -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
       -print_final_stats=1 -artifact_prefix="$work/$name-" "$work/$name" "$corpus" 2>&1 | tail -n 12 ||
       { echo "fuzz $name: FINDING (input under $work)"; ls -l "$work"; trap - RETURN; return 1; }
   done

@@ -3,9 +3,9 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib
-      # sanitizer and fuzz jobs (scripts/ci-hardening.sh): clang, its ASan/UBSan/TSan/libFuzzer
-      # runtimes, its OpenMP runtime
-      clang libclang-rt-14-dev libomp-14-dev)
+      # sanitizer and fuzz jobs (scripts/ci-hardening.sh): clang and its ASan/UBSan/TSan/libFuzzer
+      # runtimes (OpenMP stays GCC's libgomp)
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
