@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies (Debian 12, root), builds, and runs the main job: the seed's Example 1
-# on the CPU (tune one GEMM, see the tree log, iter/s untuned vs tuned), then "extending
-# tunings" (a second shape appends one line to the same results file).
+# on the CPU (tune one GEMM, see the tree log, iter/s untuned vs tuned), "extending tunings" (a
+# second shape appends one line to the same results file), then an unmodified NumPy program
+# plain and under `tunableop run --tune`.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/install-deps.sh
@@ -18,6 +19,16 @@ echo; echo "== $out/matmul_result0.csv"; cat "$out/matmul_result0.csv"
 echo; echo "== Extending tunings: a new shape (128, 256, 512) appends one line"
 TUNABLEOP_VERBOSE=1 "$bin" bench -m 256 -n 128 -k 512 --dtype fp32 --iters 2000
 echo; echo "== $out/matmul_result0.csv"; cat "$out/matmul_result0.csv"
+
+echo; echo "== An unmodified program: NumPy (Debian's python3-numpy, linked to libblas.so.3), plain"
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  env -u TUNABLEOP_ENABLED /usr/bin/python3 bench/interpose/numpy_demo.py
+  echo; echo "== The same program under \`tunableop run --tune\` (nothing in it changed)"
+  "$bin" run --tune --results "$out/numpy_result.csv" -v 1 -- /usr/bin/python3 bench/interpose/numpy_demo.py
+  echo; echo "== $out/numpy_result0.csv"; cat "$out/numpy_result0.csv"
+else
+  echo "(python3-numpy is not installed: skipped)"
+fi
 
 if "$bin" llm --help >/dev/null 2>&1; then
   echo; echo "== The LLM engine on its built-in model (CPU), untuned then tuned"

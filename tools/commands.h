@@ -10,5 +10,6 @@ void add_tune_command(CLI::App& app);   // tune.cc
 void add_show_command(CLI::App& app);   // show.cc
 void add_merge_command(CLI::App& app);  // merge.cc
 void add_llm_command(CLI::App& app);    // llm_command.cc
+void add_run_command(CLI::App& app);    // run.cc
 
 }  // namespace tunableop::cli

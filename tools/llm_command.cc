@@ -1,18 +1,33 @@
-// `tunableop llm`: greedy generation on a Llama or Gemma model with every GEMM going through
-// tunableop, timed like the seed's Example 2 (Tokens/second), plus TTFT, TPOT and latency.
+// `tunableop llm`: a Llama or Gemma model with every GEMM going through tunableop. Two modes:
+//   bench     greedy generation of exactly --max-new-tokens, timed like the seed's Example 2
+//             (Tokens/second), plus TTFT, TPOT and latency; the default for prompts given as ids.
+//   generate  text in, text out: prompts through the model's tokenizer, sampling or greedy,
+//             streamed, stopping at EOS; the default for --prompt, --prompt-file, --interactive.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "cli_support.h"
 #include "commands.h"
 #include "core/checked_size.h"
+#include "core/safe_file.h"
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
+#include "llm/text/generation_loop.h"
+#include "llm/text/special_tokens.h"
+#include "llm/text/text_session.h"
+#include "llm/text/text_stream.h"
+#include "llm/text/tokenizer.h"
 #include "llm/weights.h"
 
 namespace tunableop::cli {
@@ -21,15 +36,26 @@ namespace {
 
 struct LlmArgs {
   std::string model = "builtin:tiny";
-  uint64_t seed = 0;
+  uint64_t model_seed = 0;
   int64_t layers = 0;
   std::string prompt_ids = "1,5,17";
   int64_t prompt_len = 0;
-  int64_t max_new_tokens = 32;
+  std::vector<std::string> prompts;  // --prompt, repeatable
+  std::string prompt_file;
+  bool interactive = false;
+  std::string mode = "auto";
+  int64_t max_new_tokens = 32;  // bench; generate defaults to kGenerateMaxNew
   int64_t total_tokens = 0;
   std::string device = "cpu";
   int gpu = 0;
   int64_t batch = 1;
+  double temperature = 0, top_p = 1;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  bool ignore_eos = false, no_echo = false;
+  // Which of the options with defaults were given (CLI11 counts them).
+  CLI::Option *o_max_new = nullptr, *o_batch = nullptr, *o_temperature = nullptr, *o_top_k = nullptr,
+              *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr;
   bool tune = false, no_tune = false, compare = false;
   int iterations = 3;
   int warmup = 1;
@@ -65,44 +91,297 @@ int fail(const Status& s) {
   return 2;
 }
 
+constexpr int64_t kGenerateMaxNew = 256;      // generate mode's --max-new-tokens default
+constexpr int64_t kInteractiveMaxSeq = 4096;  // interactive KV cache (prompts of any length)
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
+  return s;
+}
+
+// --prompt (in order), then --prompt-file's lines (blank lines skipped).
+StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
+  std::vector<std::string> texts = a.prompts;
+  if (!a.prompt_file.empty()) {
+    auto read = read_regular_file(a.prompt_file);  // never blocks on a FIFO; refuses directories
+    if (!read.is_ok()) {
+      if (read.status().code() == StatusCode::kNotFound)
+        return Status::not_found("--prompt-file " + a.prompt_file + ": cannot open");
+      return Status(read.status().code(), "--prompt-file " + read.status().message());
+    }
+    std::istringstream in(*read);
+    std::string line;
+    size_t before = texts.size();
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) texts.push_back(line);
+    }
+    if (texts.size() == before) return Status::invalid_argument("--prompt-file " + a.prompt_file + ": no prompts");
+  }
+  return texts;
+}
+
+// Options that belong to one mode only are refused in the other, rather than silently ignored.
+Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
+  if (texts && (a.o_prompt_ids->count() || a.prompt_len > 0)) {
+    return Status::invalid_argument(
+        "give the prompt as text (--prompt, --prompt-file) or as ids (--prompt-ids, "
+        "--prompt-len), not both");
+  }
+  if (generate) {
+    if (a.compare || a.total_tokens > 0 || a.json) {
+      return Status::invalid_argument(
+          "--compare, --total-tokens and --json measure fixed-length greedy generation: add --mode bench");
+    }
+    if (a.interactive && (texts || a.o_prompt_ids->count() || a.prompt_len > 0)) {
+      return Status::invalid_argument("--interactive reads its prompts from standard input: give no other prompt");
+    }
+    if (a.interactive && a.o_batch->count() && a.batch != 1) {
+      return Status::invalid_argument("--interactive answers one prompt at a time: --batch must be 1");
+    }
+    if (a.o_temperature->count() && a.temperature == 0 && (a.o_top_k->count() || a.o_top_p->count())) {
+      return Status::invalid_argument("--temperature 0 is greedy: --top-k and --top-p need a temperature > 0");
+    }
+    return Status::ok();
+  }
+  if (a.interactive) return Status::invalid_argument("--interactive generates text: it cannot run with --mode bench");
+  for (const CLI::Option* o : {a.o_temperature, a.o_top_k, a.o_top_p, a.o_seed}) {
+    if (o->count()) {
+      return Status::invalid_argument(
+          o->get_name() +
+          " applies to generation (--prompt, --prompt-file, --interactive or --mode generate); benchmarks are "
+          "greedy (the built-in model's weights take --model-seed)");
+    }
+  }
+  if (a.ignore_eos || a.no_echo) {
+    return Status::invalid_argument("--ignore-eos and --no-echo apply to generation; benchmarks never stop at EOS");
+  }
+  return Status::ok();
+}
+
+llm::SamplingOptions sampling_options(const LlmArgs& a) {
+  llm::SamplingOptions s;
+  const bool any = a.o_temperature->count() || a.o_top_k->count() || a.o_top_p->count();
+  // --top-k or --top-p alone samples at temperature 1 (as transformers' do_sample does).
+  s.temperature = a.o_temperature->count() ? a.temperature : (any ? 1.0 : 0.0);
+  s.top_k = a.top_k;
+  s.top_p = a.top_p;
+  s.seed = a.o_seed->count() ? a.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  return s;
+}
+
+// The seed's measurement: greedy, exactly max_new tokens. Text prompts (Example 2's "Hello
+// Earthlings!") are tokenized first; the first sequence's text is printed after the metrics.
+int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
+              const llm::Tokenizer* tokenizer, const std::vector<std::vector<int32_t>>& prompts, int64_t padded,
+              int64_t max_new) {
+  const int64_t batch = int64_t(prompts.size());
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  // The continuation of the first prompt as text, when it came as text.
+  auto text_of = [&](const std::vector<int32_t>& ids) -> std::string {
+    if (!tokenizer) return "";
+    auto t = llm::decode_continuation(*tokenizer, prompts[0], ids);
+    return t.is_ok() ? *t : "(" + t.status().to_string() + ")";
+  };
+  llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup};
+  const Options opts = ctx.config().snapshot();
+  if (!a.json) {
+    fmt::print("Model: {}\n", model_desc);
+    fmt::print("Device: {}; batch {}; prompt {} tokens padded to {}; {} new tokens; {} warm-up + {} timed runs\n",
+               engine.device_name(), batch, longest, padded, max_new, a.warmup, a.iterations);
+  }
+
+  if (a.compare) {
+    auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) {
+      (void)ctx.config().set(Setting::kEnabled, tuned);
+      if (tuned) (void)ctx.config().set(Setting::kTuning, true);
+    });
+    if (!r.is_ok()) return fail(r.status());
+    const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
+    if (a.json) {
+      fmt::print(
+          "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
+          "\"results_file\": \"{}\"}}\n",
+          a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
+          ctx.results_path());
+    } else {
+      fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
+      fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
+      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned)\n", speedup);
+      if (r->first.first_sequence != r->second.first_sequence) {
+        fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");
+      }
+      if (tokenizer) fmt::print("Text: {}\n", text_of(r->second.first_sequence));
+    }
+    if (a.print_ids) fmt::print("{}\n", join_ids(r->second.first_sequence));
+    return 0;
+  }
+
+  auto r = llm::run_benchmark(engine, prompts, bo);
+  if (!r.is_ok()) return fail(r.status());
+  if (a.json) {
+    std::string j = llm::report_json(*r);
+    j.pop_back();  // add context to the object
+    if (tokenizer) j += ", \"generated_text\": " + nlohmann::json(text_of(r->first_sequence)).dump();
+    fmt::print(
+        "{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
+        "\"results_file\": \"{}\"}}\n",
+        j, a.model, engine.device_name(), opts.enabled, opts.tuning, ctx.results_path());
+  } else {
+    fmt::print("TunableOp: {}{}\n",
+               opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
+               opts.enabled ? ", results file " + ctx.results_path() : "");
+    fmt::print("{}", llm::format_report(*r));
+    if (tokenizer) fmt::print("Text: {}\n", text_of(r->first_sequence));
+  }
+  if (a.print_ids) fmt::print("{}\n", join_ids(r->first_sequence));
+  return 0;
+}
+
+// Text in, text out (or ids in, ids out without a tokenizer): stops at EOS, greedy or sampled.
+// Only the generated text goes to stdout; everything else to stderr.
+int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
+                 const llm::Tokenizer* tokenizer, const llm::SpecialTokens& special,
+                 const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::string>& texts,
+                 int64_t max_new) {
+  const llm::SamplingOptions sampling = sampling_options(a);
+  if (Status st = sampling.validate(); !st.is_ok()) return fail(st);
+  const Options opts = ctx.config().snapshot();
+  fmt::print(stderr, "Model: {}\nDevice: {}; TunableOp {}\n", model_desc, engine.device_name(),
+             opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)");
+  if (tokenizer) fmt::print(stderr, "Tokenizer: {}\n", tokenizer->description());
+  fmt::print(stderr, "Special tokens: {}{}; sampling: {}{}\n", special.describe(),
+             a.ignore_eos ? " (ignored: --ignore-eos)" : "", sampling.describe(),
+             !sampling.greedy() && !a.o_seed->count() ? " (random; --seed repeats it)" : "");
+
+  if (tokenizer) {
+    llm::TextOptions to;
+    to.max_new_tokens = max_new;
+    to.ignore_eos = a.ignore_eos;
+    to.sampling = sampling;
+    to.echo_prompt = !a.no_echo;
+    to.print_ids = a.print_ids;
+    llm::TextSession session(engine, *tokenizer, special, to, std::cout, std::cerr);
+    if (a.interactive) {
+      Status st = session.interactive(std::cin, isatty(STDIN_FILENO) ? "> " : "");
+      return st.is_ok() ? 0 : fail(st);
+    }
+    // --batch B with one prompt repeats it; texts then has one entry for B prompts.
+    std::vector<std::string> batch_texts = texts;
+    if (batch_texts.size() == 1) batch_texts.assign(prompts.size(), texts[0]);
+    Status st = session.run(batch_texts);
+    return st.is_ok() ? 0 : fail(st);
+  }
+
+  // Ids in, ids out: one line of new ids per sequence.
+  auto selector = llm::make_token_selector(sampling);
+  llm::StopOptions stop{max_new, special.eos, a.ignore_eos};
+  auto g = llm::generate_until_stop(engine, prompts, stop, *selector);
+  if (!g.is_ok()) return fail(g.status());
+  for (const auto& s : g->sequences) fmt::print("{}\n", join_ids(s.tokens));
+  fmt::print(stderr, "[{} new tokens in {:.2f} s ({:.1f} tokens/s), first token after {:.1f} ms]\n", g->new_tokens(),
+             g->total_s, g->total_s > 0 ? double(g->new_tokens()) / g->total_s : 0.0, g->ttft_s * 1e3);
+  return 0;
+}
+
 int run_llm(const LlmArgs& a) {
   if (a.tune && a.no_tune) return fail(Status::invalid_argument("--tune and --no-tune exclude each other"));
   auto spec = llm::parse_model_spec(a.model);
   if (!spec.is_ok()) return fail(spec.status());
   auto cfg = llm::spec_config(*spec, a.layers);
   if (!cfg.is_ok()) return fail(cfg.status());
+  auto texts = text_prompts(a);
+  if (!texts.is_ok()) return fail(texts.status());
+  const bool has_text = !texts->empty() || a.interactive;
+  const bool generate = a.mode == "auto" ? has_text : a.mode == "generate";
+  if (Status st = check_mode_options(a, generate, !texts->empty()); !st.is_ok()) return fail(st);
 
-  // The prompt: explicit ids, or --prompt-len synthetic ids (for TTFT at a given length).
-  std::vector<int32_t> prompt;
-  // The prompts are built before the engine checks its sizes: their own memory first.
-  const int64_t prompt_tokens = a.prompt_len > 0 ? a.prompt_len : int64_t(a.prompt_ids.size());
-  if (Status st = check_host_allocation(CheckedInt(prompt_tokens) * a.batch * int64_t(sizeof(int32_t)),
-                                        fmt::format("--batch {} prompts of {} tokens", a.batch, prompt_tokens));
-      !st.is_ok())
-    return fail(st);
-  if (a.prompt_len > 0) {
+  // The tokenizer only where text comes in; special tokens where prompts get a BOS or generation
+  // may stop at EOS.
+  std::unique_ptr<llm::Tokenizer> tokenizer;
+  llm::SpecialTokens special;
+  if (has_text) {
+    if (spec->builtin) {
+      return fail(Status::invalid_argument(a.model +
+                                           " has no tokenizer: text prompts need a Hugging Face model directory "
+                                           "with a tokenizer.model (prompts as ids: --prompt-ids)"));
+    }
+    auto t = llm::load_tokenizer(spec->dir);
+    if (!t.is_ok()) return fail(t.status());
+    tokenizer = std::move(t.value());
+    if (tokenizer->vocab_size() > cfg->vocab_size) {
+      return fail(Status::invalid_argument(
+          fmt::format("{}/tokenizer.model has {} pieces but config.json's vocab_size is {}: not this model's tokenizer",
+                      spec->dir, tokenizer->vocab_size(), cfg->vocab_size)));
+    }
+  }
+  if ((generate || has_text) && !spec->builtin) {
+    auto s = llm::load_special_tokens(spec->dir, tokenizer.get());
+    if (!s.is_ok()) return fail(s.status());
+    if (Status st = s->check(cfg->vocab_size); !st.is_ok()) return fail(st);
+    special = *s;
+  }
+
+  // The prompts as ids: text through the tokenizer, else --prompt-ids or a synthetic --prompt-len.
+  std::vector<std::vector<int32_t>> prompts;
+  if (!texts->empty()) {
+    for (const auto& text : *texts) {
+      auto ids = llm::encode_prompt(*tokenizer, special, text);
+      if (!ids.is_ok()) return fail(ids.status());
+      prompts.push_back(std::move(*ids));
+    }
+  } else if (a.prompt_len > 0) {
+    // Built before the engine checks its sizes: the prompt's own memory first.
+    if (Status st = check_host_allocation(CheckedInt(a.prompt_len) * int64_t(sizeof(int32_t)),
+                                          fmt::format("--prompt-len {}", a.prompt_len));
+        !st.is_ok())
+      return fail(st);
+    std::vector<int32_t> prompt;
     for (int64_t i = 0; i < a.prompt_len; ++i) prompt.push_back(int32_t((1 + 7919 * i) % cfg->vocab_size));
-  } else {
+    prompts.push_back(prompt);
+  } else if (!a.interactive) {
     auto ids = parse_ids(a.prompt_ids);
     if (!ids.is_ok()) return fail(ids.status());
-    prompt = *ids;
+    prompts.push_back(*ids);
   }
-  const std::vector<std::vector<int32_t>> prompts(size_t(a.batch), prompt);
-  if (!(CheckedInt(int64_t(prompt.size())) + a.pad_multiple).ok() ||
-      !(CheckedInt(int64_t(prompt.size())) + a.pad_multiple + a.max_new_tokens).ok())
+  int64_t batch = a.batch;
+  if (prompts.size() > 1) {
+    if (a.o_batch->count() && a.batch != int64_t(prompts.size())) {
+      return fail(Status::invalid_argument(
+          fmt::format("--batch {} but {} prompts were given (the batch is the prompts)", a.batch, prompts.size())));
+    }
+    batch = int64_t(prompts.size());
+  } else if (prompts.size() == 1) {
+    if (Status st = check_host_allocation(CheckedInt(int64_t(prompts[0].size())) * batch * int64_t(sizeof(int32_t)),
+                                          fmt::format("--batch {} prompts of {} tokens", batch, prompts[0].size()));
+        !st.is_ok())
+      return fail(st);
+    prompts.assign(size_t(batch), prompts[0]);  // one prompt repeated (sampling: different answers)
+  }
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+  if (!(CheckedInt(longest) + a.pad_multiple + a.max_new_tokens).ok())
     return fail(Status::invalid_argument("--pad-multiple and --max-new-tokens are too large to count a sequence"));
-  const int64_t padded = llm::round_up(int64_t(prompt.size()), a.pad_multiple);
-  int64_t max_new = a.max_new_tokens;
+  const int64_t padded = llm::round_up(longest, a.pad_multiple);
+  int64_t max_new = generate && !a.o_max_new->count() ? kGenerateMaxNew : a.max_new_tokens;
   if (a.total_tokens > 0) {  // the seed's form: a fixed sequence length, prompt included
     max_new = a.total_tokens - padded;
     if (max_new < 1) return fail(Status::invalid_argument("--total-tokens must exceed the padded prompt"));
   }
   llm::EngineOptions eo;
-  eo.max_batch = a.batch;
+  eo.max_batch = batch;
   eo.pad_multiple = a.pad_multiple;
   // The static cache only needs to hold this run: sizing it to max_position_embeddings would
-  // cost gigabytes on the real-shaped models for nothing.
-  eo.max_seq = a.max_seq > 0 ? a.max_seq : std::max(padded, int64_t(prompt.size()) + max_new);
+  // cost gigabytes on the real-shaped models for nothing. Interactive prompts are not known yet.
+  if (a.max_seq > 0) {
+    eo.max_seq = a.max_seq;
+  } else if (a.interactive) {
+    eo.max_seq = std::min(cfg->max_position_embeddings, kInteractiveMaxSeq);
+  } else {
+    eo.max_seq = std::max(padded, longest + max_new);
+  }
   eo.cuda_graph = !a.no_cuda_graph;
   if (a.device == "cuda") {
     auto dt = parse_dtype(a.dtype);
@@ -123,7 +402,7 @@ int run_llm(const LlmArgs& a) {
   std::unique_ptr<llm::Engine> engine;
   std::string model_desc;
   if (dev.kind == DeviceKind::kCpu) {
-    auto w = llm::load_or_generate(*spec, a.seed, a.layers);
+    auto w = llm::load_or_generate(*spec, a.model_seed, a.layers);
     if (!w.is_ok()) return fail(w.status());
     if (!a.save_model.empty()) {
       auto dt = parse_dtype(a.save_dtype);
@@ -136,7 +415,7 @@ int run_llm(const LlmArgs& a) {
     if (!e.is_ok()) return fail(e.status());
     engine = std::move(e.value());
   } else {
-    auto e = llm::make_cuda_engine(*spec, a.seed, a.layers, eo, ctx);
+    auto e = llm::make_cuda_engine(*spec, a.model_seed, a.layers, eo, ctx);
     if (!e.is_ok()) return fail(e.status());
     engine = std::move(e.value());
   }
@@ -145,64 +424,11 @@ int run_llm(const LlmArgs& a) {
                            a.model, llm::architecture_name(c.arch), c.num_layers, c.hidden_size, c.num_heads,
                            c.num_kv_heads, c.vocab_size, double(c.parameter_count()) / 1e6);
 
-  llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup};
-  const Options opts = ctx.config().snapshot();
-  if (!a.json) {
-    fmt::print("Model: {}\n", model_desc);
-    fmt::print("Device: {}; batch {}; prompt {} tokens padded to {}; {} new tokens; {} warm-up + {} timed runs\n",
-               engine->device_name(), a.batch, prompt.size(), padded, max_new, a.warmup, a.iterations);
-  }
-
-  if (a.compare) {
-    auto r = llm::run_comparison(*engine, prompts, bo, [&](bool tuned) {
-      (void)ctx.config().set(Setting::kEnabled, tuned);
-      if (tuned) (void)ctx.config().set(Setting::kTuning, true);
-    });
-    if (!r.is_ok()) return fail(r.status());
-    const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
-    if (a.json) {
-      fmt::print(
-          "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
-          "\"results_file\": \"{}\"}}\n",
-          a.model, engine->device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
-          ctx.results_path());
-    } else {
-      fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
-      fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
-      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned)\n", speedup);
-      if (r->first.first_sequence != r->second.first_sequence) {
-        fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");
-      }
-    }
-    if (a.print_ids) {
-      std::string ids;
-      for (int32_t t : r->second.first_sequence) ids += (ids.empty() ? "" : ",") + std::to_string(t);
-      fmt::print("{}\n", ids);
-    }
-    return report_unsaved(ctx, "llm") ? 1 : 0;
-  }
-
-  auto r = llm::run_benchmark(*engine, prompts, bo);
-  if (!r.is_ok()) return fail(r.status());
-  if (a.json) {
-    std::string j = llm::report_json(*r);
-    j.pop_back();  // add context to the object
-    fmt::print(
-        "{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
-        "\"results_file\": \"{}\"}}\n",
-        j, a.model, engine->device_name(), opts.enabled, opts.tuning, ctx.results_path());
-  } else {
-    fmt::print("TunableOp: {}{}\n",
-               opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
-               opts.enabled ? ", results file " + ctx.results_path() : "");
-    fmt::print("{}", llm::format_report(*r));
-  }
-  if (a.print_ids) {
-    std::string ids;
-    for (int32_t t : r->first_sequence) ids += (ids.empty() ? "" : ",") + std::to_string(t);
-    fmt::print("{}\n", ids);
-  }
-  return report_unsaved(ctx, "llm") ? 1 : 0;
+  int rc = generate ? run_generate(a, *engine, ctx, model_desc, tokenizer.get(), special, prompts, *texts, max_new)
+                    : run_bench(a, *engine, ctx, model_desc, tokenizer.get(), prompts, padded, max_new);
+  // Tuned results that could not be saved: said (with the lines) and exit 1.
+  if (report_unsaved(ctx, "llm") && rc == 0) rc = 1;
+  return rc;
 }
 
 }  // namespace
@@ -210,32 +436,57 @@ int run_llm(const LlmArgs& a) {
 void add_llm_command(CLI::App& app) {
   auto a = std::make_shared<LlmArgs>();
   CLI::App* c = app.add_subcommand(
-      "llm", "Greedy generation on a Llama/Gemma model, every GEMM through tunableop (seed Example 2)");
+      "llm",
+      "Llama/Gemma inference, every GEMM through tunableop: the seed's Example 2 benchmark (prompts as ids) or text "
+      "generation (--prompt, --prompt-file, --interactive)");
   std::string presets;
   for (const auto& p : llm::preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   c->add_option(
        "--model", a->model,
-       "Hugging Face model directory (config.json + safetensors) or builtin:NAME with random weights (" + presets + ")")
+       "Hugging Face model directory (config.json + safetensors [+ tokenizer.model for text]) or builtin:NAME with "
+       "random weights (" +
+           presets + ")")
       ->capture_default_str();
-  c->add_option("--seed", a->seed, "seed of a built-in model's random weights")->capture_default_str();
+  c->add_option("--model-seed", a->model_seed, "seed of a built-in model's random weights")->capture_default_str();
   c->add_option("--layers", a->layers, "built-in models: override the number of layers")->check(at_least(0));
-  c->add_option("--prompt-ids", a->prompt_ids,
-                "prompt as comma-separated token ids (text prompts need a tokenizer, "
-                "which this engine does not have)")
-      ->capture_default_str();
+  a->o_prompt_ids =
+      c->add_option("--prompt-ids", a->prompt_ids, "prompt as comma-separated token ids")->capture_default_str();
   c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids")
       ->check(at_least(0));
-  c->add_option("--max-new-tokens", a->max_new_tokens, "tokens generated per sequence (exactly)")
-      ->check(at_least(1))
+  c->add_option("--prompt", a->prompts,
+                "text prompt, through the model's tokenizer.model (repeat for a batch of different prompts)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c->add_option("--prompt-file", a->prompt_file, "text prompts, one per line, generated as one batch");
+  c->add_flag("--interactive", a->interactive,
+              "read a prompt per line from standard input and stream each answer, until end of input");
+  c->add_option("--mode", a->mode,
+                "bench: greedy, exactly --max-new-tokens, timed (default for prompts as ids); generate: stop at EOS, "
+                "sampling, streaming (default for text prompts)")
+      ->check(CLI::IsMember({"auto", "bench", "generate"}))
       ->capture_default_str();
+  a->o_max_new = c->add_option("--max-new-tokens", a->max_new_tokens,
+                               "bench: tokens generated per sequence (exactly); generate: at most (default " +
+                                   std::to_string(kGenerateMaxNew) + ")")
+                     ->check(at_least(1))
+                     ->capture_default_str();
+  a->o_temperature = c->add_option("--temperature", a->temperature,
+                                   "generate: sample at this temperature (0 = greedy, the default; 1 when only "
+                                   "--top-k/--top-p are given)");
+  a->o_top_k = c->add_option("--top-k", a->top_k, "generate: sample among the k most likely tokens (0 = all)");
+  a->o_top_p = c->add_option("--top-p", a->top_p, "generate: sample among the most likely tokens holding this mass");
+  a->o_seed = c->add_option("--seed", a->seed, "generate: sampling seed (same seed, same tokens; default random)");
+  c->add_flag("--ignore-eos", a->ignore_eos, "generate: keep going past EOS to --max-new-tokens");
+  c->add_flag("--no-echo", a->no_echo, "generate: print only the continuation, not the prompt before it");
   c->add_option("--total-tokens", a->total_tokens,
                 "generate up to this sequence length, padded prompt included (the seed's seq_len = 256)")
       ->check(at_least(0));
   c->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
-  c->add_option("--batch", a->batch, "sequences generated together (the prompt repeated)")
-      ->check(at_least(1))
-      ->capture_default_str();
+  a->o_batch = c->add_option("--batch", a->batch,
+                             "sequences generated together: the prompt repeated (several --prompt: their number)")
+                   ->check(at_least(1))
+                   ->capture_default_str();
   c->add_flag("--tune", a->tune, "TunableOp on with tuning: unseen GEMMs are tuned and appended to the results file");
   c->add_flag("--no-tune", a->no_tune, "TunableOp off: every GEMM runs Default (the untuned baseline)");
   c->add_flag("--compare", a->compare, "run untuned and tuned alternately in this process and print both");
@@ -246,8 +497,11 @@ void add_llm_command(CLI::App& app) {
   c->add_option("--pad-multiple", a->pad_multiple, "pad prompts to a multiple of this (1 = no padding)")
       ->check(at_least(1))
       ->capture_default_str();
-  c->add_option("--max-seq", a->max_seq, "KV cache length (default: what this run needs)")->check(at_least(0));
-  c->add_flag("--print-ids", a->print_ids, "print the generated ids of the first sequence, comma-separated");
+  c->add_option(
+       "--max-seq", a->max_seq,
+       "KV cache length (default: what this run needs; interactive: up to " + std::to_string(kInteractiveMaxSeq) + ")")
+      ->check(at_least(0));
+  c->add_flag("--print-ids", a->print_ids, "print the generated ids (bench: of the first sequence), comma-separated");
   c->add_flag("--json", a->json, "print the metrics as one JSON object");
   c->add_option("--dtype", a->dtype, "cuda: bf16 or fp32 weights and activations (the CPU computes in fp32)")
       ->check(CLI::IsMember({"bf16", "fp32"}))

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     tunableop::cli::add_show_command(app);
     tunableop::cli::add_merge_command(app);
     tunableop::cli::add_llm_command(app);
+    tunableop::cli::add_run_command(app);
     if (!check_command(app, argc, argv)) return 2;
     try {
       app.parse(argc, argv);

@@ -6,18 +6,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "tunableop/tuner.h"
+
 namespace tunableop::llm {
 
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 }  // namespace
 
 StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
@@ -56,16 +51,15 @@ StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int3
 
 namespace {
 
-// Sums timed generations into a report.
+// Collects timed generations into a report; the statistics are the library's (the tuner's
+// summarize), not our own.
 struct Accumulator {
-  std::vector<double> ttft;
-  double step_sum = 0, total = 0;
-  int64_t steps = 0;
+  std::vector<double> ttft_ms, step_ms;
+  double total = 0;
   std::vector<int32_t> first;
   void add(const Generation& g) {
-    ttft.push_back(g.ttft_s);
-    for (double s : g.step_s) step_sum += s;
-    steps += int64_t(g.step_s.size());
+    ttft_ms.push_back(g.ttft_s * 1e3);
+    for (double s : g.step_s) step_ms.push_back(s * 1e3);
     total += g.total_s;
     first = g.tokens[0];
   }
@@ -79,10 +73,10 @@ struct Accumulator {
     r.iterations = o.iterations;
     r.warmup = o.warmup;
     r.total_s = total;
-    r.generated_tokens = int64_t(ttft.size()) * r.batch * r.new_tokens;
+    r.generated_tokens = int64_t(ttft_ms.size()) * r.batch * r.new_tokens;
     r.tokens_per_s = total > 0 ? double(r.generated_tokens) / total : 0;
-    r.ttft_ms = median(ttft) * 1e3;
-    r.tpot_ms = steps ? step_sum / double(steps) * 1e3 : 0;
+    r.ttft_ms = summarize(ttft_ms).median_ms;
+    r.tpot_ms = summarize(step_ms).mean_ms;
     r.latency_ms = r.ttft_ms + r.tpot_ms * double(r.new_tokens - 1);
     r.decode_tokens_per_s = r.tpot_ms > 0 ? double(r.batch) / (r.tpot_ms * 1e-3) : 0;
     r.first_sequence = first;

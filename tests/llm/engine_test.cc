@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "llm/attention_gemms.h"
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm_test_util.h"

@@ -5,12 +5,9 @@
 #include <map>
 #include <mutex>
 
-namespace tunableop::cuda {
+#include "cuda_common/cuda_memory.h"
 
-Status cuda_status(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::ok();
-  return Status::device_error(fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
-}
+namespace tunableop::cuda {
 
 Status cublas_status(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::ok();
@@ -21,13 +18,6 @@ Status cublas_status(cublasStatus_t st, const char* what) {
     return Status::unsupported(std::move(msg));
   }
   return Status::device_error(std::move(msg));
-}
-
-Status check_launch(const char* kernel_name) {
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return Status::ok();
-  return Status::device_error(
-      fmt::format("launch of {}: {} ({})", kernel_name, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
 namespace {
@@ -70,16 +60,19 @@ StatusOr<Handles> current_handles() {
 namespace {
 
 struct ThreadScratch {
-  struct Buffer {
-    void* ptr = nullptr;
-    size_t bytes = 0;
-  };
-  std::map<std::pair<int, void*>, Buffer> by_stream;
+  std::map<std::pair<int, void*>, DeviceBuffer> by_stream;
   ~ThreadScratch() {
     int saved = -1;
-    if (cudaGetDevice(&saved) != cudaSuccess) return;
+    if (cudaGetDevice(&saved) != cudaSuccess) {  // runtime already gone: leave the blocks to it
+      for (auto& [key, buf] : by_stream) (void)buf.release();
+      return;
+    }
     for (auto& [key, buf] : by_stream) {
-      if (cudaSetDevice(key.first) == cudaSuccess && buf.ptr) cudaFree(buf.ptr);
+      if (cudaSetDevice(key.first) == cudaSuccess) {
+        buf.reset();
+      } else {
+        (void)buf.release();
+      }
     }
     cudaSetDevice(saved);
   }
@@ -92,20 +85,9 @@ StatusOr<void*> scratch_workspace(size_t bytes, void* stream) {
   if (bytes == 0) return static_cast<void*>(nullptr);
   int dev = 0;
   TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
-  auto& buf = cache.by_stream[{dev, stream}];
-  if (buf.bytes >= bytes) return buf.ptr;
-  if (buf.ptr) {
-    TUNABLEOP_CUDA_TRY(cudaFree(buf.ptr));
-    buf = {};
-  }
-  void* p = nullptr;
-  cudaError_t e = cudaMalloc(&p, bytes);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return cuda_status(e, "cudaMalloc(scratch workspace)");
-  }
-  buf = {p, bytes};
-  return p;
+  DeviceBuffer& buf = cache.by_stream[{dev, stream}];
+  TUNABLEOP_RETURN_IF_ERROR(buf.ensure(bytes));
+  return buf.get();
 }
 
 StatusOr<void*> workspace_for(const GemmOperands& o, size_t bytes) {

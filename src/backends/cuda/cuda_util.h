@@ -1,5 +1,7 @@
-// Small helpers shared by the CUDA backend: turning CUDA/cuBLAS error codes into Status,
-// mapping our dtypes to CUDA's, and the per-(device, thread) cuBLAS / cuBLASLt handles.
+// Small helpers of the CUDA backend: turning cuBLAS error codes into Status, mapping our dtypes
+// to CUDA's, and the per-(device, thread) cuBLAS / cuBLASLt handles. CUDA runtime errors
+// (cuda_status, TUNABLEOP_CUDA_TRY, check_launch) come from src/cuda_common, shared with the
+// LLM engine.
 #pragma once
 
 #include <cublasLt.h>
@@ -9,20 +11,16 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda_common/cuda_check.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
 namespace tunableop::cuda {
 
-// "cudaMalloc(...): out of memory (cudaErrorMemoryAllocation)"
-Status cuda_status(cudaError_t err, const char* what);
+// "cublasLtMatmul(...): the requested functionality is not supported (CUBLAS_STATUS_NOT_SUPPORTED)"
 Status cublas_status(cublasStatus_t st, const char* what);
 
-#define TUNABLEOP_CUDA_TRY(expr) TUNABLEOP_RETURN_IF_ERROR(::tunableop::cuda::cuda_status((expr), #expr))
 #define TUNABLEOP_CUBLAS_TRY(expr) TUNABLEOP_RETURN_IF_ERROR(::tunableop::cuda::cublas_status((expr), #expr))
-
-// After a kernel launch: the launch error (bad configuration, missing kernel image) if any.
-Status check_launch(const char* kernel_name);
 
 // Handles of the current device for the calling thread, created on first use. cuBLAS handles
 // are not safe to share between threads that run concurrently, and are bound to the device

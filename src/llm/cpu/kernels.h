@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "llm/config.h"
+#include "llm/kv_cache.h"
+#include "llm/rope.h"
 
 namespace tunableop::llm::cpu {
 
@@ -21,25 +23,10 @@ void embedding(const int32_t* ids, int64_t rows, const float* table, int64_t wid
 //        = x[r] / sqrt(mean(x[r]^2) + eps) * (1 + w) (Gemma, add_one)
 void rmsnorm(const float* x, const float* w, int64_t rows, int64_t width, float eps, bool add_one, float* out);
 
-// cos/sin of pos * inv_freq[i], inv_freq[i] = 1 / theta^(2i / head_dim), for pos < max_pos,
-// i < head_dim / 2; laid out [pos][i]. Computed in fp32 the way transformers does.
-struct RopeTable {
-  int64_t half = 0;
-  std::vector<float> cos, sin;
-};
-RopeTable make_rope_table(int64_t head_dim, double theta, int64_t max_pos);
-
 // Rotate-half RoPE, in place, on the first `heads` heads of each row (the q and k heads of a
 // qkv row): x[i] <- x[i] cos - x[i + d/2] sin, x[i + d/2] <- x[i + d/2] cos + x[i] sin.
 void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
           const RopeTable& table);
-
-struct KvLayout {
-  int64_t n_kv_heads = 0, head_dim = 0, max_seq = 0;
-  int64_t offset(int64_t seq, int64_t head, int64_t pos) const {
-    return ((seq * n_kv_heads + head) * max_seq + pos) * head_dim;
-  }
-};
 
 // Copies the k and v heads of each qkv row into the cache at (seqs[r], positions[r]).
 void store_kv(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim, const int32_t* seqs,

@@ -5,6 +5,7 @@
 
 #include <cfloat>
 
+#include "cuda_common/elem.cuh"
 #include "llm/cuda/kernels.h"
 #include "llm/random_hash.h"
 
@@ -12,18 +13,8 @@ namespace tunableop::llm::cuda {
 
 namespace {
 
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <class E>
-__device__ __forceinline__ E from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
+using ::tunableop::cuda::from_f;
+using ::tunableop::cuda::to_f;
 
 // Calls f.template operator()<E>() with E the element type for `e`.
 template <class F>
@@ -105,7 +96,7 @@ __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
 template <class E>
 __global__ void rope_store_kernel(RopeStoreArgs a) {
   const int64_t r = blockIdx.x;
-  const int64_t hd = a.head_dim, half = hd / 2, group = a.n_heads / a.n_kv_heads;
+  const int64_t hd = a.head_dim, half = hd / 2;
   const int64_t pos = a.positions[r], seq = a.seqs[r];
   E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
   const float* c = a.cos + pos * half;
@@ -119,17 +110,7 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
     const float x0 = to_f(row[h * hd + i]), x1 = to_f(row[h * hd + i + half]);
     const E y0 = from_f<E>(x0 * c[i] - x1 * s[i]);
     const E y1 = from_f<E>(x1 * c[i] + x0 * s[i]);
-    E* dst;
-    if (h < a.n_heads) {
-      if (a.q_perm) {
-        const int64_t g = h / group, gi = h % group;
-        dst = static_cast<E*>(a.q_perm) + (((seq * a.n_kv_heads + g) * a.tokens_per_seq + pos) * group + gi) * hd;
-      } else {
-        dst = row + h * hd;
-      }
-    } else {
-      dst = kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
-    }
+    E* dst = h < a.n_heads ? row + h * hd : kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
     dst[i] = y0;
     dst[i + half] = y1;
   }
@@ -201,13 +182,20 @@ __global__ void causal_softmax_kernel(E* scores, int64_t rows, int64_t cols, int
 }
 
 template <class E>
-__global__ void unpermute_kernel(const E* o_perm, int64_t n_kv, int64_t tokens, int64_t group, int64_t hd, E* attn) {
+__global__ void regroup_kernel(const E* src, int64_t row_stride, int64_t n_kv, int64_t tokens, int64_t group,
+                               int64_t hd, bool to_grouped, E* dst) {
   // One block per (seq, t); threads over heads x head_dim.
-  const int64_t seq = blockIdx.x / tokens, t = blockIdx.x % tokens;
+  const int64_t r = blockIdx.x, seq = r / tokens, t = r % tokens;
   const int64_t width = n_kv * group * hd;
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
     const int64_t h = j / hd, d = j % hd, g = h / group, gi = h % group;
-    attn[(seq * tokens + t) * width + j] = o_perm[(((seq * n_kv + g) * tokens + t) * group + gi) * hd + d];
+    const int64_t grouped = (((seq * n_kv + g) * tokens + t) * group + gi) * hd + d;
+    const int64_t row = r * row_stride + j;
+    if (to_grouped) {
+      dst[grouped] = src[row];
+    } else {
+      dst[row] = src[grouped];
+    }
   }
 }
 
@@ -362,12 +350,12 @@ cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int
   });
 }
 
-cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
-                            int64_t head_dim, void* attn, cudaStream_t s) {
+cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
+                          int64_t group, int64_t head_dim, bool to_grouped, void* dst, cudaStream_t s) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    unpermute_kernel<E><<<unsigned(seqs * tokens), 256, 0, s>>>(static_cast<const E*>(o_perm), n_kv_heads, tokens,
-                                                                group, head_dim, static_cast<E*>(attn));
+    regroup_kernel<E><<<unsigned(seqs * tokens), 256, 0, s>>>(
+        static_cast<const E*>(src), row_stride, n_kv_heads, tokens, group, head_dim, to_grouped, static_cast<E*>(dst));
     return cudaGetLastError();
   });
 }

@@ -45,13 +45,8 @@ struct RopeStoreArgs {
   void* k_cache = nullptr;  // this layer's
   void* v_cache = nullptr;
   int64_t max_seq = 0;
-  // Prefill: rotated q goes to q_perm[seq][kv_head][t][group][head_dim] (t = positions[r],
-  // tokens_per_seq rows per sequence) so each kv head's queries form one GEMM operand. Decode:
-  // null, q is rotated in place.
-  void* q_perm = nullptr;
-  int64_t tokens_per_seq = 0;
 };
-// Rotate-half RoPE on q and k, k and v into the cache at (seqs[r], positions[r]).
+// Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s);
 
 // Decode attention: one query per sequence (qkv row b) against cache positions
@@ -68,9 +63,12 @@ int64_t decode_attention_max_seq(Elem e, int64_t head_dim);
 // also hides it).
 cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group,
                            cudaStream_t s);
-// o_perm [seq][kv_head][t][group][head_dim] -> attn [seq * tokens + t][(kv_head * group + i) * head_dim]
-cudaError_t unpermute_heads(Elem e, const void* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
-                            int64_t head_dim, void* attn, cudaStream_t s);
+// Prefill attention's head regrouping, between rows [seq * tokens + t][h * head_dim] (row
+// stride `row_stride`) and grouped [seq][kv_head][t][group][head_dim], h = kv_head * group + i:
+// to_grouped gathers the q heads of qkv rows into each kv head's GEMM operand; the reverse
+// scatters the attention output back into rows.
+cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
+                          int64_t group, int64_t head_dim, bool to_grouped, void* dst, cudaStream_t s);
 
 // out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,

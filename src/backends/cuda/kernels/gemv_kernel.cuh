@@ -9,38 +9,9 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/kernels/gemv_launch.h"
+#include "cuda_common/elem.cuh"
 
 namespace tunableop::cuda::gemv_detail {
-
-template <class T>
-__device__ __forceinline__ float to_f(T v);
-template <>
-__device__ __forceinline__ float to_f<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <>
-__device__ __forceinline__ float to_f<__half>(__half v) {
-  return __half2float(v);
-}
-
-template <class T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half from_f<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 // acc += dot(a, b) over the 16 bytes of two vectors.
 template <class T>

@@ -1,6 +1,4 @@
-#include "llm/engine.h"
-
-#include <cmath>
+#include "llm/linear_op.h"
 
 namespace tunableop::llm {
 
@@ -98,67 +96,6 @@ int64_t LinearOp::calls() const {
 void LinearOp::reset_counts() {
   std::lock_guard<std::mutex> lock(mu_);
   problems_.clear();
-}
-
-AttentionGemms prefill_attention_gemms(const ModelConfig& c, DType dtype, int64_t seqs, int64_t tokens,
-                                       int64_t max_seq) {
-  const int64_t hd = c.head_dim, T = tokens, M = tokens * (c.num_heads / c.num_kv_heads);
-  AttentionGemms g;
-  GemmParams& s = g.scores;
-  s.dtype = dtype;
-  s.transa = 'T';
-  s.transb = 'N';
-  s.m = T;
-  s.n = M;
-  s.k = hd;
-  s.lda = hd;
-  s.ldb = hd;
-  s.ldc = T;
-  s.alpha = 1.0 / std::sqrt(double(hd));
-  s.batch = seqs * c.num_kv_heads;
-  s.stride_a = max_seq * hd;
-  s.stride_b = M * hd;
-  s.stride_c = M * T;
-  GemmParams& o = g.output;
-  o.dtype = dtype;
-  o.transa = 'N';
-  o.transb = 'N';
-  o.m = hd;
-  o.n = M;
-  o.k = T;
-  o.lda = hd;
-  o.ldb = T;
-  o.ldc = hd;
-  o.batch = seqs * c.num_kv_heads;
-  o.stride_a = max_seq * hd;
-  o.stride_b = M * T;
-  o.stride_c = M * hd;
-  return g;
-}
-
-Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
-  if (prompts.empty()) return Status::invalid_argument("prefill: no prompts");
-  if (int64_t(prompts.size()) > o.max_batch) {
-    return Status::invalid_argument("prefill: batch " + std::to_string(prompts.size()) + " exceeds max_batch " +
-                                    std::to_string(o.max_batch));
-  }
-  int64_t longest = 0;
-  for (size_t b = 0; b < prompts.size(); ++b) {
-    if (prompts[b].empty()) return Status::invalid_argument("prefill: prompt " + std::to_string(b) + " is empty");
-    for (int32_t id : prompts[b]) {
-      if (id < 0 || id >= c.vocab_size) {
-        return Status::invalid_argument("prefill: token id " + std::to_string(id) + " in prompt " + std::to_string(b) +
-                                        " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-      }
-    }
-    longest = std::max<int64_t>(longest, int64_t(prompts[b].size()));
-  }
-  if (round_up(longest, o.pad_multiple) > o.max_seq) {
-    return Status::invalid_argument("prefill: prompt of " + std::to_string(longest) + " tokens (padded to " +
-                                    std::to_string(round_up(longest, o.pad_multiple)) +
-                                    ") does not fit the KV cache of " + std::to_string(o.max_seq) + " positions");
-  }
-  return Status::ok();
 }
 
 }  // namespace tunableop::llm

@@ -1,0 +1,26 @@
+#include "backends/cuda/attention/candidates.h"
+
+#include "backends/cuda/attention/flash_candidates.h"
+#ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
+#include "backends/cuda/attention/cudnn_sdpa.h"
+#endif
+
+namespace tunableop::cuda {
+
+std::vector<AttentionCandidate> cuda_attention_candidates() {
+  std::vector<AttentionCandidate> out = flash_attention_candidates();
+#ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
+  for (auto& c : cudnn_sdpa_candidates()) out.push_back(std::move(c));
+#endif
+  return out;
+}
+
+std::vector<std::string> cuda_attention_notes() {
+#ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
+  return {"cuDNN SDPA: " + cudnn_sdpa_availability()};
+#else
+  return {"cuDNN SDPA: not built (cudnn_graph.h not found at configure time)"};
+#endif
+}
+
+}  // namespace tunableop::cuda

@@ -1,0 +1,518 @@
+// cuDNN's fused attention (SDPA forward) as a candidate, through the cuDNN 9 backend graph API
+// with the library loaded at run time (dlopen): nothing links against cuDNN, and a machine
+// without it says so once and offers no candidate.
+//
+// The graph is the pattern cuDNN's fused-attention engines recognise (the one its frontend
+// library builds for SDPA inference):
+//   S = Q x K^T (matmul, fp32)            Q [b,hq,sq,d], K^T [b,hk,d,skv] (GQA: hk divides hq)
+//   S = S * scale                          (pointwise MUL, by-value scalar)
+//   causal: row = gen_index(S, axis 2) [+ skv - sq for bottom-right alignment],
+//           col = gen_index(S, axis 3), S = select(row >= col ? S : -inf)
+//   softmax: M = max_k S, E = exp(S - M), Z = sum_k E, P = E / Z (stats log(Z) + M, virtual)
+//   O = P x V (matmul; P in the storage type)  V [b,hk,skv,d], O [b,hq,sq,d]
+// Q and O are addressed in our [b][s][h][d] rows (strides b: s*row_stride, h: d, s: row_stride)
+// and K, V in the engine's contiguous cache [b][hk][max_seq][d]: no copies.
+#include "backends/cuda/attention/cudnn_sdpa.h"
+
+#include <cudnn_graph.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_util.h"
+
+namespace tunableop::cuda {
+
+namespace {
+
+// ---- The library --------------------------------------------------------------------------
+
+struct CudnnApi {
+  decltype(&cudnnGetVersion) get_version = nullptr;
+  decltype(&cudnnGetErrorString) error_string = nullptr;
+  decltype(&cudnnGetLastErrorString) last_error = nullptr;  // optional
+  decltype(&cudnnCreate) create = nullptr;
+  decltype(&cudnnSetStream) set_stream = nullptr;
+  decltype(&cudnnBackendCreateDescriptor) create_desc = nullptr;
+  decltype(&cudnnBackendDestroyDescriptor) destroy_desc = nullptr;
+  decltype(&cudnnBackendSetAttribute) set_attr = nullptr;
+  decltype(&cudnnBackendGetAttribute) get_attr = nullptr;
+  decltype(&cudnnBackendFinalize) finalize = nullptr;
+  decltype(&cudnnBackendExecute) execute = nullptr;
+  std::string path;
+  size_t version = 0;
+
+  // "what: CUDNN_STATUS_... (the library's last error message)"
+  Status error(cudnnStatus_t st, const std::string& what) const {
+    std::string msg = fmt::format("cuDNN {}: {}", what, error_string ? error_string(st) : "error");
+    if (last_error) {
+      char buf[1024] = {0};
+      last_error(buf, sizeof(buf));
+      if (buf[0]) msg += fmt::format(" ({})", buf);
+    }
+    return Status::unsupported(msg);
+  }
+};
+
+// Candidates of the library file: $TUNABLEOP_CUDNN_LIBRARY first, then the loader's search
+// path (a pip wheel's nvidia/cudnn/lib must be on LD_LIBRARY_PATH for that).
+StatusOr<const CudnnApi*> cudnn_api() {
+  static std::once_flag once;
+  static CudnnApi api;
+  static Status failure = Status::ok();
+  std::call_once(once, [] {
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("TUNABLEOP_CUDNN_LIBRARY"); env && *env) paths.emplace_back(env);
+    paths.emplace_back("libcudnn.so.9");
+    std::string tried;
+    void* handle = nullptr;
+    for (const auto& p : paths) {
+      handle = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle) {
+        api.path = p;
+        break;
+      }
+      const char* why = dlerror();
+      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", p, why ? why : "not found");
+    }
+    if (!handle) {
+      failure = Status::unsupported("cuDNN not loaded (" + tried + ")");
+      return;
+    }
+    auto bind = [&](const char* name, auto& fn) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+      return fn != nullptr;
+    };
+    bool ok = bind("cudnnGetVersion", api.get_version) && bind("cudnnGetErrorString", api.error_string) &&
+              bind("cudnnCreate", api.create) && bind("cudnnSetStream", api.set_stream) &&
+              bind("cudnnBackendCreateDescriptor", api.create_desc) &&
+              bind("cudnnBackendDestroyDescriptor", api.destroy_desc) &&
+              bind("cudnnBackendSetAttribute", api.set_attr) && bind("cudnnBackendGetAttribute", api.get_attr) &&
+              bind("cudnnBackendFinalize", api.finalize) && bind("cudnnBackendExecute", api.execute);
+    bind("cudnnGetLastErrorString", api.last_error);
+    if (!ok) {
+      failure = Status::unsupported(api.path + " lacks the cuDNN 9 backend API");
+      return;
+    }
+    api.version = api.get_version();
+    if (api.version < 90000) failure = Status::unsupported(fmt::format("cuDNN {} is older than 9.0", api.version));
+  });
+  if (!failure.is_ok()) return failure;
+  return &api;
+}
+
+// ---- Descriptors --------------------------------------------------------------------------
+
+// One backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  Desc(const CudnnApi* api, cudnnBackendDescriptorType_t type) : api_(api) {
+    status_ = api->create_desc(type, &d_);
+    if (status_ != CUDNN_STATUS_SUCCESS) d_ = nullptr;
+  }
+  ~Desc() {
+    if (d_) api_->destroy_desc(d_);
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+  cudnnStatus_t created() const { return status_; }
+
+ private:
+  const CudnnApi* api_;
+  cudnnBackendDescriptor_t d_ = nullptr;
+  cudnnStatus_t status_;
+};
+
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kScale,
+  kNegInf,
+  kSkv,
+  kSq,
+  kVirtual = 100  // virtual tensors count up from here
+};
+
+// Builds descriptors and remembers the first failure, so the graph reads as a straight list.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(const CudnnApi* api) : api_(api) {}
+
+  cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type) {
+    descs_.push_back(std::make_unique<Desc>(api_, type));
+    if (descs_.back()->created() != CUDNN_STATUS_SUCCESS) fail(descs_.back()->created(), "create descriptor");
+    return descs_.back()->get();
+  }
+  void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+           int64_t count, const void* value, const char* what) {
+    if (!ok() || !d) return;
+    cudnnStatus_t st = api_->set_attr(d, name, type, count, value);
+    if (st != CUDNN_STATUS_SUCCESS) fail(st, what);
+  }
+  void finalize(cudnnBackendDescriptor_t d, const char* what) {
+    if (!ok() || !d) return;
+    cudnnStatus_t st = api_->finalize(d);
+    if (st != CUDNN_STATUS_SUCCESS) fail(st, what);
+  }
+
+  // Tensor of `dt` with 4 dims and strides; virtual tensors get fresh uids.
+  cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t dt, const int64_t (&dims)[4],
+                                  const int64_t (&strides)[4], bool is_virtual, bool by_value = false) {
+    auto d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const int64_t align = 16;
+    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor data type");
+    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
+    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
+    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
+    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
+    set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, "tensor virtual");
+    if (by_value) set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value, "tensor by value");
+    finalize(d, "tensor");
+    return d;
+  }
+  cudnnBackendDescriptor_t virtual_tensor(cudnnDataType_t dt, const int64_t (&dims)[4], const int64_t (&strides)[4]) {
+    return tensor(next_virtual_++, dt, dims, strides, true);
+  }
+  cudnnBackendDescriptor_t scalar(int64_t uid, cudnnDataType_t dt) {
+    const int64_t one[4] = {1, 1, 1, 1};
+    return tensor(uid, dt, one, one, false, true);
+  }
+
+  // y = mode(x[, b[, t]]) elementwise; axis >= 0 for GEN_INDEX (and the index arithmetic).
+  void pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, cudnnBackendDescriptor_t x,
+                 cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
+                 int64_t axis = -1) {
+    auto pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, "pointwise precision");
+    if (axis >= 0) set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, "pointwise axis");
+    finalize(pw, "pointwise");
+    auto op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, "pointwise op");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, "pointwise x");
+    if (b) set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, "pointwise b");
+    if (t) set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, "pointwise t");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, "pointwise y");
+    finalize(op, "pointwise op");
+    ops_.push_back(op);
+  }
+  void reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    auto red = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    set(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, "reduction mode");
+    set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "reduction precision");
+    finalize(red, "reduction");
+    auto op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, "reduction x");
+    set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, "reduction y");
+    set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red, "reduction desc");
+    finalize(op, "reduction op");
+    ops_.push_back(op);
+  }
+  void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
+    auto mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul precision");
+    finalize(mm, "matmul");
+    auto op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a, "matmul a");
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, "matmul b");
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c, "matmul c");
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm, "matmul desc");
+    finalize(op, "matmul op");
+    ops_.push_back(op);
+  }
+
+  bool ok() const { return status_.is_ok(); }
+  const Status& status() const { return status_; }
+  const std::vector<cudnnBackendDescriptor_t>& ops() const { return ops_; }
+  void fail(cudnnStatus_t st, const std::string& what) {
+    if (ok()) status_ = api_->error(st, what);
+  }
+  std::vector<std::unique_ptr<Desc>> take() { return std::move(descs_); }
+
+ private:
+  const CudnnApi* api_;
+  std::vector<std::unique_ptr<Desc>> descs_;
+  std::vector<cudnnBackendDescriptor_t> ops_;
+  Status status_ = Status::ok();
+  int64_t next_virtual_ = kVirtual;
+};
+
+// ---- Plans ---------------------------------------------------------------------------------
+
+struct Plan {
+  std::vector<std::unique_ptr<Desc>> descs;  // everything the plan refers to stays alive
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t workspace = 0;
+  bool bottom_right = false;  // causal with q_len < kv_len: skv and sq scalars in the pack
+  bool causal_mask = false;
+};
+
+StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p) {
+  GraphBuilder g(api);
+  const cudnnDataType_t io = p.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
+  const int64_t b = p.batch, hq = p.heads, hk = p.kv_heads, sq = p.q_len, skv = p.kv_len, d = p.head_dim;
+
+  auto q = g.tensor(kQ, io, {b, hq, sq, d}, {sq * p.q_row_stride, d, p.q_row_stride, 1}, false);
+  auto kt = g.tensor(kK, io, {b, hk, d, skv}, {hk * p.max_seq * d, p.max_seq * d, 1, d}, false);
+  auto v = g.tensor(kV, io, {b, hk, skv, d}, {hk * p.max_seq * d, p.max_seq * d, d, 1}, false);
+  auto o = g.tensor(kO, io, {b, hq, sq, d}, {sq * p.o_row_stride, d, p.o_row_stride, 1}, false);
+  const int64_t s_dims[4] = {b, hq, sq, skv}, s_strides[4] = {hq * sq * skv, sq * skv, skv, 1};
+  const int64_t r_dims[4] = {b, hq, sq, 1}, r_strides[4] = {hq * sq, sq, 1, 1};
+
+  auto s = g.virtual_tensor(f32, s_dims, s_strides);
+  g.matmul(q, kt, s);
+  auto scale = g.scalar(kScale, f32);
+  auto scaled = g.virtual_tensor(f32, s_dims, s_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, f32, s, scale, nullptr, scaled);
+  auto last = scaled;
+
+  auto plan = std::make_shared<Plan>();
+  plan->causal_mask = p.causal && sq > 1;  // one query (decode) sees every key: no mask
+  plan->bottom_right = plan->causal_mask && sq != skv;
+  if (plan->causal_mask) {
+    auto row = g.virtual_tensor(i32, s_dims, s_strides);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, last, nullptr, nullptr, row, 2);
+    auto col = g.virtual_tensor(i32, s_dims, s_strides);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, last, nullptr, nullptr, col, 3);
+    if (plan->bottom_right) {  // row + skv - sq >= col: the queries are the last sq positions
+      auto skv_t = g.scalar(kSkv, i32), sq_t = g.scalar(kSq, i32);
+      auto plus = g.virtual_tensor(i32, s_dims, s_strides);
+      g.pointwise(CUDNN_POINTWISE_ADD, i32, row, skv_t, nullptr, plus, 3);
+      auto minus = g.virtual_tensor(i32, s_dims, s_strides);
+      g.pointwise(CUDNN_POINTWISE_SUB, i32, plus, sq_t, nullptr, minus, 3);
+      row = minus;
+    }
+    auto keep = g.virtual_tensor(boolean, s_dims, s_strides);
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, boolean, row, col, nullptr, keep);
+    auto neg_inf = g.scalar(kNegInf, f32);
+    auto masked = g.virtual_tensor(f32, s_dims, s_strides);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, last, neg_inf, keep, masked);
+    last = masked;
+  }
+
+  auto mx = g.virtual_tensor(f32, r_dims, r_strides);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, last, mx);
+  auto sub = g.virtual_tensor(f32, s_dims, s_strides);
+  g.pointwise(CUDNN_POINTWISE_SUB, f32, last, mx, nullptr, sub);
+  auto ex = g.virtual_tensor(f32, s_dims, s_strides);
+  g.pointwise(CUDNN_POINTWISE_EXP, f32, sub, nullptr, nullptr, ex);
+  auto sum = g.virtual_tensor(f32, r_dims, r_strides);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum);
+  auto lg = g.virtual_tensor(f32, r_dims, r_strides);
+  g.pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, lg);
+  auto stats = g.virtual_tensor(f32, r_dims, r_strides);
+  g.pointwise(CUDNN_POINTWISE_ADD, f32, mx, lg, nullptr, stats);
+  auto prob = g.virtual_tensor(io, s_dims, s_strides);
+  g.pointwise(CUDNN_POINTWISE_DIV, f32, ex, sum, nullptr, prob);
+  g.matmul(prob, v, o);
+  if (!g.ok()) return g.status();
+
+  auto graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  const auto& ops = g.ops();
+  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data(),
+        "graph ops");
+  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
+  g.finalize(graph, "operation graph (the pattern is not supported)");
+  if (!g.ok()) return g.status();
+
+  auto heur = g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  g.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
+  g.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristic mode");
+  g.finalize(heur, "engine heuristics");
+  if (!g.ok()) return g.status();
+  int64_t count = 0;
+  cudnnStatus_t st =
+      api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+  if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "heuristic result count");
+  if (count == 0) return Status::unsupported("cuDNN: no engine for this attention graph");
+  std::vector<cudnnBackendDescriptor_t> cfgs(static_cast<size_t>(count));
+  for (auto& c : cfgs) c = g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  if (!g.ok()) return g.status();
+  st = api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, cfgs.data());
+  if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "heuristic results");
+
+  // The first configuration that finalises into a plan.
+  Status last_failure = Status::unsupported("cuDNN: no engine configuration finalised");
+  for (int64_t i = 0; i < count; ++i) {
+    GraphBuilder attempt(api);
+    auto ep = attempt.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
+    attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[size_t(i)],
+                "plan engine config");
+    attempt.finalize(ep, "execution plan");
+    if (!attempt.ok()) {
+      last_failure = attempt.status();
+      continue;
+    }
+    int64_t ws = 0, n = 0;
+    st = api->get_attr(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
+    if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "plan workspace size");
+    plan->descs = g.take();
+    for (auto& dsc : attempt.take()) plan->descs.push_back(std::move(dsc));
+    plan->plan = ep;
+    plan->workspace = ws;
+    return plan;
+  }
+  return last_failure;
+}
+
+// Plans are built once per (thread, device, problem): graph finalisation and the runtime
+// compilation of the engine take far longer than a run.
+struct ThreadState {
+  std::map<int, cudnnHandle_t> handles;
+  std::map<std::pair<int, std::string>, StatusOr<std::shared_ptr<Plan>>> plans;  // nodes never move
+  const StatusOr<std::shared_ptr<Plan>>* last = nullptr;
+  int last_dev = -1;
+  AttentionParams last_params;
+};
+
+StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, cudnnHandle_t* handle_out) {
+  thread_local ThreadState state;
+  int dev = 0;
+  TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
+  auto& handle = state.handles[dev];
+  if (!handle) {
+    cudnnStatus_t st = api->create(&handle);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      handle = nullptr;
+      return api->error(st, "cudnnCreate");
+    }
+  }
+  *handle_out = handle;
+  // The same problem as the last call (the common case: a tuner loop, a decode step) skips
+  // formatting the key.
+  if (state.last && state.last_dev == dev && state.last_params == p) return *state.last;
+  const auto key = std::make_pair(dev, attention_op_signature(p) + "," + attention_params_signature(p));
+  auto it = state.plans.find(key);
+  if (it == state.plans.end()) it = state.plans.emplace(key, build_plan(api, handle, p)).first;
+  state.last = &it->second, state.last_dev = dev, state.last_params = p;
+  return it->second;
+}
+
+// Variant packs (the pointers of one call) are cached per thread, keyed by plan and pointers:
+// building one costs several library calls, which a decode step of a few microseconds feels.
+// Scalars passed by value live in the entry, so the pack's host pointers stay valid.
+struct PackEntry {
+  const Plan* plan = nullptr;
+  const void* ptrs[5] = {};
+  float scale = 0, neg_inf = 0;
+  int32_t skv = 0, sq = 0;
+  std::vector<std::unique_ptr<Desc>> descs;
+  cudnnBackendDescriptor_t pack = nullptr;
+};
+
+StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan& pl, const AttentionParams& p,
+                                                const AttentionOperands& o, void* ws) {
+  thread_local std::deque<std::unique_ptr<PackEntry>> cache;
+  const void* key[5] = {o.q, o.k, o.v, o.out, ws};
+  for (const auto& e : cache)
+    if (e->plan == &pl && std::equal(std::begin(key), std::end(key), std::begin(e->ptrs))) return e->pack;
+  auto e = std::make_unique<PackEntry>();
+  e->plan = &pl;
+  std::copy(std::begin(key), std::end(key), std::begin(e->ptrs));
+  e->scale = float(p.softmax_scale());
+  e->neg_inf = -std::numeric_limits<float>::infinity();
+  e->skv = int32_t(p.kv_len), e->sq = int32_t(p.q_len);
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale};
+  std::vector<void*> ptrs = {const_cast<void*>(o.q), const_cast<void*>(o.k), const_cast<void*>(o.v), o.out, &e->scale};
+  if (pl.causal_mask) uids.push_back(kNegInf), ptrs.push_back(&e->neg_inf);
+  if (pl.bottom_right) {
+    uids.push_back(kSkv), ptrs.push_back(&e->skv);
+    uids.push_back(kSq), ptrs.push_back(&e->sq);
+  }
+  GraphBuilder g(api);
+  auto pack = g.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  g.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data(), "pack uids");
+  g.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data(),
+        "pack pointers");
+  g.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
+  g.finalize(pack, "variant pack");
+  if (!g.ok()) return g.status();
+  e->descs = g.take();
+  e->pack = pack;
+  cache.push_back(std::move(e));
+  if (cache.size() > 32) cache.pop_front();
+  return pack;
+}
+
+Status supports(const AttentionParams& p) {
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
+  if (p.paged() || p.var_kv_len) return Status::unsupported("contiguous cache with one length only");
+  if (p.head_dim > 256 || p.head_dim % 8) return Status::unsupported("head_dim <= 256, multiple of 8");
+  if (p.q_row_stride % 8 || p.o_row_stride % 8) return Status::unsupported("row strides must be multiples of 8");
+  auto api = cudnn_api();
+  return api.is_ok() ? Status::ok() : api.status();
+}
+
+}  // namespace
+
+std::string cudnn_sdpa_availability() {
+  auto api = cudnn_api();
+  if (!api.is_ok()) return api.status().message();
+  return fmt::format("cuDNN {} from {}", (*api)->version, (*api)->path);
+}
+
+std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
+  AttentionCandidate c;
+  c.name = "Attn_Cudnn_Sdpa";
+  c.device = DeviceKind::kCuda;
+  c.supports = supports;
+  c.workspace_bytes = [](const AttentionParams& p) -> size_t {
+    if (!supports(p).is_ok()) return 0;
+    cudnnHandle_t handle = nullptr;
+    auto plan = plan_for(*cudnn_api(), p, &handle);
+    return plan.is_ok() ? size_t((*plan)->workspace) : 0;
+  };
+  c.run = [](const AttentionParams& p, const AttentionOperands& o) -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(supports(p));
+    if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
+      return Status::unsupported("q, k, v and out must be 16-byte aligned");
+    const CudnnApi* api = *cudnn_api();
+    cudnnHandle_t handle = nullptr;
+    auto plan = plan_for(api, p, &handle);
+    if (!plan.is_ok()) return plan.status();
+    const Plan& pl = **plan;
+    void* ws = nullptr;
+    if (pl.workspace > 0) {
+      if (o.workspace && o.workspace_bytes >= size_t(pl.workspace)) {
+        ws = o.workspace;
+      } else {
+        auto scratch = scratch_workspace(size_t(pl.workspace), o.stream);
+        if (!scratch.is_ok()) return scratch.status();
+        ws = *scratch;
+      }
+    }
+    cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(o.stream));
+    if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
+    auto pack_or = variant_pack(api, pl, p, o, ws);
+    if (!pack_or.is_ok()) return pack_or.status();
+    cudnnBackendDescriptor_t pack = *pack_or;
+    st = api->execute(handle, pl.plan, pack);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      Status err = api->error(st, "execute");
+      return Status::device_error(err.message());
+    }
+    return Status::ok();
+  };
+  return {c};
+}
+
+}  // namespace tunableop::cuda

@@ -1,0 +1,36 @@
+// The one place where an intercepted call, once mapped to our params, is dispatched:
+//   decision (cached per problem) -> run our candidate, or hand the call back to the library.
+// At merge, the framework's plan handles replace the decision cache: ctx.plan(params) gives what
+// decide() below works out, and serve() keeps only the capture and workspace rules.
+#pragma once
+
+#include <cstddef>
+
+#include "interpose/abi.h"
+#include "interpose/engine.h"
+#include "tunableop/gemm.h"
+#include "tunableop/gemm_and_bias.h"
+
+namespace tunableop::interpose {
+
+// What the program's call brought besides the problem: where it runs and the workspace the
+// program gave it (the cuBLAS handle's, or cuBLASLt's argument).
+struct CallSite {
+  bool gpu = false;
+  void* stream = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
+// Rules (docs/interpose.md):
+// - first sight outside a capture: tune (tuning on), or record (--record), via Context::choose;
+// - while the stream captures a CUDA graph: never tune, allocate or synchronize; serve a known
+//   result whose workspace is at hand, else pass through (a miss is recorded in the untuned file
+//   and, for GEMMs with tuning on, tuned on random data at the next call outside a capture);
+// - a tuned "library default" (GPU Default, the CPU's Gemm_ProgramBlas) and every miss with
+//   tuning off go back to the program's library untouched.
+Outcome serve_gemm(DeviceEngine& dev, const GemmParams& p, const GemmOperands& ops, const CallSite& site);
+Outcome serve_gemm_and_bias(DeviceEngine& dev, const GemmAndBiasParams& p, const GemmAndBiasOperands& ops,
+                            const CallSite& site);
+
+}  // namespace tunableop::interpose

@@ -1,0 +1,164 @@
+// The CPU device of the forward pass: fp32 throughout, kernels in cpu/kernels.cc, GEMMs through
+// the model's LinearOp (tunableop on a CPU context).
+//
+// Why fp32 weights on the CPU: checkpoints may store bf16/f16, but the CPU GEMM candidates are
+// guaranteed for fp32, activations need fp32 anyway, and the Hugging Face reference runs in
+// fp32; the weights are widened once at load (exactly: bf16/f16 -> fp32 is lossless).
+#include "llm/cpu/cpu_device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/boundary.h"
+#include "llm/attention_gemms.h"
+#include "llm/cpu/kernels.h"
+#include "llm/engine_limits.h"
+#include "llm/model.h"
+
+namespace tunableop::llm {
+namespace {
+
+// Zeroed, 64-byte aligned host memory.
+StatusOr<Buffer> host_alloc(size_t bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) return Status::device_error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, rounded);
+  return Buffer(p, bytes, [](void* q) { std::free(q); });
+}
+
+class CpuKernels final : public DeviceKernels {
+ public:
+  explicit CpuKernels(std::shared_ptr<const ModelWeights> w, int64_t max_seq)
+      : DeviceKernels(w->config), w_(std::move(w)) {
+    const ModelConfig& c = config();
+    rope_ = make_rope_table(c.head_dim, c.rope_theta, max_seq);
+    // The weights are used in place.
+    view_.embed = w_->embed.data();
+    view_.final_norm = w_->final_norm.data();
+    view_.lm_head = w_->lm_head_data();
+    for (const LayerWeights& l : w_->layers) {
+      view_.layers.push_back(
+          {l.attn_norm.data(), l.wqkv.data(), l.wo.data(), l.mlp_norm.data(), l.w_gate_up.data(), l.w_down.data()});
+    }
+    view_.bytes = w_->bytes();
+  }
+
+  std::string name() const override { return "cpu (fp32)"; }
+  DType dtype() const override { return DType::kF32; }
+  const DeviceWeights& weights() const override { return view_; }
+
+  StatusOr<Buffer> alloc(size_t bytes) override { return host_alloc(bytes); }
+  StatusOr<Buffer> alloc_host(size_t bytes) override { return host_alloc(bytes); }
+  Status upload(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::ok();
+  }
+  Status download(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::ok();
+  }
+
+  Status embedding(const Pass& p, float scale, float* x) override {
+    cpu::embedding(p.ids, p.rows(), f(view_.embed), config().hidden_size, scale, x);
+    return Status::ok();
+  }
+  Status rmsnorm(const float* x, const void* w, int64_t rows, void* out) override {
+    const ModelConfig& c = config();
+    cpu::rmsnorm(x, f(w), rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), f(out));
+    return Status::ok();
+  }
+  Status add_residual(float* x, const void* y, int64_t rows) override {
+    cpu::add_inplace(x, f(y), rows * config().hidden_size);
+    return Status::ok();
+  }
+  Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
+    auto sc = as_static(cache, "the CPU rope_kv");
+    if (!sc.is_ok()) return sc.status();
+    const ModelConfig& c = config();
+    cpu::rope(f(qkv), p.rows(), c.qkv_dim(), c.num_heads + c.num_kv_heads, c.head_dim, p.positions, rope_);
+    cpu::store_kv(f(qkv), p.rows(), c.qkv_dim(), c.q_dim(), p.seqs, p.positions, (*sc)->layout(), f((*sc)->k(layer)),
+                  f((*sc)->v(layer)));
+    return Status::ok();
+  }
+  Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
+                   void* out) override {
+    auto sc = as_static(cache, "the CPU attention");
+    if (!sc.is_ok()) return sc.status();
+    if (p.phase == Phase::kPrefill && linear.has_gemm())
+      return prefill_attention(p, layer, f(qkv), **sc, linear, f(out));
+    const ModelConfig& c = config();
+    cpu::attention(f(qkv), p.rows(), c.qkv_dim(), c.num_heads, p.seqs, p.positions, (*sc)->layout(), f((*sc)->k(layer)),
+                   f((*sc)->v(layer)), 1.0f / std::sqrt(float(c.head_dim)), f(out));
+    return Status::ok();
+  }
+  Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
+    cpu::gated_activation(f(gate_up), rows, config().intermediate_size, config().activation, f(out));
+    return Status::ok();
+  }
+  Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
+    cpu::gather_rows(x, config().hidden_size, rows, count, out);
+    return Status::ok();
+  }
+  Status argmax(const void* logits, int64_t rows, int32_t* out) override {
+    cpu::argmax_rows(f(logits), rows, config().vocab_size, out);
+    return Status::ok();
+  }
+
+ private:
+  static float* f(void* p) { return static_cast<float*>(p); }
+  static const float* f(const void* p) { return static_cast<const float*>(p); }
+  static void grow(std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  }
+
+  // Prefill attention through tunableop: two strided-batched GEMMs around a causal softmax
+  // (attention_gemms.h), so a long prompt's attention runs in the tuned GEMM kernels instead of
+  // a scalar loop (it was ~70% of a 2048-token prefill).
+  Status prefill_attention(const Pass& p, int64_t layer, const float* qkv, const StaticKvCache& cache, LinearOp& linear,
+                           float* out) {
+    const ModelConfig& c = config();
+    const int64_t T = p.tokens, group = c.num_heads / c.num_kv_heads;
+    const size_t per_head = size_t(p.batch * c.num_heads * T);
+    grow(q_perm_, per_head * size_t(c.head_dim));
+    grow(o_perm_, per_head * size_t(c.head_dim));
+    grow(scores_, per_head * size_t(T));
+    const AttentionGemms g = prefill_attention_gemms(c, DType::kF32, p.batch, T, cache.max_seq());
+    cpu::permute_q(qkv, p.rows(), c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim, T, q_perm_.data());
+    TUNABLEOP_RETURN_IF_ERROR(
+        linear.gemm(Phase::kPrefill, g.scores, GemmOperands{cache.k(layer), q_perm_.data(), scores_.data()}));
+    cpu::causal_softmax(scores_.data(), p.batch * c.num_kv_heads, T * group, T, group);
+    TUNABLEOP_RETURN_IF_ERROR(
+        linear.gemm(Phase::kPrefill, g.output, GemmOperands{cache.v(layer), scores_.data(), o_perm_.data()}));
+    cpu::unpermute_heads(o_perm_.data(), p.batch, c.num_kv_heads, T, group, c.head_dim, out);
+    return Status::ok();
+  }
+
+  std::shared_ptr<const ModelWeights> w_;
+  DeviceWeights view_;
+  RopeTable rope_;
+  std::vector<float> q_perm_, o_perm_, scores_;  // prefill attention scratch
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceKernels> make_cpu_device(std::shared_ptr<const ModelWeights> weights, int64_t max_seq) {
+  return std::make_unique<CpuKernels>(std::move(weights), max_seq);
+}
+
+StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
+                                                  LinearOp::Fn linear, LinearOp::GemmFn gemm) {
+  if (!weights) return Status::invalid_argument("make_cpu_engine: no weights");
+  TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(weights->config, weights->name, &options));
+  // Sizes from the options checked before anything is allocated; what still throws is a Status.
+  TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(weights->config, options, sizeof(float), /*host_memory=*/true));
+  return status_boundary([name = weights->name] { return "making the CPU engine for " + name; },
+                         [&] {
+                           return make_engine(make_cpu_device(std::move(weights), options.max_seq), options,
+                                              std::move(linear), std::move(gemm));
+                         });
+}
+
+}  // namespace tunableop::llm

@@ -1,0 +1,118 @@
+// The per-device kernel interface of the forward pass. model.cc is the one Llama/Gemma forward
+// pass, a straight list of calls into this interface; a device (cpu/, cuda/) implements it.
+//
+// Conventions every device follows:
+//   E            the device's element type (dtype()): weights, GEMM operands, q/k/v, KV cache,
+//                logits. The residual stream x is fp32 on every device.
+//   rows         tokens of the pass, [rows, width] row-major; widths come from config()
+//   qkv row      [q heads | k heads | v heads], each head_dim wide (the fused projection)
+//   gate_up row  [gate (I) | up (I)]
+//   pointers     device memory from alloc(), except where a comment says host
+// Fusion points (issue 13): a call that a device may implement as one kernel has a default
+// that composes the plain calls (residual_add_rmsnorm = add_residual + rmsnorm).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "llm/buffer.h"
+#include "llm/config.h"
+#include "llm/kv_cache.h"
+#include "llm/linear_op.h"
+#include "tunableop/gemm.h"
+#include "tunableop/status.h"
+
+namespace tunableop::llm {
+
+// One forward pass over `batch` sequences of `tokens` rows each (rows of one sequence are
+// consecutive): the padded prompts in prefill, one token per sequence in decode.
+struct Pass {
+  Phase phase = Phase::kPrefill;
+  int64_t batch = 0, tokens = 0;
+  int64_t rows() const { return batch * tokens; }
+  // Per row: token id, sequence (its slot in the KV cache) and position; device memory.
+  const int32_t* ids = nullptr;
+  const int32_t* seqs = nullptr;
+  const int32_t* positions = nullptr;
+};
+
+// The weights as a device holds them (element type E; fused layout of weights.h).
+struct DeviceWeights {
+  struct Layer {
+    const void* attn_norm = nullptr;  // [H]
+    const void* wqkv = nullptr;       // [q_dim + 2 kv_dim, H]
+    const void* wo = nullptr;         // [H, q_dim]
+    const void* mlp_norm = nullptr;   // [H]
+    const void* w_gate_up = nullptr;  // [2 I, H]
+    const void* w_down = nullptr;     // [H, I]
+  };
+  const void* embed = nullptr;       // [V, H]
+  const void* final_norm = nullptr;  // [H]
+  const void* lm_head = nullptr;     // [V, H] (the embedding when tied)
+  std::vector<Layer> layers;
+  int64_t bytes = 0;  // as stored: what one decode step reads at least once
+};
+
+class DeviceKernels {
+ public:
+  explicit DeviceKernels(ModelConfig config) : config_(std::move(config)) {}
+  virtual ~DeviceKernels() = default;
+  DeviceKernels(const DeviceKernels&) = delete;
+  DeviceKernels& operator=(const DeviceKernels&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+
+  // --- What and where.
+  virtual std::string name() const = 0;             // "cpu (fp32)", "cuda:0 (bf16, NVIDIA H200), CUDA graph decode"
+  virtual DType dtype() const = 0;                  // E
+  virtual void* stream() const { return nullptr; }  // where LinearOp's GEMMs run
+  virtual const DeviceWeights& weights() const = 0;
+  virtual Status make_current() { return Status::ok(); }  // before each pass (the CUDA device)
+
+  // --- Memory. upload is ordered before later work; download waits for it.
+  virtual StatusOr<Buffer> alloc(size_t bytes) = 0;       // device memory
+  virtual StatusOr<Buffer> alloc_host(size_t bytes) = 0;  // host staging (pinned on CUDA)
+  virtual Status upload(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status download(void* dst, const void* src, size_t bytes) = 0;
+  // The cache rope_kv and attention work with; default: a static cache from alloc().
+  virtual StatusOr<std::unique_ptr<KvCache>> make_kv_cache(int64_t max_batch, int64_t max_seq);
+
+  // --- The ops, in the order a layer calls them.
+  // x[r] = float(E(embed[ids[r]] * scale)): the scaled embedding in the model's dtype.
+  virtual Status embedding(const Pass& p, float scale, float* x) = 0;
+  // out = E(x / sqrt(mean(x^2) + eps) * w), or * (1 + w) for Gemma.
+  virtual Status rmsnorm(const float* x, const void* w, int64_t rows, void* out) = 0;
+  // x += y (y in E).
+  virtual Status add_residual(float* x, const void* y, int64_t rows) = 0;
+  // x += y; out = rmsnorm(x, w). A fusion point; the default is the two calls.
+  virtual Status residual_add_rmsnorm(float* x, const void* y, const void* w, int64_t rows, void* out);
+  // Rotate-half RoPE on the q and k heads of each qkv row (in place, at its position), then k and
+  // v into the cache at (seq, position) for this layer.
+  virtual Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) = 0;
+  // Causal attention of each row's q heads over its sequence's cache positions 0..position
+  // (GQA/MQA: query head h reads kv head h / (heads / kv_heads)), out [rows, q_dim] in E.
+  // Prefill and decode alike; GEMMs it runs go through `linear` (counted, tuned).
+  virtual Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
+                           void* out) = 0;
+  // out[r, i] = act(gate[r, i]) * up[r, i] (SiLU, tanh GELU or erf GELU per config).
+  virtual Status gated_activation(const void* gate_up, int64_t rows, void* out) = 0;
+  // After a row-parallel projection (o, down): with tensor parallelism, the all-reduce of the
+  // partial sums y [rows, width] across the group. One device: nothing to do.
+  virtual Status after_row_parallel_linear(void* y, int64_t rows, int64_t width);
+  // out[i] = x[rows[i]] (fp32 rows of width H; `rows` in device memory).
+  virtual Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) = 0;
+  // Index of each row's largest logit, the first one on ties (torch.argmax).
+  virtual Status argmax(const void* logits, int64_t rows, int32_t* out) = 0;
+
+  // --- How a decode step runs: the default calls `step`; the CUDA device captures it once per
+  // (batch, TunableOp on/off) as a graph and replays it, crediting `linear` with its GEMMs.
+  virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step);
+
+ private:
+  ModelConfig config_;
+};
+
+}  // namespace tunableop::llm

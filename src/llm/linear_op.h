@@ -1,0 +1,68 @@
+// The seam every matmul of the model goes through: y[tokens, out] = x[tokens, in] * W[out, in]^T
+// (tunableop::linear on the engine's context, so each GEMM problem is tuned once, recorded in
+// the results file and served from it afterwards), plus the other GEMMs of the forward pass
+// (prefill attention), each call counted by distinct GEMM problem. Later the framework's plan
+// handles slot in behind the same two functions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tunableop/context.h"
+#include "tunableop/gemm.h"
+#include "tunableop/status.h"
+
+namespace tunableop::llm {
+
+enum class Phase { kPrefill, kDecode };
+
+// y[tokens, out] = x[tokens, in] * W[out, in]^T, counted by distinct GEMM problem.
+class LinearOp {
+ public:
+  using Fn = std::function<Status(DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
+                                  void* y, void* stream)>;
+  using GemmFn = std::function<Status(const GemmParams& p, const GemmOperands& ops)>;
+  // The engine's path is tunableop_linear(ctx); tests may pass another (a naive matmul).
+  // `gemm` serves other GEMMs (prefill attention on CUDA); null where the engine has none.
+  explicit LinearOp(Fn fn, GemmFn gemm = {}) : fn_(std::move(fn)), gemm_fn_(std::move(gemm)) {}
+
+  Status operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
+                    void* y, void* stream = nullptr);
+  // Any other GEMM of the forward pass, counted the same way.
+  Status gemm(Phase phase, const GemmParams& p, const GemmOperands& ops);
+  bool has_gemm() const { return bool(gemm_fn_); }
+
+  struct Problem {
+    std::string op;      // GemmTunableOp_float_TN
+    std::string params;  // tn_<out>_<tokens>_<in>
+    bool in_prefill = false, in_decode = false;
+    int64_t calls = 0;          // all phases
+    int64_t prefill_calls = 0;  // of which in prefill
+    double flops = 0;           // per call
+  };
+  std::vector<Problem> problems() const;  // first-seen order
+  int64_t calls() const;
+  void reset_counts();
+  // A CUDA graph replays the GEMMs it captured without calling through here: the engine keeps
+  // the calls made while capturing (difference of two problems() snapshots) and credits each
+  // replay with them.
+  static std::vector<Problem> difference(const std::vector<Problem>& before, const std::vector<Problem>& after);
+  void add_calls(const std::vector<Problem>& calls, int64_t times);
+
+ private:
+  void count(Phase phase, const GemmParams& p);
+  Fn fn_;
+  GemmFn gemm_fn_;
+  mutable std::mutex mu_;
+  std::vector<Problem> problems_;
+};
+
+// tunableop::linear(ctx, ...) and tunableop::gemm(ctx, ...): tuned, recorded and reused
+// through the context.
+LinearOp::Fn tunableop_linear(Context& ctx);
+LinearOp::GemmFn tunableop_gemm(Context& ctx);
+
+}  // namespace tunableop::llm

@@ -1,0 +1,313 @@
+// The forward pass, written once as the list of ops it is (llm.c style) over DeviceKernels:
+//
+//   x = embed(ids) [* sqrt(hidden) for Gemma]
+//   per layer:  xn = rmsnorm(x); qkv = xn Wqkv; rope + cache; a = attention
+//               x += a Wo;       xn = rmsnorm(x); x += act(xn Wgate) * (xn Wup) Wdown
+//   last real row of each sequence: rmsnorm, lm_head, argmax
+//
+// Everything about a device (memory, kernels, KV cache layout, CUDA graphs) sits behind
+// DeviceKernels; what is here is the same on every device: prompt padding and checks, the
+// decode bookkeeping, buffer sizes, the layer list.
+#include "llm/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tunableop/half.h"
+
+namespace tunableop::llm {
+namespace {
+
+// Prompts against the engine's limits (before anything runs).
+Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
+  if (prompts.empty()) return Status::invalid_argument("prefill: no prompts");
+  if (int64_t(prompts.size()) > o.max_batch) {
+    return Status::invalid_argument("prefill: batch " + std::to_string(prompts.size()) + " exceeds max_batch " +
+                                    std::to_string(o.max_batch));
+  }
+  int64_t longest = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty()) return Status::invalid_argument("prefill: prompt " + std::to_string(b) + " is empty");
+    for (int32_t id : prompts[b]) {
+      if (id < 0 || id >= c.vocab_size) {
+        return Status::invalid_argument("prefill: token id " + std::to_string(id) + " in prompt " + std::to_string(b) +
+                                        " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+      }
+    }
+    longest = std::max<int64_t>(longest, int64_t(prompts[b].size()));
+  }
+  if (round_up(longest, o.pad_multiple) > o.max_seq) {
+    return Status::invalid_argument("prefill: prompt of " + std::to_string(longest) + " tokens (padded to " +
+                                    std::to_string(round_up(longest, o.pad_multiple)) +
+                                    ") does not fit the KV cache of " + std::to_string(o.max_seq) + " positions");
+  }
+  return Status::ok();
+}
+
+// How a projection's weight is split under tensor parallelism: column-parallel (output features
+// split, nothing to combine) or row-parallel (input features split: partial sums all-reduced).
+enum class Split { kColumn, kRow };
+
+// Activations for `rows` tokens. Prefill and decode keep separate sets: decode's are allocated
+// once for max_batch rows and never move, which a captured CUDA graph relies on.
+struct Activations {
+  int64_t rows = 0;
+  Buffer x;                                 // residual stream, fp32 [rows, H]
+  Buffer xn, qkv, attn, tmp, gate_up, act;  // E
+  Buffer ids, seqs, pos;                    // int32 [rows]
+};
+
+class Model final : public Engine {
+ public:
+  Model(std::unique_ptr<DeviceKernels> dev, const EngineOptions& o, LinearOp::Fn fn, LinearOp::GemmFn gemm)
+      : dev_(std::move(dev)), c_(dev_->config()), o_(o), linear_(std::move(fn), std::move(gemm)) {}
+
+  Status init() {
+    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+    esize_ = dtype_size(dev_->dtype());
+    auto cache = dev_->make_kv_cache(o_.max_batch, o_.max_seq);
+    if (!cache.is_ok()) return cache.status();
+    cache_ = std::move(cache.value());
+    const int64_t B = o_.max_batch, H = c_.hidden_size;
+    TUNABLEOP_RETURN_IF_ERROR(ensure(last_x_, size_t(B * H) * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(last_norm_, size_t(B * H) * esize_));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(logits_, size_t(B * c_.vocab_size) * esize_));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(next_, size_t(B) * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
+    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
+    for (Buffer* b : {&dec_ids_host_, &dec_pos_host_, &next_host_}) {
+      auto h = dev_->alloc_host(size_t(B) * 4);
+      if (!h.is_ok()) return h.status();
+      *b = std::move(h.value());
+    }
+    // Decode row b is sequence b: the sequence indices never change.
+    std::vector<int32_t> seqs(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) seqs[size_t(b)] = int32_t(b);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.seqs.get(), seqs.data(), seqs.size() * 4));
+    // transformers multiplies by sqrt(hidden) cast to the activations' dtype first.
+    const double scale = c_.scales_embedding() ? std::sqrt(double(H)) : 1.0;
+    embed_scale_ = dev_->dtype() == DType::kBF16 ? to_float(to_bf16(float(scale))) : float(scale);
+    seq_len_.assign(size_t(B), 0);
+    return Status::ok();
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  const EngineOptions& options() const override { return o_; }
+  std::string device_name() const override { return dev_->name(); }
+  LinearOp& linear() override { return linear_; }
+  std::vector<int64_t> sequence_lengths() const override {
+    return std::vector<int64_t>(seq_len_.begin(), seq_len_.begin() + batch_);
+  }
+  int64_t padded_prompt_length() const override { return padded_; }
+  int64_t weight_bytes() const override { return dev_->weights().bytes; }
+
+  Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(check_prompts(c_, o_, prompts));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+    for (int64_t b = 0; b < batch_; ++b) cache_->release(b);
+    batch_ = int64_t(prompts.size());
+    int64_t longest = 0;
+    for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+    padded_ = round_up(longest, o_.pad_multiple);
+    const int64_t T = padded_, rows = batch_ * T;
+    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, rows));
+    const size_t n_rows = static_cast<size_t>(rows);
+    std::vector<int32_t> ids(n_rows), seqs(n_rows), pos(n_rows);
+    std::vector<int64_t> last(static_cast<size_t>(batch_));
+    for (int64_t b = 0; b < batch_; ++b) {
+      const auto& p = prompts[size_t(b)];
+      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, T));
+      for (int64_t t = 0; t < T; ++t) {
+        // Right padding: pad tokens come after the prompt, so causal attention keeps every real
+        // token from seeing them, and their cache slots are overwritten by decode before any
+        // query can reach them. The padded run therefore equals the unpadded one.
+        ids[size_t(b * T + t)] = t < int64_t(p.size()) ? p[size_t(t)] : int32_t(c_.pad_token_id);
+        seqs[size_t(b * T + t)] = int32_t(b);
+        pos[size_t(b * T + t)] = int32_t(t);
+      }
+      last[size_t(b)] = b * T + int64_t(p.size()) - 1;
+      seq_len_[size_t(b)] = int64_t(p.size());
+    }
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), ids.data(), ids.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), seqs.data(), seqs.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos.data(), pos.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last.data(), last.size() * 8));
+    TUNABLEOP_RETURN_IF_ERROR(forward(pass(Phase::kPrefill, T, pre_), pre_));
+    return fetch_next(next);
+  }
+
+  Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
+    if (int64_t(tokens.size()) != batch_ || batch_ == 0) {
+      return Status::invalid_argument("decode: got " + std::to_string(tokens.size()) + " tokens for a batch of " +
+                                      std::to_string(batch_) + " (call prefill first)");
+    }
+    int32_t* ids = dec_ids_host_.as<int32_t>();
+    int32_t* pos = dec_pos_host_.as<int32_t>();
+    for (int64_t b = 0; b < batch_; ++b) {
+      if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= c_.vocab_size) {
+        return Status::invalid_argument("decode: token id " + std::to_string(tokens[size_t(b)]) +
+                                        " is outside the vocabulary");
+      }
+      if (seq_len_[size_t(b)] >= o_.max_seq) {
+        return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
+                                        std::to_string(o_.max_seq) + " positions)");
+      }
+      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, seq_len_[size_t(b)] + 1));
+      ids[b] = tokens[size_t(b)];
+      pos[b] = int32_t(seq_len_[size_t(b)]);
+    }
+    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.ids.get(), ids, size_t(batch_) * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.pos.get(), pos, size_t(batch_) * 4));
+    const Pass p = pass(Phase::kDecode, 1, dec_);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
+    TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
+    for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
+    return Status::ok();
+  }
+
+  Status last_logits(std::vector<float>* out) override {
+    const size_t n = size_t(batch_ * c_.vocab_size);
+    out->resize(n);
+    if (n == 0) return Status::ok();  // nothing ran yet
+    if (dev_->dtype() == DType::kF32) return dev_->download(out->data(), logits_.get(), n * 4);
+    std::vector<uint16_t> raw(n);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->download(raw.data(), logits_.get(), n * 2));
+    for (size_t i = 0; i < n; ++i) (*out)[i] = to_float(bf16{raw[i]});
+    return Status::ok();
+  }
+
+ private:
+  Status ensure(Buffer& b, size_t bytes) {
+    if (b.bytes() >= bytes) return Status::ok();
+    b.reset();
+    auto m = dev_->alloc(bytes);
+    if (!m.is_ok()) return m.status();
+    b = std::move(m.value());
+    return Status::ok();
+  }
+
+  Status ensure_rows(Activations& a, int64_t rows) {
+    if (rows <= a.rows) return Status::ok();
+    const size_t r = size_t(rows), H = size_t(c_.hidden_size), I = size_t(c_.intermediate_size), E = esize_;
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.x, r * H * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.xn, r * H * E));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.tmp, r * H * E));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.qkv, r * size_t(c_.qkv_dim()) * E));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.attn, r * size_t(c_.q_dim()) * E));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.gate_up, r * 2 * I * E));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.act, r * I * E));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.ids, r * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.seqs, r * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(a.pos, r * 4));
+    a.rows = rows;
+    return Status::ok();
+  }
+
+  Pass pass(Phase phase, int64_t tokens, const Activations& a) const {
+    Pass p;
+    p.phase = phase;
+    p.batch = batch_;
+    p.tokens = tokens;
+    p.ids = a.ids.as<int32_t>();
+    p.seqs = a.seqs.as<int32_t>();
+    p.positions = a.pos.as<int32_t>();
+    return p;
+  }
+
+  Status fetch_next(std::vector<int32_t>* next) {
+    int32_t* host = next_host_.as<int32_t>();
+    TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(batch_) * 4));
+    next->assign(host, host + batch_);
+    return Status::ok();
+  }
+
+  // y[rows, out] = x[rows, in] W^T: every projection goes through the LinearOp seam (tuned
+  // GEMMs). With tensor parallelism a row-parallel one is followed by the device's all-reduce.
+  Status linear(const Pass& p, Split split, int64_t rows, int64_t in, int64_t out, const void* x, const void* w,
+                void* y) {
+    TUNABLEOP_RETURN_IF_ERROR(linear_(p.phase, dev_->dtype(), rows, in, out, x, w, y, dev_->stream()));
+    if (split == Split::kRow) return dev_->after_row_parallel_linear(y, rows, out);
+    return Status::ok();
+  }
+
+  // One pass; leaves the logits of each sequence's last real row in logits_ and their argmax in
+  // next_ (both on the device).
+  Status forward(const Pass& p, Activations& a) {
+    DeviceKernels& d = *dev_;
+    const DeviceWeights& w = d.weights();
+    const int64_t rows = p.rows(), H = c_.hidden_size, I = c_.intermediate_size, Q = c_.q_dim(), QKV = c_.qkv_dim();
+    const int64_t L = c_.num_layers;
+    float* x = a.x.as<float>();
+
+    TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
+    TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(x, w.layers[0].attn_norm, rows, a.xn.get()));
+    for (int64_t l = 0; l < L; ++l) {
+      const DeviceWeights::Layer& lw = w.layers[size_t(l)];
+      // attention block
+      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kColumn, rows, H, QKV, a.xn.get(), lw.wqkv, a.qkv.get()));
+      TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
+      TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
+      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kRow, rows, Q, H, a.attn.get(), lw.wo, a.tmp.get()));
+      TUNABLEOP_RETURN_IF_ERROR(d.residual_add_rmsnorm(x, a.tmp.get(), lw.mlp_norm, rows, a.xn.get()));
+      // MLP block
+      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kColumn, rows, H, 2 * I, a.xn.get(), lw.w_gate_up, a.gate_up.get()));
+      TUNABLEOP_RETURN_IF_ERROR(d.gated_activation(a.gate_up.get(), rows, a.act.get()));
+      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kRow, rows, I, H, a.act.get(), lw.w_down, a.tmp.get()));
+      // The residual add joins the next layer's attention norm (the last layer's, nothing).
+      if (l + 1 < L) {
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.residual_add_rmsnorm(x, a.tmp.get(), w.layers[size_t(l + 1)].attn_norm, rows, a.xn.get()));
+      } else {
+        TUNABLEOP_RETURN_IF_ERROR(d.add_residual(x, a.tmp.get(), rows));
+      }
+    }
+    // Only the last real position of each sequence needs logits: the lm_head GEMM then has
+    // `batch` rows in prefill as in decode, one problem instead of one per prompt length.
+    // Decode rows already are those positions.
+    const float* last = x;
+    if (p.phase == Phase::kPrefill) {
+      TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+      last = last_x_.as<float>();
+    }
+    TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(last, w.final_norm, batch_, last_norm_.get()));
+    // Tensor parallel (issue 14): lm_head splits by vocabulary, the shards gathered before argmax.
+    TUNABLEOP_RETURN_IF_ERROR(
+        linear(p, Split::kColumn, batch_, H, c_.vocab_size, last_norm_.get(), w.lm_head, logits_.get()));
+    return d.argmax(logits_.get(), batch_, next_.as<int32_t>());
+  }
+
+  std::unique_ptr<DeviceKernels> dev_;
+  const ModelConfig& c_;
+  EngineOptions o_;
+  LinearOp linear_;
+  size_t esize_ = 4;
+  float embed_scale_ = 1;
+  std::unique_ptr<KvCache> cache_;
+  Activations pre_, dec_;
+  Buffer last_x_, last_norm_, logits_, next_, last_rows_;  // device
+  Buffer dec_ids_host_, dec_pos_host_, next_host_;         // host staging
+  std::vector<int64_t> seq_len_;
+  int64_t batch_ = 0, padded_ = 0;
+};
+
+}  // namespace
+
+Status prepare_engine_options(const ModelConfig& c, const std::string& source, EngineOptions* o) {
+  TUNABLEOP_RETURN_IF_ERROR(c.validate(source));
+  if (o->max_seq <= 0) o->max_seq = c.max_position_embeddings;
+  if (o->max_batch < 1) return Status::invalid_argument("max_batch must be >= 1");
+  if (o->pad_multiple < 1) return Status::invalid_argument("pad_multiple must be >= 1");
+  return Status::ok();
+}
+
+StatusOr<std::unique_ptr<Engine>> make_engine(std::unique_ptr<DeviceKernels> device, const EngineOptions& options,
+                                              LinearOp::Fn linear, LinearOp::GemmFn gemm) {
+  if (!device) return Status::invalid_argument("make_engine: no device");
+  if (!linear) return Status::invalid_argument("make_engine: no linear implementation");
+  auto m = std::make_unique<Model>(std::move(device), options, std::move(linear), std::move(gemm));
+  TUNABLEOP_RETURN_IF_ERROR(m->init());
+  return std::unique_ptr<Engine>(std::move(m));
+}
+
+}  // namespace tunableop::llm

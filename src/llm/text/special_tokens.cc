@@ -1,0 +1,176 @@
+#include "llm/text/special_tokens.h"
+
+#include "core/safe_file.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tunableop::llm {
+
+using json = nlohmann::json;
+
+bool SpecialTokens::is_eos(int32_t id) const { return std::find(eos.begin(), eos.end(), id) != eos.end(); }
+
+std::string SpecialTokens::describe() const {
+  std::string s = bos ? "BOS " + std::to_string(*bos) + " (" + bos_source + ")" : std::string("no BOS");
+  if (bos && !add_bos) s += " not prepended";
+  if (eos.empty()) return s + ", no EOS";
+  s += ", EOS ";
+  for (size_t i = 0; i < eos.size(); ++i) s += (i ? "/" : "") + std::to_string(eos[i]);
+  return s + " (" + eos_source + ")";
+}
+
+Status SpecialTokens::check(int64_t vocab_size) const {
+  auto bad = [&](const char* what, int32_t id, const std::string& source) {
+    return Status::invalid_argument(source + ": " + what + " id " + std::to_string(id) +
+                                    " is outside the model's vocabulary of " + std::to_string(vocab_size));
+  };
+  if (bos && (*bos < 0 || *bos >= vocab_size)) return bad("BOS", *bos, bos_source);
+  for (int32_t id : eos) {
+    if (id < 0 || id >= vocab_size) return bad("EOS", id, eos_source);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// A JSON file of the model directory: absent is fine (nullopt), unreadable or broken is not.
+StatusOr<std::optional<json>> read_json(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::optional<json>();
+  auto text = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
+  if (!text.is_ok()) return text.status();
+  try {
+    json j = json::parse(*text);
+    if (!j.is_object()) return Status::parse_error(path + ": the top level must be a JSON object");
+    return std::optional<json>(std::move(j));
+  } catch (const json::exception& e) {
+    return Status::parse_error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+// "eos_token_id": 2, [1, 107] or null/absent.
+StatusOr<std::optional<std::vector<int32_t>>> ids_field(const json& j, const char* key, const std::string& file) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::optional<std::vector<int32_t>>();
+  const json& v = j.at(key);
+  auto bad = [&] {
+    return Status::parse_error(file + ": \"" + key + "\" must be a token id or a list of token ids (got " + v.dump() +
+                               ")");
+  };
+  std::vector<int32_t> ids;
+  for (const json& e : v.is_array() ? v : json::array({v})) {
+    if (!e.is_number_integer()) return bad();
+    const int64_t id = e.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) return bad();
+    ids.push_back(int32_t(id));
+  }
+  return std::optional<std::vector<int32_t>>(std::move(ids));
+}
+
+// "bos_token": "<s>" or {"content": "<s>", ...} (an AddedToken), resolved to an id through the
+// tokenizer or the file's own "added_tokens_decoder" {"1": {"content": "<s>"}}.
+StatusOr<std::optional<int32_t>> piece_field(const json& j, const char* key, const std::string& file,
+                                             const Tokenizer* tokenizer) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::optional<int32_t>();
+  const json& v = j.at(key);
+  std::string piece;
+  if (v.is_string()) {
+    piece = v.get<std::string>();
+  } else if (v.is_object() && v.contains("content") && v.at("content").is_string()) {
+    piece = v.at("content").get<std::string>();
+  } else {
+    return Status::parse_error(file + ": \"" + key + "\" must be a string or an object with \"content\" (got " +
+                               v.dump() + ")");
+  }
+  if (tokenizer) {
+    if (auto id = tokenizer->piece_id(piece)) return std::optional<int32_t>(*id);
+  }
+  if (j.contains("added_tokens_decoder") && j.at("added_tokens_decoder").is_object()) {
+    for (const auto& [id_text, tok] : j.at("added_tokens_decoder").items()) {
+      if (tok.is_object() && tok.value("content", json()) == piece) {
+        try {
+          return std::optional<int32_t>(int32_t(std::stol(id_text)));
+        } catch (const std::exception&) {
+          return Status::parse_error(file + ": added_tokens_decoder key \"" + id_text + "\" is not a token id");
+        }
+      }
+    }
+  }
+  if (!tokenizer) return std::optional<int32_t>();  // cannot resolve without the vocabulary
+  return Status::invalid_argument(file + ": \"" + key + "\" is \"" + piece +
+                                  "\", which is neither a piece of tokenizer.model nor in added_tokens_decoder");
+}
+
+}  // namespace
+
+StatusOr<SpecialTokens> load_special_tokens(const std::string& dir, const Tokenizer* tokenizer) {
+  const std::string tok_name = "tokenizer_config.json", gen_name = "generation_config.json", cfg_name = "config.json";
+  auto tok_cfg = read_json(dir, tok_name);
+  if (!tok_cfg.is_ok()) return tok_cfg.status();
+  auto gen_cfg = read_json(dir, gen_name);
+  if (!gen_cfg.is_ok()) return gen_cfg.status();
+  auto model_cfg = read_json(dir, cfg_name);
+  if (!model_cfg.is_ok()) return model_cfg.status();
+
+  SpecialTokens s;
+  // BOS: the tokenizer's view first (it is what prepends it), then the model's.
+  if (*tok_cfg) {
+    const json& j = **tok_cfg;
+    auto bos = piece_field(j, "bos_token", dir + "/" + tok_name, tokenizer);
+    if (!bos.is_ok()) return bos.status();
+    if (*bos) s.bos = **bos, s.bos_source = tok_name;
+    if (j.contains("add_bos_token") && !j.at("add_bos_token").is_null()) {
+      if (!j.at("add_bos_token").is_boolean()) {
+        return Status::parse_error(dir + "/" + tok_name + ": \"add_bos_token\" must be true or false");
+      }
+      s.add_bos = j.at("add_bos_token").get<bool>();
+    }
+  }
+  for (const auto& [file, name] : {std::pair{&*gen_cfg, gen_name}, std::pair{&*model_cfg, cfg_name}}) {
+    if (s.bos || !*file) continue;
+    auto ids = ids_field(**file, "bos_token_id", dir + "/" + name);
+    if (!ids.is_ok()) return ids.status();
+    if (*ids && !(*ids)->empty()) s.bos = (*ids)->front(), s.bos_source = name;
+  }
+  if (!s.bos && tokenizer && tokenizer->bos_id()) s.bos = *tokenizer->bos_id(), s.bos_source = "tokenizer.model";
+
+  // EOS: what generate() stops on first.
+  bool have_eos = false;
+  for (const auto& [file, name] : {std::pair{&*gen_cfg, gen_name}, std::pair{&*model_cfg, cfg_name}}) {
+    if (have_eos || !*file) continue;
+    auto ids = ids_field(**file, "eos_token_id", dir + "/" + name);
+    if (!ids.is_ok()) return ids.status();
+    if (*ids) s.eos = **ids, s.eos_source = name, have_eos = true;
+  }
+  if (!have_eos && *tok_cfg) {
+    auto eos = piece_field(**tok_cfg, "eos_token", dir + "/" + tok_name, tokenizer);
+    if (!eos.is_ok()) return eos.status();
+    if (*eos) s.eos = {**eos}, s.eos_source = tok_name, have_eos = true;
+  }
+  if (!have_eos && tokenizer && tokenizer->eos_id()) s.eos = {*tokenizer->eos_id()}, s.eos_source = "tokenizer.model";
+  return s;
+}
+
+StatusOr<std::vector<int32_t>> encode_prompt(const Tokenizer& tokenizer, const SpecialTokens& special,
+                                             std::string_view text) {
+  std::vector<int32_t> ids;
+  if (special.add_bos) {
+    if (!special.bos) {
+      return Status::invalid_argument(
+          "the model's prompts start with BOS, but no BOS id was found (tokenizer_config.json, "
+          "generation_config.json, config.json, tokenizer.model)");
+    }
+    ids.push_back(*special.bos);
+  }
+  auto body = tokenizer.encode(text);
+  if (!body.is_ok()) return body.status();
+  ids.insert(ids.end(), body->begin(), body->end());
+  if (ids.empty()) return Status::invalid_argument("the prompt is empty (and the model adds no BOS)");
+  return ids;
+}
+
+}  // namespace tunableop::llm

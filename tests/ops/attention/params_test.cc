@@ -1,0 +1,146 @@
+// AttentionParams: defaults, validation messages naming the bad field, spans, work counts and
+// the problem-key strings (round trip and malformed input).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/attention/params.h"
+
+namespace tunableop {
+namespace {
+
+AttentionParams llama_prefill() {
+  AttentionParams p;
+  p.dtype = DType::kBF16, p.causal = true, p.batch = 1, p.q_len = 2048, p.kv_len = 2048;
+  p.heads = 32, p.kv_heads = 8, p.head_dim = 128;
+  return p.with_defaults();
+}
+
+::testing::AssertionResult invalid_naming(const Status& st, const std::string& field) {
+  if (st.code() != StatusCode::kInvalidArgument)
+    return ::testing::AssertionFailure() << "expected invalid argument, got " << st.to_string();
+  if (st.message().find(field) == std::string::npos)
+    return ::testing::AssertionFailure() << "message does not name '" << field << "': " << st.message();
+  return ::testing::AssertionSuccess();
+}
+
+TEST(AttentionParams, DefaultsAndSpans) {
+  AttentionParams p = llama_prefill();
+  EXPECT_EQ(p.q_row_stride, 32 * 128);
+  EXPECT_EQ(p.o_row_stride, 32 * 128);
+  EXPECT_EQ(p.max_seq, 2048);
+  EXPECT_TRUE(p.validate().is_ok());
+  EXPECT_EQ(p.q_span(), 2048 * 32 * 128);
+  EXPECT_EQ(p.kv_span(), 8 * 2048 * 128);
+  EXPECT_DOUBLE_EQ(p.softmax_scale(), 1.0 / std::sqrt(128.0));
+
+  AttentionParams pg = llama_prefill();
+  pg.page_size = 64, pg.kv_len = 2000, pg.q_len = 1, pg.max_seq = 0;
+  pg = pg.with_defaults();
+  EXPECT_EQ(pg.pages_per_seq, 32);  // ceil(2000 / 64)
+  EXPECT_EQ(pg.num_pages, 32);
+  EXPECT_EQ(pg.kv_span(), 32 * 8 * 64 * 128);
+  EXPECT_EQ(pg.block_table_span(), 32);
+  EXPECT_TRUE(pg.validate().is_ok());
+}
+
+TEST(AttentionParams, CausalFlopsAreTheVisibleTriangle) {
+  AttentionParams p = llama_prefill();
+  const double full = 4.0 * 32 * 128 * 2048.0 * 2048.0;
+  EXPECT_DOUBLE_EQ(p.flops(), full * (2048.0 * 2048.0 - 2048.0 * 2047.0 / 2.0) / (2048.0 * 2048.0));
+  p.causal = false;
+  EXPECT_DOUBLE_EQ(p.flops(), full);
+  // Decode: one query sees every key.
+  p.causal = true, p.q_len = 1, p.kv_len = 4096;
+  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 32 * 128 * 4096.0);
+  EXPECT_DOUBLE_EQ(p.kv_bytes(), 2.0 * 8 * 4096 * 128 * 2);
+}
+
+TEST(AttentionParams, ValidationNamesTheField) {
+  auto with = [](auto edit) {
+    AttentionParams p = llama_prefill();
+    edit(p);
+    return p.with_defaults().validate();
+  };
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.kv_heads = 3; }), "kv_heads"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.head_dim = 100; }), "head_dim"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.batch = 0; }), "batch"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.q_len = 4096; }), "q_len"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.q_row_stride = 100; }), "q_row_stride"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.o_row_stride = 4095; }), "o_row_stride"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.max_seq = 1000; }), "max_seq"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.scale = -1; }), "scale"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.dtype = DType::kF64; }), "dtype"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.page_size = 16, p.pages_per_seq = 3; }), "pages_per_seq"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.heads = int64_t(1) << 40; }), "heads"));
+  // Not causal: any q_len.
+  EXPECT_TRUE(with([](AttentionParams& p) { p.causal = false, p.q_len = 4096; }).is_ok());
+}
+
+TEST(AttentionSignature, PyTorchStyleStrings) {
+  AttentionParams p = llama_prefill();
+  EXPECT_EQ(attention_op_signature(p), "AttentionTunableOp_BFloat16_causal");
+  EXPECT_EQ(attention_params_signature(p), "b1_q2048_k2048_h32_kv8_d128");
+  p.causal = false, p.dtype = DType::kF16;
+  EXPECT_EQ(attention_op_signature(p), "AttentionTunableOp_Half_full");
+  AttentionParams d = llama_prefill();
+  d.q_len = 1, d.kv_len = 4096, d.page_size = 64, d.max_seq = 0;
+  EXPECT_EQ(attention_params_signature(d), "b1_q1_k4096_h32_kv8_d128_p64");
+}
+
+TEST(AttentionSignature, RoundTrip) {
+  std::vector<AttentionParams> all;
+  all.push_back(llama_prefill());
+  AttentionParams a = llama_prefill();
+  a.batch = 3, a.q_len = 1, a.kv_len = 777, a.page_size = 16, a.pages_per_seq = 64, a.num_pages = 500;
+  a.var_kv_len = true, a.max_seq = 0;
+  all.push_back(a);
+  AttentionParams b = llama_prefill();
+  b.dtype = DType::kF32, b.causal = false, b.max_seq = 4096, b.q_row_stride = 48 * 128, b.o_row_stride = 33 * 128;
+  b.scale = 0.0625;
+  all.push_back(b);
+  for (const auto& p0 : all) {
+    const AttentionParams p = p0.with_defaults();
+    const std::string op = attention_op_signature(p), params = attention_params_signature(p);
+    auto back = parse_attention_signature(op, params);
+    ASSERT_TRUE(back.is_ok()) << op << "," << params << ": " << back.status().to_string();
+    EXPECT_EQ(attention_op_signature(*back), op);
+    EXPECT_EQ(attention_params_signature(*back), params);
+    EXPECT_EQ(back->page_size, p.page_size);
+    EXPECT_EQ(back->num_pages, p.num_pages);
+    EXPECT_EQ(back->max_seq, p.max_seq);
+    EXPECT_EQ(back->var_kv_len, p.var_kv_len);
+    EXPECT_EQ(back->scale, p.scale);
+  }
+}
+
+TEST(AttentionSignature, MalformedIsAParseError) {
+  const char* op = "AttentionTunableOp_BFloat16_causal";
+  const std::pair<const char*, const char*> bad[] = {
+      {"GemmTunableOp_BFloat16_TN", "b1_q1_k1_h1_kv1_d64"},
+      {"AttentionTunableOp_BFloat16_sideways", "b1_q1_k1_h1_kv1_d64"},
+      {"AttentionTunableOp_Quarter_causal", "b1_q1_k1_h1_kv1_d64"},
+      {op, ""},
+      {op, "b1_q1_k1_h1_kv1"},              // no head dim
+      {op, "q1_b1_k1_h1_kv1_d64"},          // order
+      {op, "b1_q1_k1_h1_kv1_d64_"},         // trailing separator
+      {op, "b1_q1_k1_h1_kv1_d64_zz3"},      // unknown field
+      {op, "b1_q1_k1_h1_kv1_d64_p16_p16"},  // twice
+      {op, "b1_q1_k1_h1_kv1_d6x4"},         // not a number
+      {op, "b1_q-1_k1_h1_kv1_d64"},
+      {op, "b1_q8_k4_h1_kv1_d64"},  // causal q_len > kv_len
+      {op, "b1_q1_k1_h1_kv1_d64_sc"},
+      {op, "b1_q1_k1_h1_kv1_d64_sc0.1x"},
+      {op, "b1_p16_q1_k1_h1_kv1_d64"},  // optional before required
+  };
+  for (auto [o, prm] : bad) {
+    auto r = parse_attention_signature(o, prm);
+    ASSERT_FALSE(r.is_ok()) << o << "," << prm;
+    EXPECT_EQ(r.status().code(), StatusCode::kParseError) << o << "," << prm;
+  }
+}
+
+}  // namespace
+}  // namespace tunableop

@@ -1,0 +1,129 @@
+#include "support/attention_testing.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "ops/attention/reference.h"
+#include "ops/gemm/reference.h"  // store_from_double
+
+namespace tunableop::testing {
+
+namespace {
+constexpr uint8_t kPoison = 0xFF;  // all-ones: NaN in fp32, bf16 and fp16
+}
+
+AttentionOperands HostAttention::operands() {
+  AttentionOperands o;
+  o.q = q.data(), o.k = k.data(), o.v = v.data(), o.out = out.data();
+  o.block_table = p.paged() ? block_table.data() : nullptr;
+  o.kv_lens = p.var_kv_len ? kv_lens.data() : nullptr;
+  return o;
+}
+
+HostAttention make_attention_problem(const AttentionParams& params, uint64_t seed, int64_t spare_pages) {
+  HostAttention h;
+  AttentionParams p = params;
+  if (p.paged() && p.num_pages == 0) {
+    p = p.with_defaults();
+    p.num_pages = p.batch * p.pages_per_seq + spare_pages;
+  }
+  h.p = p = p.with_defaults();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  const size_t es = dtype_size(p.dtype);
+  h.q.assign(size_t(p.q_span()) * es, kPoison);
+  h.out.assign(size_t(p.o_span()) * es, kPoison);
+  h.k.assign(size_t(p.kv_span()) * es, kPoison);
+  h.v.assign(size_t(p.kv_span()) * es, kPoison);
+
+  h.kv_lens.assign(size_t(p.batch), int32_t(p.kv_len));
+  if (p.var_kv_len) {
+    const int64_t lo = p.causal ? std::max<int64_t>(1, p.q_len) : 1;
+    std::uniform_int_distribution<int64_t> len(lo, p.kv_len);
+    for (int64_t b = 1; b < p.batch; ++b) h.kv_lens[size_t(b)] = int32_t(len(rng));
+  }
+  if (p.paged()) {
+    // Pages in a random order through the whole pool: neighbours in a sequence are not
+    // neighbours in memory, and spare pages stay poisoned.
+    std::vector<int32_t> pages(size_t(p.num_pages));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    h.block_table.assign(size_t(p.batch * p.pages_per_seq), -1);
+    for (size_t i = 0; i < h.block_table.size() && i < pages.size(); ++i) h.block_table[i] = pages[i];
+  }
+
+  // q rows (gaps between rows stay poisoned: nothing may read them).
+  for (int64_t r = 0; r < p.batch * p.q_len; ++r)
+    for (int64_t e = 0; e < p.heads * p.head_dim; ++e)
+      store_from_double(p.dtype, h.q.data(), r * p.q_row_stride + e, 1.5 * uni(rng));
+  // k, v only where a sequence has keys.
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      for (int64_t j = 0; j < h.kv_lens[size_t(b)]; ++j) {
+        const int64_t off = attention_kv_row(p, h.block_table.data(), b, g, j);
+        for (int64_t e = 0; e < p.head_dim; ++e) {
+          store_from_double(p.dtype, h.k.data(), off + e, uni(rng));
+          store_from_double(p.dtype, h.v.data(), off + e, uni(rng));
+        }
+      }
+    }
+  }
+  AttentionOperands o = h.operands();
+  h.ref = attention_reference_f64(p, o);
+  return h;
+}
+
+::testing::AssertionResult attention_output_ok(const HostAttention& h, const std::vector<uint8_t>& out, double* error) {
+  const AttentionParams& p = h.p;
+  const double err = attention_relative_error(p, out.data(), h.ref);
+  if (error) *error = err;
+  const double tol = attention_tolerance(p);
+  if (!(err <= tol)) return ::testing::AssertionFailure() << describe(p) << ": relative error " << err << " > " << tol;
+  const size_t es = dtype_size(p.dtype);
+  const int64_t width = p.heads * p.head_dim;
+  for (int64_t r = 0; r + 1 < p.batch * p.q_len; ++r)
+    for (int64_t e = width; e < p.o_row_stride; ++e)
+      for (size_t x = 0; x < es; ++x)
+        if (out[size_t(r * p.o_row_stride + e) * es + x] != kPoison)
+          return ::testing::AssertionFailure() << describe(p) << ": wrote the gap after output row " << r;
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode) {
+  std::vector<AttentionParams> v;
+  auto add = [&](int64_t b, int64_t q, int64_t k, int64_t h, int64_t kvh, int64_t d, bool causal, int64_t page = 0,
+                 bool var = false, int64_t q_stride = 0, int64_t o_stride = 0) {
+    AttentionParams p;
+    p.dtype = dtype, p.causal = causal, p.batch = b, p.q_len = q, p.kv_len = k, p.heads = h, p.kv_heads = kvh;
+    p.head_dim = d, p.page_size = page, p.var_kv_len = var, p.q_row_stride = q_stride, p.o_row_stride = o_stride;
+    v.push_back(p);
+  };
+  for (int64_t d : {64, 128, 256}) {
+    add(1, 37, 37, 4, 4, d, true);                                        // MHA, odd prefill
+    add(2, 129, 129, 8, 2, d, true);                                      // GQA 4, one row past a tile
+    add(1, 70, 150, 16, 2, d, true);                                      // GQA 8, prefill after a cache
+    add(2, 45, 93, 8, 1, d, false);                                       // MQA, not causal
+    add(1, 1, 1000, 8, 8, d, true);                                       // decode, MHA
+    add(3, 1, 533, 8, 1, d, true, 0, true);                               // decode, MQA, ragged lengths
+    add(2, 5, 300, 8, 2, d, true, 16);                                    // 5-token decode, pages of 16
+    add(1, 1, 2049, 4, 1, d, true, 64);                                   // decode, pages of 64
+    add(2, 33, 260, 4, 2, d, false, 256, true);                           // pages of 256, ragged
+    add(2, 17, 17, 4, 2, d, true, 0, false, (4 + 2 * 2) * d, 4 * d + 8);  // fused qkv rows, output gap
+  }
+  if (long_decode) {  // enough key tiles for every split count (up to 128 splits of 2 tiles)
+    add(1, 1, 8200, 4, 1, 128, true);
+    add(2, 2, 4500, 8, 2, 128, true, 64, true);
+    add(1, 1, 16500, 8, 1, 256, true);
+    add(1, 3, 16500, 4, 2, 64, true, 256, true);
+  }
+  return v;
+}
+
+std::string describe(const AttentionParams& p) {
+  return attention_op_signature(p) + "," + attention_params_signature(p);
+}
+
+}  // namespace tunableop::testing
