@@ -51,6 +51,25 @@ TEST(ResultsHardening, Utf8ByteOrderMarkIsOursNotForeign) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
 }
 
+// Found by fuzz/results_file_fuzzer: a byte order mark at the start of a later line (files
+// concatenated) became part of the op, and what we wrote back for it read differently.
+TEST(ResultsHardening, ByteOrderMarkBeforeAFieldIsBlankAnywhere) {
+  const std::string text = format_validators(kEnv) + "\xEF\xBB\xBF" + format_entry(entry("nn_1_1_1")) +
+                           " \xEF\xBB\xBF" + "GemmTunableOp_float_NN,\xEF\xBB\xBFnn_2_2_2,Gemm_X,0.5\n";
+  LoadReport r = parse_results(text, "r.csv");
+  ASSERT_EQ(r.entries.size(), 2u);
+  EXPECT_TRUE(r.malformed.empty());
+  EXPECT_EQ(r.entries[0].op, "GemmTunableOp_float_NN");
+  EXPECT_EQ(r.entries[1].params, "nn_2_2_2");
+  for (const auto& e : r.entries) {
+    LoadReport again = parse_results(format_entry(e), "again");
+    ASSERT_EQ(again.entries.size(), 1u);
+    EXPECT_EQ(again.entries[0].op, e.op);
+    EXPECT_EQ(again.entries[0].params, e.params);
+  }
+  EXPECT_EQ(sanitize_field("\xEF\xBB\xBF op"), "op");
+}
+
 TEST(ResultsHardening, BlankOnlyFileIsEmptyNotForeign) {
   for (const std::string blank : {"\n\n", "  \n\t\n", "\r\n", "\xEF\xBB\xBF", "\xEF\xBB\xBF\n \n"}) {
     TempDir dir;
