@@ -13,10 +13,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/checked_size.h"
 #include "fuzz_util.h"
 #include "ops/gemm/dispatch.h"
 #include "ops/gemm/reference.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
 #include "tunableop/gemm_and_bias.h"

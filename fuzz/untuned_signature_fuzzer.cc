@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "core/checked_size.h"
 #include "core/results_stats.h"
 #include "fuzz_util.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/gemm.h"
 #include "tunableop/gemm_and_bias.h"
 #include "tunableop/results.h"

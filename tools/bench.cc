@@ -1,6 +1,7 @@
 // `tunableop bench`: seed Example 1 (one GEMM, iter/s untuned vs tuned) and LLM shape suites.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,9 +12,9 @@
 #include "bench_suites.h"
 #include "cli_support.h"
 #include "commands.h"
-#include "core/cpu_info.h"
-#include "core/safe_file.h"
 #include "ops/gemm/dispatch.h"
+#include "tunableop/cpu_info.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 
@@ -91,16 +92,6 @@ int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   if (int rc = measure("tuned"); rc) return rc;
   if (auto path = ctx.results_path(); !path.empty()) fmt::print("results file: {}\n", path);
   return report_unsaved(ctx, "bench") ? 1 : 0;
-}
-
-std::string family_of(const std::string& name) {
-  if (name == "Default") return "Default";
-  auto a = name.find('_');
-  if (a == std::string::npos) return name;
-  auto b = name.find('_', a + 1);
-  std::string head = name.substr(0, a);
-  if (head != "Gemm" || b == std::string::npos) return head;
-  return name.substr(a + 1, b - a - 1);
 }
 
 double geomean(const std::vector<double>& v) {
@@ -181,7 +172,7 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
       if (ct.name == r.chosen) r.tuned = ct.median_ms;
       if (ct.name == baseline) r.base = ct.median_ms;
       if (r.best == 0 || ct.median_ms < r.best) r.best = ct.median_ms, r.best_name = ct.name;
-      std::string fam = family_of(ct.name);
+      const std::string& fam = ct.family;
       families.insert(fam);
       if (!r.family.count(fam) || ct.median_ms < r.family[fam]) r.family[fam] = ct.median_ms;
     }
@@ -226,7 +217,10 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   int rc = 0;
   if (!a.csv.empty()) {
     std::string out = "shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms";
-    for (const auto& f : families) out += ",best_" + f + "_ms";
+    for (std::string f : families) {
+      std::replace(f.begin(), f.end(), ' ', '_');
+      out += ",best_" + f + "_ms";
+    }
     out += "\n";
     for (const auto& r : rows) {
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", r.s.name, r.s.p.m, r.s.p.n, r.s.p.k,

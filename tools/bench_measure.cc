@@ -9,15 +9,6 @@
 
 namespace tunableop::cli {
 
-namespace {
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-}  // namespace
-
 double bytes_moved(const GemmParams& p) {
   double es = double(dtype_size(p.dtype));
   double c = double(p.m) * double(p.n) * (p.beta != 0 ? 2 : 1);
@@ -35,42 +26,39 @@ StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const Ge
   auto pr_or = GemmTuningProblem::create(p, (*bufs)->operands(), cands, *rt, o.policy, ctx.log());
   if (!pr_or.is_ok()) return pr_or.status();
   GemmTuningProblem& pr = **pr_or;
+  // The tuner's own pieces (sizing, interleaved rounds, medians), so that the suite's numbers
+  // are measured exactly as tuning measures them.
+  TuningSession session(pr, o.policy, ctx.log());
   std::vector<CandidateTiming> out(cands.size());
   std::vector<int> runs(cands.size(), 0);
-  std::vector<std::vector<double>> samples(cands.size());
-  size_t rotation = 0;
-  Timer& timer = pr.timer();
   for (size_t i = 0; i < cands.size(); ++i) {
     out[i].name = cands[i].name;
+    out[i].family = cands[i].info.family().empty() ? cands[i].name : cands[i].info.family();
     Status st = pr.supports(i);
     if (st.is_ok()) st = pr.check_numerics(i);
     if (st.is_ok()) {  // size the sample from one warm run
-      timer.start();
-      st = pr.run(i, rotation++);
-      double one = timer.stop_ms();
-      runs[i] = std::clamp(int(ms_per_sample / std::max(one, 1e-4)), 1, 2000);
+      auto one = session.time_runs(i, 1);
+      if (one.is_ok())
+        runs[i] = std::clamp(int(ms_per_sample / std::max(*one, 1e-4)), 1, 2000);
+      else
+        st = one.status();
     }
     if (!st.is_ok()) {
       out[i].note = st.is_unsupported() ? "unsupported" : st.to_string();
       (void)pr.recover();
     }
   }
-  for (int r = 0; r < rounds; ++r) {
-    for (size_t q = 0; q < cands.size(); ++q) {
-      size_t i = (q + size_t(r)) % cands.size();  // rotate who goes first
-      if (runs[i] == 0) continue;
-      timer.start();
-      Status st;
-      for (int k = 0; k < runs[i] && st.is_ok(); ++k) st = pr.run(i, rotation++);
-      double ms = timer.stop_ms();
-      if (!st.is_ok()) {
+  auto samples = interleaved_rounds(
+      cands.size(), InterleavedRounds{rounds, rounds}, pr.timer(),
+      [&](size_t i) -> StatusOr<double> {
+        if (runs[i] == 0) return Status::unsupported("not measured");
+        return session.time_runs(i, runs[i]);
+      },
+      [&](size_t i, const Status& st) {
+        if (runs[i] == 0) return;
         out[i].note = st.to_string();
         runs[i] = 0;
-        continue;
-      }
-      samples[i].push_back(ms / runs[i]);
-    }
-  }
+      });
   for (size_t i = 0; i < cands.size(); ++i)
     if (runs[i] > 0) out[i].median_ms = median(samples[i]);
   return out;

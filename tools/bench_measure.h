@@ -10,6 +10,7 @@ namespace tunableop::cli {
 
 struct CandidateTiming {
   std::string name;
+  std::string family;    // the candidate's CandidateInfo::family() ("OpenBLAS gemm", "cuBLASLt algo", ...)
   double median_ms = 0;  // 0 when not measured
   std::string note;      // why not measured (unsupported, numerics, error)
 };

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "core/checked_size.h"
-#include "core/safe_file.h"
+#include "tunableop/checked_size.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 

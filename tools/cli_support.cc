@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "core/checked_size.h"
+#include "tunableop/checked_size.h"
 
 namespace tunableop::cli {
 

@@ -18,8 +18,6 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "core/checked_size.h"
-#include "core/safe_file.h"
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
@@ -29,6 +27,8 @@
 #include "llm/text/text_stream.h"
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
+#include "tunableop/checked_size.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 

@@ -1,15 +1,12 @@
 // `tunableop show FILE`: a results file as a table, with its validators and what is wrong with it.
 #include <fmt/format.h>
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli_support.h"
 #include "commands.h"
-#include "core/file_lock.h"
-#include "core/results_stats.h"
 #include "tunableop/results.h"
 
 namespace tunableop::cli {
@@ -44,16 +41,12 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 }
 
 int show(const ShowArgs& a) {
-  auto text = read_file_shared(a.file);
-  if (!text.is_ok()) {
-    fmt::print(stderr, "tunableop show: {}\n", printable(text.status().message()));
+  auto file = read_results_file(a.file);
+  if (!file.is_ok()) {
+    fmt::print(stderr, "tunableop show: {}\n", printable(file.status().message()));
     return 2;
   }
-  if (!text->has_value()) {
-    fmt::print(stderr, "tunableop show: {}: no such file\n", printable(a.file));
-    return 2;
-  }
-  LoadReport r = parse_results(**text, a.file);
+  const LoadReport& r = file->report;
 
   std::string kind = r.ours ? "tunableop results"
                      : r.validators.empty() && r.entries.empty()
@@ -69,24 +62,7 @@ int show(const ShowArgs& a) {
     for (const auto& [k, v] : r.validators) fmt::print("  {:<{}}  {}\n", printable(k), w, printable(v));
   }
 
-  // The sidecar may hold several lines for a problem (re-tuned); the last one for the stored
-  // solution describes the stored entry.
-  std::map<std::pair<std::string, std::string>, ResultEntry> stats;
-  std::vector<std::string> stats_malformed;
-  std::string stats_path = stats_path_for(a.file);
-  bool have_stats = false;
-  if (a.stats) {
-    auto stats_text = read_file_shared(stats_path);
-    if (!stats_text.is_ok()) {
-      fmt::print(stderr, "tunableop show: {}\n", printable(stats_text.status().message()));
-      return 2;
-    }
-    have_stats = stats_text->has_value();
-    if (have_stats) {
-      for (auto& s : parse_stats(**stats_text, stats_path, &stats_malformed)) stats[{s.op, s.params}] = std::move(s);
-    }
-  }
-
+  const bool have_stats = a.stats && file->has_stats;
   if (!r.entries.empty()) {
     fmt::print("\n");
     std::vector<std::string> header = {"op", "params", "solution", "time_ms"};
@@ -95,11 +71,10 @@ int show(const ShowArgs& a) {
     for (const auto& e : r.entries) {
       std::vector<std::string> row = {printable(e.op), printable(e.params), printable(e.solution), number(e.time_ms)};
       if (have_stats) {
-        auto it = stats.find({e.op, e.params});
-        if (it != stats.end() && it->second.solution == e.solution) {
-          const Measurement& m = *it->second.stats;
+        if (e.stats) {  // the sidecar's last line for this problem and solution
+          const Measurement& m = *e.stats;
           row.insert(row.end(), {number(m.min_ms), number(m.median_ms), number(m.mean_ms), number(m.std_ms),
-                                 std::to_string(m.runs), number(it->second.tuning_ms)});
+                                 std::to_string(m.runs), number(e.tuning_ms)});
         } else {
           row.insert(row.end(), 6, "-");
         }
@@ -108,10 +83,10 @@ int show(const ShowArgs& a) {
     }
     print_table(header, rows, 3);
   }
-  if (a.stats && !have_stats) fmt::print("\nno statistics: {} does not exist\n", printable(stats_path));
+  if (a.stats && !file->has_stats) fmt::print("\nno statistics: {} does not exist\n", printable(file->stats_path));
 
   std::vector<std::string> malformed = r.malformed;
-  malformed.insert(malformed.end(), stats_malformed.begin(), stats_malformed.end());
+  if (a.stats) malformed.insert(malformed.end(), file->stats_malformed.begin(), file->stats_malformed.end());
   if (!malformed.empty()) {
     fmt::print("\n{} malformed {} (skipped):\n", malformed.size(), malformed.size() == 1 ? "line" : "lines");
     for (const auto& m : malformed) fmt::print("  {}\n", printable(m));

@@ -9,9 +9,8 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "core/file_lock.h"
-#include "core/results_stats.h"
 #include "ops/gemm/dispatch.h"
+#include "tunableop/results.h"
 
 namespace tunableop::cli {
 
@@ -41,13 +40,10 @@ void progress(size_t done, size_t total, double elapsed_s, const std::string& wh
 
 // Problems of an untuned file ("OP,PARAMS" lines; a results file's lines work too, their
 // Validator lines are skipped). A malformed line is reported with its number and skipped. The
-// file is read as every file is (safe_file.h): never blocking on a FIFO, regular files only.
+// file is read as every file is (tunableop/safe_file.h): never blocking on a FIFO, regular files only.
 StatusOr<std::vector<std::pair<std::string, std::string>>> read_problems(const std::string& path, int& bad) {
-  auto text = read_file_shared(path);
-  if (!text.is_ok()) return text.status();
-  if (!text->has_value()) return Status::not_found(path + ": no such file");
   std::vector<std::string> malformed;
-  auto out = parse_problem_list(**text, path, &malformed);
+  auto out = UntunedFile::read_problems(path, &malformed);
   for (const auto& m : malformed) fmt::print(stderr, "tunableop tune: skipping malformed line {}\n", printable(m));
   bad += int(malformed.size());
   return out;

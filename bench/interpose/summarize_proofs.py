@@ -5,6 +5,7 @@ the CUDA test, host cost per call, seed Example 1, the F.linear suite and seed E
 """
 import argparse
 import math
+import statistics
 import os
 import re
 
@@ -59,18 +60,22 @@ def ratio(a, b):
 
 
 def suite_rows(logdir):
+    """Per variant and shape: (m, n, k, ms), ms the median over the rounds run (suite_plain.txt,
+    suite_plain2.txt, ...)."""
     tables = {}
     for variant in ("plain", "pytorch", "ours"):
-        text = read(logdir, "suite_%s.txt" % variant) or ""
-        rows = {}
-        for line in text.splitlines():
-            parts = line.strip().split(",")
-            if len(parts) == 5 and "@" in parts[0]:
-                try:
-                    rows[parts[0]] = (int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4]))
-                except ValueError:
-                    pass
-        tables[variant] = rows
+        samples = {}
+        for suffix in ("", "2", "3"):
+            text = read(logdir, "suite_%s%s.txt" % (variant, suffix)) or ""
+            for line in text.splitlines():
+                parts = line.strip().split(",")
+                if len(parts) == 5 and "@" in parts[0]:
+                    try:
+                        mnk = (int(parts[1]), int(parts[2]), int(parts[3]))
+                        samples.setdefault(parts[0], (mnk, []))[1].append(float(parts[4]))
+                    except ValueError:
+                        pass
+        tables[variant] = {name: mnk + (statistics.median(ms),) for name, (mnk, ms) in samples.items()}
     return tables
 
 

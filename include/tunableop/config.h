@@ -2,8 +2,10 @@
 // setting either way and unset it again (back to the environment's value or the default).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -65,8 +67,11 @@ struct TuningPolicy {
   bool allow_tf32 = false;
 };
 
-// A consistent copy of every setting, taken at one moment.
+// Every setting, parsed, at one moment. Immutable once published: readers never lock or parse.
 struct Options {
+  // Changes with every set/unset (process-wide counter, so it never repeats): a plan or cache
+  // keyed on it notices any settings change with one comparison.
+  uint64_t generation = 0;
   bool enabled = false;
   bool tuning = true;
   int verbose = 0;
@@ -97,16 +102,26 @@ class Config {
   std::string get(Setting s) const;
   // Where the current value comes from: "api", "TUNABLEOP_X", "PYTORCH_TUNABLEOP_X", "default".
   std::string source(Setting s) const;
-  Options snapshot() const;
   std::vector<std::string> warnings() const;
+
+  // The current settings: one atomic load, no lock, no parsing (the hot path reads this). Every
+  // set/unset publishes a new snapshot; old ones stay alive until the Config dies (settings
+  // change rarely), so a reference taken here stays valid for the Config's lifetime.
+  const Options& options() const { return *current_.load(std::memory_order_acquire); }
+  uint64_t generation() const { return options().generation; }
+  Options snapshot() const { return options(); }  // a copy
 
  private:
   explicit Config(bool read_env);
+  std::string get_locked(Setting s) const;
+  void publish_locked();  // parses the maps into a new Options and swaps it in
   mutable std::mutex mu_;
   std::map<Setting, std::string> env_;  // validated env values
   std::map<Setting, std::string> env_source_;
   std::map<Setting, std::string> api_;
   std::vector<std::string> warnings_;
+  std::vector<std::unique_ptr<const Options>> published_;  // every snapshot ever published
+  std::atomic<const Options*> current_{nullptr};
 };
 
 }  // namespace tunableop

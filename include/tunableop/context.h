@@ -2,6 +2,8 @@
 // one device. Nothing else in the library is global, except default_context() for convenience.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,25 +24,43 @@ namespace tunableop {
 
 class Context {
  public:
-  // `register_backends` fills the registry (tunableop::register_all_backends by default).
-  explicit Context(Device device = Device::cpu(), Config config = Config(), RegisterFn register_backends = {});
+  // Every backend of this build. Defined by the registry glue (src/backends/register_all.cc),
+  // which the umbrella library `tunableop` contains; core alone does not know any backend.
+  explicit Context(Device device = Device::cpu(), Config config = Config());
+  // Exactly the backends `register_backends` registers (tests, embedders, core-only builds).
+  Context(Device device, Config config, RegisterFn register_backends);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   Device device() const { return device_; }
   Config& config() { return config_; }
+  const Options& options() const { return config_.options(); }  // one atomic load
   Registry& registry() { return registry_; }
+  const DeviceRuntime* runtime() const { return runtime_; }  // this device's, or null
   Logger& log() { return log_; }
   ResultsStore& results() { return store_; }
   // The environment as validator lines (TUNABLEOP_VERSION, CPU, library versions, ...).
   Validators current_validators() const;
+
+  // Changes whenever a setting changes (Config::set/unset) or the results do (load, reload,
+  // refresh, a new tuning, results().insert). Two atomic loads: plans compare it on every run
+  // and revalidate (look up, resolve, maybe tune) only when it moved.
+  uint64_t generation() const { return config_.generation() + store_.version(); }
+
+  // --- Results file. Loaded once, on the first dispatch that needs it (enabled and a
+  // revalidation), and again only when asked: the hot path never touches the file system.
   // Results file in use for this context, after the %d rule and any validator mismatch; empty
   // until results are first loaded.
   std::string results_path();
-  // Loads the results file now (normally done lazily on first dispatch). Safe to call again
-  // after changing kFilename: reloads from the new file.
+  // Loads (or reloads) the results file now: explicit reload. A changed kFilename is picked up
+  // by the next dispatch after the change (it changes the generation).
   Status load_results();
+  // Picks up what other processes changed in the file since it was read: appended lines are
+  // merged in, a replaced file (`tunableop merge -o` over it) or a truncated one is reloaded.
+  // One stat(2) when nothing changed. Dispatch calls it before tuning a miss (another process
+  // may have tuned that problem meanwhile); callers may call it whenever they like.
+  Status refresh_results();
   // Writes every in-memory result to `path` (validators of this context first), replacing it
   // atomically; a path that is not a regular file (symlink, FIFO, device, ...) is refused.
   Status write_results(const std::string& path);
@@ -54,7 +74,7 @@ class Context {
   };
   std::vector<UnsavedResult> unsaved_results();
 
-  // Dispatch core, used by ops:
+  // Dispatch decision, used by ops when a plan revalidates (never per call):
   //   enabled off               -> "Default"
   //   hit (and is_valid(name))  -> that name
   //   miss, tuning on           -> tune via make_problem(), append, that name
@@ -67,23 +87,39 @@ class Context {
   // appends to the file unless the key is already stored and `retune` is false.
   StatusOr<TuningReport> tune(TuningProblem& problem, bool retune = false);
 
-  // Per-context state an op keeps between calls (e.g. GEMM's resolved-candidate cache); created
-  // on first use, lives as long as the context.
+  // A plan for one problem of any op (GemmParams -> Plan<GemmOp>, ...): validated once, then
+  // `run` many times; a hit costs one generation check and the candidate's call. The op
+  // provides make_plan(Context&, const Params&), found by argument-dependent lookup.
+  template <class Params>
+  auto plan(const Params& p) {
+    return make_plan(*this, p);
+  }
+
+  // Per-context state an op keeps between calls (e.g. its plan table); created on first use,
+  // lives as long as the context. Lock-free after the first call for a type.
   template <class T>
   T& op_state() {
-    std::lock_guard<std::mutex> lock(state_mu_);
-    auto& slot = op_state_[std::type_index(typeid(T))];
-    if (!slot) slot = std::make_shared<T>();
-    return *std::static_pointer_cast<T>(slot);
+    static const size_t id = next_op_state_id();
+    if (id < fast_states_.size())
+      if (void* p = fast_states_[id].load(std::memory_order_acquire)) return *static_cast<T*>(p);
+    return *static_cast<T*>(op_state_slow(std::type_index(typeid(T)), id, &make_state<T>));
   }
 
  private:
-  Status ensure_loaded_locked();
+  template <class T>
+  static std::shared_ptr<void> make_state() {
+    return std::make_shared<T>();
+  }
+  static size_t next_op_state_id();
+  void* op_state_slow(std::type_index type, size_t id, std::shared_ptr<void> (*make)());
+  Status ensure_loaded_locked(const Options& o);
+  Status load_locked(const Options& o);
   void record_untuned(const std::string& op, const std::string& params);
 
   Device device_;
   Config config_;
   Registry registry_;
+  const DeviceRuntime* runtime_ = nullptr;
   Logger log_;
   ResultsStore store_;
   std::mutex file_mu_;  // guards file_, untuned_
@@ -97,12 +133,11 @@ class Context {
   bool untuned_refused_ = false;  // untuned_pattern_ names a directory (warned once)
   std::mutex state_mu_;
   std::map<std::type_index, std::shared_ptr<void>> op_state_;
+  std::array<std::atomic<void*>, 32> fast_states_{};  // op_state<T>() by a per-type index
 };
 
-// Every backend compiled into this build, in priority order (defined in src/backends).
-void register_all_backends(Registry& r);
-
-// A process-wide CPU context created on first use (reads the environment then).
+// A process-wide CPU context with every backend, created on first use (reads the environment
+// then). Defined by the registry glue, like the default constructor.
 Context& default_context();
 
 }  // namespace tunableop

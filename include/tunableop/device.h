@@ -3,9 +3,9 @@
 
 #include <string>
 
-namespace tunableop {
+#include "tunableop/types.h"
 
-enum class DeviceKind { kCpu, kCuda };
+namespace tunableop {
 
 struct Device {
   DeviceKind kind = DeviceKind::kCpu;

@@ -8,17 +8,16 @@
 
 #include "tunableop/context.h"
 #include "tunableop/device.h"
+#include "tunableop/op.h"
 #include "tunableop/status.h"
+#include "tunableop/types.h"
 
 namespace tunableop {
 
-enum class DType { kF32, kF64, kBF16, kF16 };
-size_t dtype_size(DType t);
-const char* dtype_name(DType t);                    // "fp32", "fp64", "bf16", "fp16" (CLI names)
-const char* dtype_torch_name(DType t);              // "float", "double", "BFloat16", "Half" (signatures)
-StatusOr<DType> parse_dtype(const std::string& s);  // accepts both name sets
+struct GemmOp;
 
 struct GemmParams {
+  using Op = GemmOp;                // ctx.plan(p) makes a Plan<GemmOp>
   DType dtype = DType::kF32;        // A, B and C share it; accumulation is fp32 (fp64 for kF64)
   char transa = 'N', transb = 'N';  // 'N' or 'T'
   int64_t m = 0, n = 0, k = 0;
@@ -63,29 +62,24 @@ struct GemmOperands {
   size_t workspace_bytes = 0;
 };
 
+// The GEMM op: its types, for Candidate<GemmOp>, CandidateFamily<GemmOp> and Plan<GemmOp>.
+struct GemmOp {
+  using Params = GemmParams;
+  using Operands = GemmOperands;
+};
 // One way to compute a GEMM. Backends register these into Registry::list<GemmCandidate>().
-struct GemmCandidate {
-  std::string name;  // stable, self-describing; "Default" for the plain library call
-  DeviceKind device = DeviceKind::kCpu;
-  int min_effort = 0;  // offered when policy.search_effort >= min_effort
-  std::function<Status(const GemmParams&)> supports;
-  std::function<Status(const GemmParams&, const GemmOperands&)> run;
-  std::function<size_t(const GemmParams&)> workspace_bytes;  // optional
-};
-
-// Registers a candidate whose name can expand at run time into several (e.g. one per
-// cuBLASLt algorithm found for the problem). `expand` returns the concrete candidates for p;
-// `resolve` rebuilds one from its stored name (results file), or fails if it no longer applies.
-struct GemmCandidateFamily {
-  std::string prefix;  // names start with it, e.g. "Gemm_Lt_"
-  DeviceKind device = DeviceKind::kCuda;
-  int min_effort = 0;
-  std::function<std::vector<GemmCandidate>(const GemmParams&, int search_effort)> expand;
-  std::function<StatusOr<GemmCandidate>(const GemmParams&, const std::string& name)> resolve;
-};
+using GemmCandidate = Candidate<GemmOp>;
+// A candidate whose name expands at run time into several (e.g. one per cuBLASLt algorithm).
+using GemmCandidateFamily = CandidateFamily<GemmOp>;
+using GemmPlan = Plan<GemmOp>;
+extern template class Plan<GemmOp>;  // instantiated in the library (src/ops/gemm/dispatch.cc)
 
 // Runs the GEMM through the context: tuned solution, tuning on a miss, or Default.
+// The plain call: one lookup by the hashed problem (no strings, no locks on a hit).
 Status gemm(Context& ctx, const GemmParams& p, const GemmOperands& ops);
+// A plan for p (what ctx.plan(p) returns): validate once, run many times. Fails when p is
+// invalid; an empty problem (m or n 0) gives a plan whose runs do nothing.
+StatusOr<GemmPlan> make_plan(Context& ctx, const GemmParams& p);
 
 // Row-major y[tokens, out] = x[tokens, in] * W[out, in]^T (PyTorch nn.Linear without bias),
 // mapped to the column-major "tn_<out>_<tokens>_<in>" problem.

@@ -20,7 +20,10 @@ enum class Activation { kNone = 0, kRelu = 1, kGelu = 2 };
 const char* activation_name(Activation a);  // "none", "relu", "gelu"
 StatusOr<Activation> parse_activation(const std::string& s);
 
+struct GemmAndBiasOp;
+
 struct GemmAndBiasParams {
+  using Op = GemmAndBiasOp;
   GemmParams gemm;  // batch must be 1 and beta 0; bias has gemm.dtype and gemm.m elements
   Activation act = Activation::kNone;
 
@@ -49,27 +52,19 @@ struct GemmAndBiasOperands {
   size_t workspace_bytes = 0;
 };
 
-// One way to compute it. Backends register these into Registry::list<GemmAndBiasCandidate>().
-struct GemmAndBiasCandidate {
-  std::string name;  // "Default" for the plain library call
-  DeviceKind device = DeviceKind::kCpu;
-  int min_effort = 0;
-  std::function<Status(const GemmAndBiasParams&)> supports;
-  std::function<Status(const GemmAndBiasParams&, const GemmAndBiasOperands&)> run;
-  std::function<size_t(const GemmAndBiasParams&)> workspace_bytes;  // optional
+struct GemmAndBiasOp {
+  using Params = GemmAndBiasParams;
+  using Operands = GemmAndBiasOperands;
 };
-
-// Problem-dependent candidates (e.g. cuBLASLt algorithms with the epilogue), as
-// GemmCandidateFamily: `expand` lists them for p, `resolve` rebuilds one from its stored name.
-struct GemmAndBiasCandidateFamily {
-  std::string prefix;
-  DeviceKind device = DeviceKind::kCuda;
-  int min_effort = 0;
-  std::function<std::vector<GemmAndBiasCandidate>(const GemmAndBiasParams&, int search_effort)> expand;
-  std::function<StatusOr<GemmAndBiasCandidate>(const GemmAndBiasParams&, const std::string& name)> resolve;
-};
+// Backends register these into Registry::list<GemmAndBiasCandidate>(); problem-dependent ones
+// (cuBLASLt algorithms with the epilogue) as a GemmAndBiasCandidateFamily.
+using GemmAndBiasCandidate = Candidate<GemmAndBiasOp>;
+using GemmAndBiasCandidateFamily = CandidateFamily<GemmAndBiasOp>;
+using GemmAndBiasPlan = Plan<GemmAndBiasOp>;
+extern template class Plan<GemmAndBiasOp>;
 
 // Runs it through the context: tuned solution, tuning on a miss, or Default.
 Status gemm_and_bias(Context& ctx, const GemmAndBiasParams& p, const GemmAndBiasOperands& ops);
+StatusOr<GemmAndBiasPlan> make_plan(Context& ctx, const GemmAndBiasParams& p);
 
 }  // namespace tunableop

@@ -14,6 +14,7 @@
 #include "tunableop/device.h"
 #include "tunableop/status.h"
 #include "tunableop/timer.h"
+#include "tunableop/types.h"
 
 namespace tunableop {
 
@@ -40,9 +41,9 @@ struct DeviceRuntime {
   // Unset: the op copies a host buffer.
   std::function<Status(void* dst, int value, size_t bytes, void* stream)> fill_bytes;
   // Optional: relative Frobenius error ||c - ref|| / ||ref|| over the m x n matrices of two
-  // outputs that live on this device (dtype code 0 fp32, 1 fp64, 2 bf16, 3 fp16); +inf when c
-  // holds NaN/Inf. Unset: the op copies both outputs to the host and compares there.
-  std::function<StatusOr<double>(int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
+  // outputs that live on this device; +inf when c holds NaN/Inf. Unset: the op copies both
+  // outputs to the host and compares there.
+  std::function<StatusOr<double>(DType dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
                                  int64_t batch, int64_t stride_c, void* stream)>
       relative_error;
 };

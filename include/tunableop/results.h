@@ -1,7 +1,10 @@
 // Tuning results: the in-memory store and the PyTorch-compatible results file.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -39,8 +42,11 @@ class ResultsStore {
   std::vector<ResultEntry> entries() const;  // in insertion order
   size_t size() const;
   void clear();
+  // Counts every change (insert, clear): part of Context::generation(). One atomic load.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
  private:
+  std::atomic<uint64_t> version_{0};
   mutable std::shared_mutex mu_;
   std::map<std::pair<std::string, std::string>, size_t> index_;
   std::vector<ResultEntry> entries_;
@@ -90,6 +96,12 @@ class ResultsFile {
   // A failed line never leaves a partial line behind (disk full: it is cut off again).
   Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr,
                 bool* line_written = nullptr);
+  // What other processes did to the file since open() or the last append()/refresh(): kAppended
+  // (their new entries go to `picked_up`), or kReplaced when the path names another file now,
+  // the file shrank or was removed, or lines of another environment were appended (the caller
+  // reopens it). One stat(2) when nothing changed.
+  enum class Change { kNone, kAppended, kReplaced };
+  StatusOr<Change> refresh(std::vector<ResultEntry>* picked_up);
   const std::string& path() const { return path_; }                 // the file in use
   const std::string& requested_path() const { return requested_; }  // the one asked for
   const Validators& validators() const { return current_; }
@@ -99,8 +111,66 @@ class ResultsFile {
   std::string path_;
   Validators current_;
   size_t read_offset_ = 0;                              // bytes of path_ already parsed
+  uint64_t dev_ = 0, ino_ = 0;                          // identity of path_ when last read (0: unknown)
   std::set<std::pair<std::string, std::string>> keys_;  // (op, params) already in path_
   std::mutex mu_;
+};
+
+// --- Whole-file access for tools (`tunableop show`, `tunableop merge`): a results file with its
+// statistics sidecar "<file>.stats" (PyTorch's parser wants exactly four columns, so min /
+// median / mean / std, runs and tuning time live there).
+
+// A results file as read: its report (validators, entries, malformed lines); entries carry the
+// sidecar's statistics (stats, tuning_ms) where the sidecar has a line for their solution.
+struct ResultsFileContents {
+  std::string path;
+  LoadReport report;
+  std::string stats_path;  // "<path>.stats"
+  bool has_stats = false;  // the sidecar exists
+  std::vector<std::string> stats_malformed;
+};
+
+// Reads `path` and its sidecar under shared locks (a tuner appending meanwhile is waited for).
+// NotFound when `path` does not exist; IoError when it cannot be read.
+StatusOr<ResultsFileContents> read_results_file(const std::string& path);
+
+// Several results files merged into one: on a problem present in several, the faster time wins
+// (a tie keeps the earlier input's). Inputs with neither validators nor entries do not vote on
+// the validators; the first voting input's are kept, and `conflicts` lists every key on which
+// the voting inputs differ ("KEY (a.csv: 'x', b.csv: <absent>)").
+struct MergedResults {
+  Validators validators;
+  std::vector<std::string> conflicts;
+  std::vector<ResultEntry> entries;
+  size_t duplicates = 0;  // entries found in more than one input
+  size_t replaced = 0;    // ... of which a later input's was faster
+};
+MergedResults merge_results(const std::vector<ResultsFileContents>& inputs);
+
+// Exclusive hold of a results file that is about to be rewritten (merge into it): from acquire()
+// until replace(), a tuner appending to the file waits, then notices the replaced file and
+// reopens it. Reading the held file goes through the lock (a second lock from this process
+// would wait for itself).
+class ResultsFileRewrite {
+ public:
+  // Locks `path` when it exists (a missing file needs no lock: it is created by replace()).
+  static StatusOr<ResultsFileRewrite> begin(const std::string& path);
+  ResultsFileRewrite(ResultsFileRewrite&&) noexcept;
+  ResultsFileRewrite& operator=(ResultsFileRewrite&&) noexcept;
+  ~ResultsFileRewrite();
+  // read_results_file(), through the held lock when `path` is the held file.
+  StatusOr<ResultsFileContents> read(const std::string& path) const;
+  // Writes validators and entries to a temporary file beside the held one and renames it over
+  // it (readers see the old file or the new, never half of one); the sidecar is replaced the
+  // same way with the entries' statistics, or removed when none has any.
+  Status replace(const Validators& validators, const std::vector<ResultEntry>& entries);
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Held;
+  ResultsFileRewrite(std::string path, std::unique_ptr<Held> held);
+  std::string path_;
+  std::unique_ptr<Held> held_;
 };
 
 // A file of untuned problems ("op,params" lines), deduplicated, appended under a lock.
@@ -110,6 +180,12 @@ class UntunedFile {
   Status record(const std::string& op, const std::string& params);
   const std::string& path() const { return path_; }
   static StatusOr<std::vector<std::pair<std::string, std::string>>> read(const std::string& path);
+  // The problems for offline tuning (`tunableop tune`): like read(), but lenient. Results-file
+  // lines work too (their first two fields; Validator lines are skipped), a UTF-8 byte order
+  // mark and blank lines are ignored, repeats kept once, and each malformed line is described in
+  // `malformed` ("path:LINE: expected OP,PARAMS, found '...'") and skipped.
+  static StatusOr<std::vector<std::pair<std::string, std::string>>> read_problems(const std::string& path,
+                                                                                  std::vector<std::string>* malformed);
 
  private:
   std::string path_;

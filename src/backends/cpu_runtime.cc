@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "backends/cpu_runtime.h"
-#include "core/cpu_info.h"
+#include "tunableop/cpu_info.h"
 
 namespace tunableop {
 

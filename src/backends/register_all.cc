@@ -1,5 +1,7 @@
 // The one list of backends. Order matters: within a device, candidates are tried in this
 // order (Default first), and the tuner prunes against the best found so far.
+#include "backends/register_all.h"
+
 #include "backends/cpu_runtime.h"
 #include "tunableop/context.h"
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
@@ -37,6 +39,13 @@ void register_all_backends(Registry& r) {
 #ifdef TUNABLEOP_HAVE_CUDA_BACKEND
   register_cuda(r);
 #endif
+}
+
+Context::Context(Device device, Config config) : Context(device, std::move(config), register_all_backends) {}
+
+Context& default_context() {
+  static Context ctx;
+  return ctx;
 }
 
 }  // namespace tunableop

@@ -1,4 +1,4 @@
-#include "core/checked_size.h"
+#include "tunableop/checked_size.h"
 
 #include <unistd.h>
 

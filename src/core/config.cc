@@ -133,34 +133,44 @@ std::optional<Setting> setting_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+// Process-wide, so that two Configs (or a Config assigned from another) never publish the same
+// generation: a plan that saw generation g must notice any later change.
+std::atomic<uint64_t> g_next_generation{1};
+}  // namespace
+
 Config::Config() : Config(true) {}
 Config Config::defaults_only() { return Config(false); }
 
 Config::Config(bool read_env) {
-  if (!read_env) return;
-  for (const auto& sp : specs()) {
-    // TUNABLEOP_* wins over PYTORCH_TUNABLEOP_*: it is the more specific name.
-    for (std::string prefix : {"PYTORCH_TUNABLEOP_", "TUNABLEOP_"}) {
-      std::string var = prefix + std::string(sp.info.name);
-      const char* v = std::getenv(var.c_str());
-      if (!v) continue;
-      auto norm = normalize(sp, v);
-      if (!norm.is_ok()) {
-        warnings_.push_back(fmt::format("ignoring {}={}: {}", var, v, norm.status().message()));
-        continue;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (read_env) {
+    for (const auto& sp : specs()) {
+      // TUNABLEOP_* wins over PYTORCH_TUNABLEOP_*: it is the more specific name.
+      for (std::string prefix : {"PYTORCH_TUNABLEOP_", "TUNABLEOP_"}) {
+        std::string var = prefix + std::string(sp.info.name);
+        const char* v = std::getenv(var.c_str());
+        if (!v) continue;
+        auto norm = normalize(sp, v);
+        if (!norm.is_ok()) {
+          warnings_.push_back(fmt::format("ignoring {}={}: {}", var, v, norm.status().message()));
+          continue;
+        }
+        env_[sp.info.setting] = *norm;
+        env_source_[sp.info.setting] = var;
       }
-      env_[sp.info.setting] = *norm;
-      env_source_[sp.info.setting] = var;
     }
   }
+  publish_locked();
 }
 
 Config::Config(const Config& o) {
-  std::lock_guard<std::mutex> lock(o.mu_);
+  std::scoped_lock lock(mu_, o.mu_);
   env_ = o.env_;
   env_source_ = o.env_source_;
   api_ = o.api_;
   warnings_ = o.warnings_;
+  publish_locked();
 }
 
 Config& Config::operator=(const Config& o) {
@@ -170,6 +180,7 @@ Config& Config::operator=(const Config& o) {
   env_source_ = o.env_source_;
   api_ = o.api_;
   warnings_ = o.warnings_;
+  publish_locked();
   return *this;
 }
 
@@ -178,6 +189,7 @@ Status Config::set(Setting s, std::string_view value) {
   if (!norm.is_ok()) return norm.status();
   std::lock_guard<std::mutex> lock(mu_);
   api_[s] = *norm;
+  publish_locked();
   return Status::ok();
 }
 
@@ -186,18 +198,24 @@ Status Config::set(Setting s, double value) { return set(s, std::string_view(fmt
 void Config::unset(Setting s) {
   std::lock_guard<std::mutex> lock(mu_);
   api_.erase(s);
+  publish_locked();
 }
 
 void Config::unset_all() {
   std::lock_guard<std::mutex> lock(mu_);
   api_.clear();
+  publish_locked();
+}
+
+std::string Config::get_locked(Setting s) const {
+  if (auto it = api_.find(s); it != api_.end()) return it->second;
+  if (auto it = env_.find(s); it != env_.end()) return it->second;
+  return std::string(spec(s).info.default_value);
 }
 
 std::string Config::get(Setting s) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = api_.find(s); it != api_.end()) return it->second;
-  if (auto it = env_.find(s); it != env_.end()) return it->second;
-  return std::string(spec(s).info.default_value);
+  return get_locked(s);
 }
 
 std::string Config::source(Setting s) const {
@@ -212,18 +230,20 @@ std::vector<std::string> Config::warnings() const {
   return warnings_;
 }
 
-Options Config::snapshot() const {
-  auto b = [&](Setting s) { return get(s) == "1"; };
-  auto i = [&](Setting s) { return std::stoll(get(s)); };
-  auto d = [&](Setting s) { return std::stod(get(s)); };
-  Options o;
-  o.enabled = b(Setting::kEnabled);
-  o.tuning = b(Setting::kTuning);
-  o.verbose = int(i(Setting::kVerbose));
-  o.filename = get(Setting::kFilename);
-  o.record_untuned = b(Setting::kRecordUntuned);
-  o.untuned_filename = get(Setting::kUntunedFilename);
-  TuningPolicy& p = o.policy;
+void Config::publish_locked() {
+  // Values in the maps are normalized (validated) text, so these conversions cannot fail.
+  auto b = [&](Setting s) { return get_locked(s) == "1"; };
+  auto i = [&](Setting s) { return std::stoll(get_locked(s)); };
+  auto d = [&](Setting s) { return std::stod(get_locked(s)); };
+  auto o = std::make_unique<Options>();
+  o->generation = g_next_generation.fetch_add(1, std::memory_order_relaxed);
+  o->enabled = b(Setting::kEnabled);
+  o->tuning = b(Setting::kTuning);
+  o->verbose = int(i(Setting::kVerbose));
+  o->filename = get_locked(Setting::kFilename);
+  o->record_untuned = b(Setting::kRecordUntuned);
+  o->untuned_filename = get_locked(Setting::kUntunedFilename);
+  TuningPolicy& p = o->policy;
   p.numerical_check = b(Setting::kNumericalCheck);
   p.max_tuning_ms = d(Setting::kMaxTuningDurationMs);
   p.max_tuning_iters = i(Setting::kMaxTuningIterations);
@@ -236,7 +256,8 @@ Options Config::snapshot() const {
   p.screen_ratio_2 = d(Setting::kScreenRatio2);
   p.max_problem_ms = d(Setting::kMaxProblemDurationMs);
   p.allow_tf32 = b(Setting::kAllowTf32);
-  return o;
+  current_.store(o.get(), std::memory_order_release);
+  published_.push_back(std::move(o));
 }
 
 }  // namespace tunableop

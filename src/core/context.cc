@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "core/boundary.h"
-#include "core/safe_file.h"
+#include "tunableop/safe_file.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop {
 
@@ -23,17 +23,27 @@ Status check_file_pattern(const std::string& pattern, const char* what, const ch
 
 Context::Context(Device device, Config config, RegisterFn register_backends)
     : device_(device), config_(std::move(config)) {
-  if (register_backends)
-    register_backends(registry_);
-  else
-    register_all_backends(registry_);
-  Options o = config_.snapshot();
-  log_.set_level(o.verbose);
+  if (register_backends) register_backends(registry_);
+  runtime_ = registry_.runtime(device_.kind);
+  log_.set_level(config_.options().verbose);
   for (const auto& w : config_.warnings()) log_.warn(w);
   for (const auto& n : registry_.notes()) log_.log(1, n);
 }
 
 Context::~Context() = default;
+
+size_t Context::next_op_state_id() {
+  static std::atomic<size_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void* Context::op_state_slow(std::type_index type, size_t id, std::shared_ptr<void> (*make)()) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  auto& slot = op_state_[type];
+  if (!slot) slot = make();
+  if (id < fast_states_.size()) fast_states_[id].store(slot.get(), std::memory_order_release);
+  return slot.get();
+}
 
 Validators Context::current_validators() const {
   Validators v{{"TUNABLEOP_VERSION", TUNABLEOP_VERSION_STRING}};
@@ -48,26 +58,26 @@ std::string Context::results_path() {
 }
 
 Status Context::load_results() {
-  return status_boundary([&] { return "loading the results file " + config_.snapshot().filename; },
+  return status_boundary([&] { return "loading the results file " + config_.options().filename; },
                          [&] {
                            std::lock_guard<std::mutex> lock(file_mu_);
-                           file_.reset();
-                           loaded_pattern_.clear();
-                           return ensure_loaded_locked();
+                           return load_locked(config_.options());
                          });
 }
 
-Status Context::ensure_loaded_locked() {
-  Options o = config_.snapshot();
-  // Also after a failed load (file_ null): that was reported once; retrying on every dispatch
-  // would repeat the warning and the file system calls on the hot path. A new kFilename or
-  // load_results() tries again.
+Status Context::ensure_loaded_locked(const Options& o) {
+  // Also after a failed load (file_ null): that was reported once; retrying on every
+  // revalidation would repeat the warning. A new kFilename or load_results() tries again.
   if (loaded_pattern_ == o.filename && !loaded_pattern_.empty()) return Status::ok();
+  return load_locked(o);
+}
+
+Status Context::load_locked(const Options& o) {
+  file_.reset();
+  loaded_pattern_ = o.filename;
   load_error_ = check_file_pattern(o.filename, "results file", "tunableop_results%d.csv");
   if (!load_error_.is_ok()) {
     log_.warn(load_error_.to_string());
-    file_.reset();
-    loaded_pattern_ = o.filename;
     return load_error_;
   }
   std::string path = results_path_for(o.filename, std::to_string(device_.ordinal));
@@ -77,8 +87,6 @@ Status Context::ensure_loaded_locked() {
   if (!report.is_ok()) {
     // Keep serving (Default / tuning in memory) but say why nothing is persisted.
     log_.warn(report.status().to_string());
-    file_.reset();
-    loaded_pattern_ = o.filename;
     load_error_ = report.status();
     return report.status();
   }
@@ -102,12 +110,26 @@ Status Context::ensure_loaded_locked() {
   for (const auto& [k, v] : r.validators) log_.log(2, fmt::format("Validator,{},{}", k, v));
   if (!r.entries.empty()) log_.log(1, fmt::format("loaded {} results from {}", r.entries.size(), file->path()));
   file_ = std::move(file);
-  loaded_pattern_ = o.filename;
   return Status::ok();
 }
 
+Status Context::refresh_results() {
+  std::lock_guard<std::mutex> lock(file_mu_);
+  if (!file_) return Status::ok();  // nothing loaded yet (or the file is unusable: reported)
+  std::vector<ResultEntry> picked_up;
+  auto change = file_->refresh(&picked_up);
+  if (!change.is_ok()) {
+    log_.warn(change.status().to_string());
+    return change.status();
+  }
+  for (auto& e : picked_up) store_.insert(std::move(e));
+  if (*change != ResultsFile::Change::kReplaced) return Status::ok();
+  log_.log(1, fmt::format("{} was replaced or truncated by another process; reloading it", file_->path()));
+  return load_locked(config_.options());
+}
+
 void Context::record_untuned(const std::string& op, const std::string& params) {
-  Options o = config_.snapshot();
+  const Options& o = config_.options();
   std::lock_guard<std::mutex> lock(file_mu_);
   if ((!untuned_ && !untuned_refused_) || untuned_pattern_ != o.untuned_filename) {
     untuned_.reset();
@@ -127,12 +149,12 @@ void Context::record_untuned(const std::string& op, const std::string& params) {
 StatusOr<std::string> Context::choose(const std::string& op, const std::string& params,
                                       const std::function<bool(const std::string&)>& is_valid,
                                       const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem) {
-  Options o = config_.snapshot();
+  const Options& o = config_.options();
   log_.set_level(o.verbose);
   if (!o.enabled) return std::string("Default");
   {
     std::lock_guard<std::mutex> lock(file_mu_);
-    (void)ensure_loaded_locked();  // a bad file was reported; keep going in memory
+    (void)ensure_loaded_locked(o);  // a bad file was reported; keep going in memory
   }
   bool stale = false;
   if (auto hit = store_.lookup(op, params)) {
@@ -141,7 +163,7 @@ StatusOr<std::string> Context::choose(const std::string& op, const std::string& 
     std::string msg = fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
                                   hit->solution, op, params, o.tuning ? "re-tuning" : "using Default");
     // Re-tuning happens once (the new result replaces the entry): worth a warning. Without
-    // tuning this path repeats on every call, so it stays a verbose line.
+    // tuning this path repeats on every revalidation, so it stays a verbose line.
     if (o.tuning)
       log_.warn(msg);
     else
@@ -152,7 +174,9 @@ StatusOr<std::string> Context::choose(const std::string& op, const std::string& 
     return std::string("Default");
   }
   std::lock_guard<std::mutex> tune_lock(tune_mu_);
-  if (auto hit = store_.lookup(op, params); hit && is_valid(hit->solution)) return hit->solution;  // tuned meanwhile
+  // Tuned meanwhile, by another thread or (picked up from the file) another process?
+  (void)refresh_results();
+  if (auto hit = store_.lookup(op, params); hit && is_valid(hit->solution)) return hit->solution;
   auto problem = make_problem();
   if (!problem.is_ok()) {
     log_.warn(fmt::format("cannot tune {}({}): {}; using Default", op, params, problem.status().message()));
@@ -167,7 +191,7 @@ StatusOr<std::string> Context::choose(const std::string& op, const std::string& 
 }
 
 StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
-  Options o = config_.snapshot();
+  const Options& o = config_.options();
   log_.set_level(o.verbose);
   Tuner tuner(o.policy, log_);
   auto report = tuner.find_fastest(problem);
@@ -175,7 +199,7 @@ StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
   const ResultEntry& e = report->winner;
   store_.insert(e);
   std::lock_guard<std::mutex> lock(file_mu_);
-  (void)ensure_loaded_locked();
+  (void)ensure_loaded_locked(o);
   if (!file_) {
     unsaved_.push_back({e, load_error_.is_ok() ? Status::io_error("no results file") : load_error_});
     return report;
@@ -204,11 +228,6 @@ Status Context::write_results(const std::string& path) {
 std::vector<Context::UnsavedResult> Context::unsaved_results() {
   std::lock_guard<std::mutex> lock(file_mu_);
   return unsaved_;
-}
-
-Context& default_context() {
-  static Context ctx;
-  return ctx;
 }
 
 }  // namespace tunableop

@@ -1,4 +1,4 @@
-#include "core/cpu_info.h"
+#include "tunableop/cpu_info.h"
 
 #include <fmt/format.h>
 #include <sched.h>

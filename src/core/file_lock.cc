@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "core/safe_file.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop {
 

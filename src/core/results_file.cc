@@ -1,16 +1,18 @@
 // The results file on disk: reading it, choosing where this environment writes, and appending
 // one result at a time so several processes can tune into the same file at once.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/file_lock.h"
 #include "core/results_stats.h"
-#include "core/safe_file.h"
 #include "tunableop/results.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop {
 namespace {
@@ -88,6 +90,13 @@ Status stats_not_saved(const Status& why, const std::string& results_path) {
   return Status(why.code(), fmt::format("{} (the result itself was saved to {})", why.message(), results_path));
 }
 
+// (device, inode) of what `path` names now; (0, 0) when it does not exist.
+std::pair<uint64_t, uint64_t> identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0};
+  return {uint64_t(st.st_dev), uint64_t(st.st_ino)};
+}
+
 }  // namespace
 
 ResultsFile::ResultsFile(std::string path, Validators current)
@@ -97,6 +106,7 @@ StatusOr<LoadReport> ResultsFile::open() {
   std::lock_guard<std::mutex> guard(mu_);
   path_ = requested_;
   read_offset_ = 0;
+  dev_ = ino_ = 0;
   keys_.clear();
 
   auto text = read_file_shared(requested_);
@@ -116,6 +126,7 @@ StatusOr<LoadReport> ResultsFile::open() {
   if (report.ours) report.mismatches = validator_mismatches(report.validators, current_, true);
   if (report.ours && report.mismatches.empty()) {
     read_offset_ = (*text)->size();
+    std::tie(dev_, ino_) = identity_of(path_);
     for (const auto& e : report.entries) keys_.insert({e.op, e.params});
     return report;
   }
@@ -137,6 +148,7 @@ StatusOr<LoadReport> ResultsFile::open() {
     path_ = sibling;
     report.active_path = sibling;
     read_offset_ = (*sib_text)->size();
+    std::tie(dev_, ino_) = identity_of(path_);
     for (const auto& e : sib.entries) keys_.insert({e.op, e.params});
     report.malformed.insert(report.malformed.end(), sib.malformed.begin(), sib.malformed.end());
     merge_into(report.entries, std::move(sib.entries));  // this environment's own results win
@@ -155,6 +167,14 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
     if (!lock.is_ok()) return lock.status();
     auto size = regular_file_size(lock->fd(), path_);
     if (!size.is_ok()) return size.status();
+    struct stat held {};
+    if (::fstat(lock->fd(), &held) == 0) {
+      if (dev_ && (uint64_t(held.st_dev) != dev_ || uint64_t(held.st_ino) != ino_)) {
+        read_offset_ = 0;  // replaced (e.g. by `tunableop merge`): what we knew no longer holds
+        keys_.clear();
+      }
+      dev_ = uint64_t(held.st_dev), ino_ = uint64_t(held.st_ino);
+    }
     if (*size < read_offset_) {
       // Truncated or rewritten by someone else: what we knew about it no longer holds.
       read_offset_ = 0;
@@ -223,6 +243,33 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
     return Status::ok();
   }
   return Status::io_error(fmt::format("{}: could not find a results file this environment may write", requested_));
+}
+
+StatusOr<ResultsFile::Change> ResultsFile::refresh(std::vector<ResultEntry>* picked_up) {
+  std::lock_guard<std::mutex> guard(mu_);
+  struct stat named {};
+  if (::stat(path_.c_str(), &named) != 0) return read_offset_ > 0 ? Change::kReplaced : Change::kNone;
+  const bool same = !dev_ || (uint64_t(named.st_dev) == dev_ && uint64_t(named.st_ino) == ino_);
+  if (!same || size_t(named.st_size) < read_offset_) return Change::kReplaced;
+  if (size_t(named.st_size) == read_offset_) return Change::kNone;
+  auto lock = FileLock::acquire(path_, O_RDONLY, FileLock::Mode::kShared);
+  if (!lock.is_ok()) return lock.status();
+  auto size = regular_file_size(lock->fd(), path_);
+  if (!size.is_ok()) return size.status();
+  if (*size < read_offset_) return Change::kReplaced;
+  auto text = read_range(lock->fd(), path_, read_offset_, *size - read_offset_);
+  if (!text.is_ok()) return text.status();
+  LoadReport r = parse_results(*text, path_);
+  bool fits = read_offset_ == 0 ? (is_blank_text(*text) || usable(r, current_))
+                                : validator_mismatches(r.validators, current_, false).empty();
+  if (!fits) return Change::kReplaced;
+  read_offset_ = *size;
+  std::tie(dev_, ino_) = identity_of(path_);
+  for (auto& e : r.entries) {
+    keys_.insert({e.op, e.params});
+    if (picked_up) picked_up->push_back(std::move(e));
+  }
+  return Change::kAppended;
 }
 
 }  // namespace tunableop

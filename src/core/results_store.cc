@@ -19,10 +19,11 @@ void ResultsStore::insert(ResultEntry e) {
   if (it != index_.end()) {
     // Replace in place: entries() keeps the order in which problems were first seen.
     entries_[it->second] = std::move(e);
-    return;
+  } else {
+    index_.emplace(std::move(key), entries_.size());
+    entries_.push_back(std::move(e));
   }
-  index_.emplace(std::move(key), entries_.size());
-  entries_.push_back(std::move(e));
+  version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool ResultsStore::contains(const std::string& op, const std::string& params) const {
@@ -44,6 +45,7 @@ void ResultsStore::clear() {
   std::unique_lock lock(mu_);
   index_.clear();
   entries_.clear();
+  version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace tunableop

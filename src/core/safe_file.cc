@@ -1,4 +1,4 @@
-#include "core/safe_file.h"
+#include "tunableop/safe_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "core/checked_size.h"
 #include "core/file_lock.h"
+#include "tunableop/checked_size.h"
 
 namespace tunableop {
 

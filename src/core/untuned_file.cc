@@ -117,4 +117,12 @@ std::vector<std::pair<std::string, std::string>> parse_problem_list(const std::s
   return out;
 }
 
+StatusOr<std::vector<std::pair<std::string, std::string>>> UntunedFile::read_problems(
+    const std::string& path, std::vector<std::string>* malformed) {
+  auto text = read_file_shared(path);  // never blocks on a FIFO; regular files only
+  if (!text.is_ok()) return text.status();
+  if (!text->has_value()) return Status::not_found(fmt::format("{}: no such file", path));
+  return parse_problem_list(**text, path, malformed);
+}
+
 }  // namespace tunableop

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/register_all.h"
 #include "interpose/gpu_state.h"
 #include "interpose/program_blas.h"
 
@@ -71,7 +72,7 @@ DeviceEngine* Engine::cuda(int ordinal) {
   std::lock_guard lock(mu_);
   d = cuda_[ordinal].load();
   if (d == nullptr) {
-    d = make_device(Device::cuda(ordinal), {});
+    d = make_device(Device::cuda(ordinal), register_all_backends);
     cuda_[ordinal].store(d, std::memory_order_release);
   }
   return d;

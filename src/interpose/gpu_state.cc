@@ -6,7 +6,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 #endif
 
 namespace tunableop::interpose::gpu {

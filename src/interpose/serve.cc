@@ -5,10 +5,9 @@
 #include <string>
 
 #include "interpose/gpu_state.h"
-#include "ops/common/candidate_lookup.h"
 #include "ops/gemm/dispatch.h"
 #include "ops/gemm/tuning_problem.h"
-#include "ops/gemm_and_bias/tuning_problem.h"
+#include "ops/gemm_and_bias/dispatch.h"
 
 namespace tunableop::interpose {
 
@@ -16,6 +15,7 @@ namespace {
 
 // What serve() needs to know about an op, for GEMM and GemmAndBias alike.
 struct GemmOp {
+  using Framework = tunableop::GemmOp;  // the op framework's GEMM
   using Params = GemmParams;
   using Operands = GemmOperands;
   using Candidate = GemmCandidate;
@@ -30,6 +30,7 @@ struct GemmOp {
 };
 
 struct BiasOp {
+  using Framework = tunableop::GemmAndBiasOp;
   using Params = GemmAndBiasParams;
   using Operands = GemmAndBiasOperands;
   using Candidate = GemmAndBiasCandidate;
@@ -59,7 +60,7 @@ DecisionOf<Op> decision_for(DeviceEngine& dev, const typename Op::Params& p, con
     d.kind = DecisionOf<Op>::Kind::kLibrary;
     return d;
   }
-  d.candidate = ops::cached_candidate<typename Op::Candidate, typename Op::Family>(*dev.ctx, p, key, name);
+  d.candidate = ops::Dispatcher<typename Op::Framework>::cached_candidate(*dev.ctx, p, name);
   if (!d.candidate) {
     d.kind = DecisionOf<Op>::Kind::kTuningFailed;
     return d;
@@ -75,15 +76,14 @@ template <class Op>
 const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops) {
   Context& ctx = *dev.ctx;
   const std::string op = Op::op_signature(p), psig = Op::params_signature(p), key = op + "," + psig;
-  using C = typename Op::Candidate;
-  using F = typename Op::Family;
-  auto is_valid = [&](const std::string& name) { return ops::cached_candidate<C, F>(ctx, p, key, name) != nullptr; };
+  using Dispatch = ops::Dispatcher<typename Op::Framework>;
+  auto is_valid = [&](const std::string& name) { return Dispatch::cached_candidate(ctx, p, name) != nullptr; };
   auto make_problem = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
     const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
     if (rt == nullptr) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
     const TuningPolicy& policy = dev.options.policy;
     auto pr =
-        Op::Problem::create(p, ops, ops::candidates_for<C, F>(ctx, p, policy.search_effort), *rt, policy, ctx.log());
+        Op::Problem::create(p, ops, Dispatch::candidates_for(ctx, p, policy.search_effort), *rt, policy, ctx.log());
     if (!pr.is_ok()) return pr.status();
     return std::unique_ptr<TuningProblem>(std::move(*pr));
   };
@@ -141,7 +141,7 @@ const DecisionOf<Op>* decide_while_capturing(DeviceEngine& dev, const typename O
   }
   const std::string key = op + "," + psig;
   if (!is_library_default(dev, stored->solution) &&
-      !ops::cached_candidate<typename Op::Candidate, typename Op::Family>(ctx, p, key, stored->solution)) {
+      !ops::Dispatcher<typename Op::Framework>::cached_candidate(ctx, p, stored->solution)) {
     *why = Reason::kCapturingUntuned;  // stale: re-tuned at the next call outside a capture
     return nullptr;
   }

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "core/checked_size.h"
-#include "core/safe_file.h"
+#include "tunableop/checked_size.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/checked_size.h"
+#include "tunableop/checked_size.h"
 
 namespace tunableop::llm {
 

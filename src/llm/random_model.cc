@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/boundary.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop::llm {
 

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/checked_size.h"
-#include "core/safe_file.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/half.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 

@@ -7,11 +7,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "core/boundary.h"
-#include "core/checked_size.h"
-#include "core/safe_file.h"
 #include "llm/safetensors.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/half.h"
+#include "tunableop/safe_file.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop::llm {
 

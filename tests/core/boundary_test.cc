@@ -1,6 +1,6 @@
 // status_boundary: whatever escapes a public entry point's body becomes a Status naming the
 // input; nothing passes through as an exception (the design's "no abort in library code").
-#include "core/boundary.h"
+#include "tunableop/status_boundary.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // CheckedInt, checked_bytes, parse_int64 and the host-memory limit: the arithmetic every size
 // computed from user input goes through.
-#include "core/checked_size.h"
+#include "tunableop/checked_size.h"
 
 #include <gtest/gtest.h>
 

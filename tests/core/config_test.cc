@@ -2,10 +2,13 @@
 // overriding the environment both ways, validation, and the snapshot the tuner consumes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tunableop/config.h"
 
@@ -361,6 +364,66 @@ TEST_F(ConfigEnvTest, CopiesCarryEnvironmentAndApiValues) {
   d = a;
   EXPECT_EQ(d.get(Setting::kEnabled), "1");
   EXPECT_EQ(d.get(Setting::kVerbose), "2");
+}
+
+TEST_F(ConfigEnvTest, EverySetAndUnsetPublishesANewSnapshotAndOldOnesStayValid) {
+  Config c = Config::defaults_only();
+  const Options& before = c.options();
+  const uint64_t g0 = c.generation();
+  ASSERT_TRUE(c.set(Setting::kEnabled, true).is_ok());
+  const Options& after = c.options();
+  EXPECT_NE(&before, &after);
+  EXPECT_GT(c.generation(), g0);
+  EXPECT_FALSE(before.enabled) << "a published snapshot never changes";
+  EXPECT_TRUE(after.enabled);
+  const uint64_t g1 = c.generation();
+  c.unset(Setting::kEnabled);
+  EXPECT_GT(c.generation(), g1);
+  EXPECT_FALSE(c.options().enabled);
+  EXPECT_TRUE(after.enabled) << "still readable after later changes";
+  // A refused value publishes nothing.
+  const uint64_t g2 = c.generation();
+  EXPECT_FALSE(c.set(Setting::kVerbose, "loud").is_ok());
+  EXPECT_EQ(c.generation(), g2);
+  c.unset_all();
+  EXPECT_GT(c.generation(), g2);
+}
+
+TEST_F(ConfigEnvTest, GenerationsNeverRepeatAcrossConfigsAndAssignment) {
+  Config a = Config::defaults_only();
+  Config b = Config::defaults_only();
+  EXPECT_NE(a.generation(), b.generation());
+  const uint64_t before = a.generation();
+  a = b;  // assignment is a settings change of `a`
+  EXPECT_GT(a.generation(), before);
+  EXPECT_NE(a.generation(), b.generation());
+  Config copy(a);
+  EXPECT_NE(copy.generation(), a.generation());
+}
+
+TEST_F(ConfigEnvTest, ReadersSeeWholeSnapshotsWhileAWriterChangesSettings) {
+  // Enabled and verbose are always changed together below: a reader must never see a mix.
+  Config c = Config::defaults_only();
+  ASSERT_TRUE(c.set(Setting::kVerbose, 1).is_ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const Options& o = c.options();
+        if (o.enabled != (o.verbose == 2)) ++torn;
+      }
+    });
+  for (int i = 0; i < 2000; ++i) {
+    Config next = Config::defaults_only();
+    ASSERT_TRUE(next.set(Setting::kEnabled, i % 2 == 0).is_ok());
+    ASSERT_TRUE(next.set(Setting::kVerbose, i % 2 == 0 ? 2 : 1).is_ok());
+    c = next;  // one publication carrying both changes
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(torn.load(), 0);
 }
 
 }  // namespace

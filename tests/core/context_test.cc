@@ -442,5 +442,69 @@ TEST(Context, VerboseSettingReachesTheLogAtRunTime) {
   EXPECT_TRUE(h.logged("└──found fastest for GemmTunableOp_float_NN(nn_2_2_2) Fast"));
 }
 
+TEST(ContextGeneration, MovesWithSettingsAndResultsOnly) {
+  Context ctx(Device::cpu(), Config::defaults_only(), [](Registry& r) { register_cpu_runtime(r); });
+  const uint64_t g0 = ctx.generation();
+  EXPECT_EQ(ctx.generation(), g0) << "nothing changed";
+  ASSERT_TRUE(ctx.config().set(Setting::kVerbose, 1).is_ok());
+  const uint64_t g1 = ctx.generation();
+  EXPECT_GT(g1, g0);
+  ctx.results().insert(entry(kOp, kParams, "Fast", 0.5));
+  const uint64_t g2 = ctx.generation();
+  EXPECT_GT(g2, g1);
+  ctx.results().clear();
+  EXPECT_GT(ctx.generation(), g2);
+}
+
+TEST(ContextResults, LoadedOnceNotPerDecision) {
+  ScratchDir dir;
+  Harness h(test_config(dir, true, true));
+  ASSERT_EQ(*h.choose(), "Fast");
+  // The file is replaced behind the context's back with one that says otherwise: a hit is
+  // served from memory, without looking at the file again.
+  const std::string path = dir.file("results0.csv");
+  {
+    Harness other(test_config(dir, true, true));
+    other.ctx.results().insert(entry(kOp, kParams, "Default", 0.9));
+    ASSERT_TRUE(other.ctx.write_results(path + ".new").is_ok());
+  }
+  fs::rename(path + ".new", path);
+  EXPECT_EQ(*h.choose(), "Fast");
+  // An explicit refresh notices the replaced file and reloads it.
+  ASSERT_TRUE(h.ctx.refresh_results().is_ok());
+  EXPECT_EQ(*h.choose(), "Default");
+  EXPECT_EQ(h.problems_made, 1);
+}
+
+TEST(ContextResults, RefreshPicksUpWhatAnotherProcessAppended) {
+  ScratchDir dir;
+  Harness reader(test_config(dir, true, true));
+  ASSERT_TRUE(reader.ctx.load_results().is_ok());
+  const uint64_t before = reader.ctx.generation();
+  ASSERT_TRUE(reader.ctx.refresh_results().is_ok());
+  EXPECT_EQ(reader.ctx.generation(), before) << "nothing new: nothing changes";
+  {
+    Harness writer(test_config(dir, true, true));
+    ASSERT_EQ(*writer.choose("nn_4_4_4"), "Fast");
+  }
+  EXPECT_FALSE(reader.ctx.results().contains(kOp, "nn_4_4_4"));
+  ASSERT_TRUE(reader.ctx.refresh_results().is_ok());
+  EXPECT_TRUE(reader.ctx.results().contains(kOp, "nn_4_4_4"));
+  EXPECT_GT(reader.ctx.generation(), before);
+}
+
+TEST(ContextResults, AMissLooksAtTheFileBeforeTuning) {
+  ScratchDir dir;
+  Harness second(test_config(dir, true, true));
+  ASSERT_TRUE(second.ctx.load_results().is_ok());  // loaded before the first process tuned
+  {
+    Harness first(test_config(dir, true, true));
+    ASSERT_EQ(*first.choose(), "Fast");
+  }
+  EXPECT_EQ(*second.choose(), "Fast");
+  EXPECT_EQ(second.problems_made, 0) << "tuned by the other process: picked up, not tuned again";
+  EXPECT_EQ(entry_lines(dir.file("results0.csv")).size(), 1u);
+}
+
 }  // namespace
 }  // namespace tunableop

@@ -8,10 +8,10 @@
 #include <chrono>
 #include <filesystem>
 
-#include "core/checked_size.h"
 #include "core/results_stats.h"
 #include "core/results_test_util.h"
 #include "support/file_faults.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/results.h"
 
 namespace tunableop {

@@ -1,7 +1,7 @@
 // open_regular, read_regular_file and AtomicFileWriter: what every path the tool reads or writes
 // goes through. FIFOs must never block, non-regular files never be replaced, a full disk never
 // leave a half-written file.
-#include "core/safe_file.h"
+#include "tunableop/safe_file.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 
 #include <filesystem>
 
-#include "core/checked_size.h"
 #include "core/results_test_util.h"
 #include "support/file_faults.h"
+#include "tunableop/checked_size.h"
 
 namespace tunableop {
 namespace {

@@ -9,112 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "core/fake_problem.h"
 #include "tunableop/tuner.h"
 
 namespace tunableop {
 namespace {
 
-struct FakeClock {
-  double now = 0;
-};
-
-class FakeTimer : public Timer {
- public:
-  FakeTimer(FakeClock& clock, double min_sample_ms) : clock_(clock), min_sample_ms_(min_sample_ms) {}
-  void start() override { t0_ = clock_.now; }
-  double stop_ms() override { return clock_.now - t0_; }
-  double now_ms() override { return clock_.now; }
-  double min_sample_ms() const override { return min_sample_ms_; }
-
- private:
-  FakeClock& clock_;
-  double min_sample_ms_;
-  double t0_ = 0;
-};
-
-struct FakeCandidate {
-  FakeCandidate(std::string n, double cost = 1.0, Status s = Status::ok(), bool numerics = true)
-      : name(std::move(n)), cost_ms(cost), support(std::move(s)), numerics_ok(numerics) {}
-  std::string name;
-  double cost_ms = 1.0;
-  Status support;           // ok, or why not
-  bool numerics_ok = true;  // false: a wrong result (check_numerics fails)
-  int fail_on_run = 0;      // run() fails on this (1-based) call and every later one; 0: never
-  double noise = 0;         // relative amplitude of deterministic noise on each run
-  int lucky_every = 0;      // every Nth run takes lucky_cost_ms instead
-  double lucky_cost_ms = 0;
-};
-
-// A problem whose candidates cost a known number of fake milliseconds per run.
-class FakeProblem : public TuningProblem {
- public:
-  explicit FakeProblem(std::vector<FakeCandidate> c, double min_sample_ms = 0.05, uint64_t seed = 7)
-      : cands_(std::move(c)),
-        timer_(clock_, min_sample_ms),
-        rng_(seed),
-        runs_(cands_.size()),
-        checks_(cands_.size()),
-        started_at_(cands_.size(), -1) {}
-
-  std::string op_signature() const override { return "GemmTunableOp_float_NN"; }
-  std::string params_signature() const override { return "nn_8_8_8"; }
-  size_t candidate_count() const override { return cands_.size(); }
-  std::string candidate_name(size_t i) const override { return cands_[i].name; }
-  Status supports(size_t i) override {
-    started_at_[i] = clock_.now;
-    return cands_[i].support;
-  }
-  Status check_numerics(size_t i) override {
-    ++checks_[i];
-    clock_.now += cands_[i].cost_ms;
-    return cands_[i].numerics_ok ? Status::ok() : Status::numerics("planted wrong result");
-  }
-  Status run(size_t i, size_t rotation) override {
-    const FakeCandidate& c = cands_[i];
-    int n = ++runs_[i];
-    rotations_.insert(rotation % rotation_count());
-    if (c.fail_on_run > 0 && n >= c.fail_on_run) return Status::internal("planted failure in " + c.name);
-    double cost = c.cost_ms;
-    if (c.lucky_every > 0 && n % c.lucky_every == 0) cost = c.lucky_cost_ms;
-    if (c.noise > 0) cost *= 1.0 + c.noise * std::uniform_real_distribution<double>(-1.0, 1.0)(rng_);
-    clock_.now += cost;
-    return Status::ok();
-  }
-  size_t rotation_count() const override { return 4; }
-  Timer& timer() override { return timer_; }
-  Status recover() override {
-    ++recovers_;
-    return Status::ok();
-  }
-
-  int runs(size_t i) const { return runs_[i]; }
-  int checks(size_t i) const { return checks_[i]; }
-  int recovers() const { return recovers_; }
-  double started_at(size_t i) const { return started_at_[i]; }  // -1: never looked at
-  double now() const { return clock_.now; }
-  const std::set<size_t>& rotations() const { return rotations_; }
-
- private:
-  std::vector<FakeCandidate> cands_;
-  FakeClock clock_;
-  FakeTimer timer_;
-  std::mt19937_64 rng_;
-  std::vector<int> runs_, checks_;
-  std::vector<double> started_at_;
-  std::set<size_t> rotations_;
-  int recovers_ = 0;
-};
-
-// A policy whose phases are easy to count: one warm-up run, no re-measurement.
-TuningPolicy counting_policy() {
-  TuningPolicy p;
-  p.max_warmup_ms = 0;
-  p.max_warmup_iters = 1;
-  p.max_tuning_ms = 1000;
-  p.max_tuning_iters = 10;
-  p.remeasure_rounds = 0;
-  return p;
-}
+using testing::counting_policy;
+using testing::FakeCandidate;
+using testing::FakeProblem;
 
 struct Run {
   StatusOr<TuningReport> report;

@@ -11,12 +11,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/checked_size.h"
 #include "llm/engine_limits.h"
 #include "llm/safetensors.h"
 #include "llm/weights.h"
 #include "llm_test_util.h"
 #include "support/file_faults.h"
+#include "tunableop/checked_size.h"
 
 namespace tunableop::llm {
 namespace {

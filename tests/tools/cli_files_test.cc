@@ -8,11 +8,11 @@
 
 #include <filesystem>
 
-#include "cli_runner.h"
-#include "core/checked_size.h"
+#include "cli_process.h"
 #include "core/results_stats.h"
 #include "core/results_test_util.h"
 #include "support/file_faults.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/results.h"
 
 namespace tunableop {
@@ -87,7 +87,7 @@ TEST(CliFiles, MergeOnAFullDiskLeavesTheOutputAsItWas) {
   o.file_size_limit = 40;
   CliRun r = run_cli({"merge", dir.file("a0.csv"), dir.file("b0.csv"), "-o", dir.file("out.csv")}, o);
   expect_exit(r, 1, "File too large");
-  EXPECT_NE(r.err.find("nothing was merged"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("left unchanged"), std::string::npos) << describe(r);
   EXPECT_EQ(read_text(dir.file("out.csv")), "old output\n");
   for (const auto& e : fs::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << "temporary left: " << e.path();

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli_runner.h"
+#include "cli_process.h"
 #include "core/results_test_util.h"
 #include "llm/random_model.h"
 #include "llm/weights.h"

@@ -1,34 +1,96 @@
-// Runs the built `tunableop` binary as a subprocess: arguments, environment (every TUNABLEOP_*
-// and PYTORCH_TUNABLEOP_* variable of the test process is dropped first), working directory,
-// an optional file size limit (a full disk, see support/file_faults.h) and a timeout, so that a
-// command that hangs on a FIFO fails the test instead of hanging it.
+// Runs the built `tunableop` CLI as a subprocess in a scratch directory, with this process's
+// environment except that the TUNABLEOP_* variables are only those a test gives, capturing
+// exit code, stdout and stderr.
 #pragma once
 
-#include <cstdint>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace tunableop::testing {
 
-struct CliRun {
-  int exit_code = -1;  // -1 when killed by a signal
-  int signal = 0;
-  bool timed_out = false;
+struct CliResult {
+  int code = -1;  // exit code; -1 when it did not exit normally
   std::string out, err;
-  long max_rss_kib = 0;
-  std::string all() const { return out + err; }
 };
 
-struct CliOptions {
-  std::vector<std::string> env;  // "NAME=value"
-  std::string cwd;               // default: the test process's
-  uint64_t file_size_limit = 0;  // 0: none
-  int timeout_s = 120;
+class CliRunner {
+ public:
+  CliRunner() {
+    namespace fs = std::filesystem;
+    dir_ = fs::temp_directory_path() / ("tunableop-cli-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    fs::create_directories(dir_);
+    // Small budgets: these tests check behaviour, not speed.
+    env_ = {{"TUNABLEOP_MAX_TUNING_DURATION_MS", "1"},
+            {"TUNABLEOP_MAX_WARMUP_DURATION_MS", "1"},
+            {"TUNABLEOP_ROTATING_BUFFER_SIZE", "0"},
+            {"TUNABLEOP_SEARCH_EFFORT", "0"},
+            {"TUNABLEOP_FILENAME", file("results%d.csv")}};
+  }
+  ~CliRunner() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  void set_env(const std::string& k, const std::string& v) { env_[k] = v; }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(file(name)) << text; }
+  std::string read(const std::string& name) const {
+    std::ifstream in(file(name));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  // Starts the CLI; wait() collects it.
+  pid_t start(const std::vector<std::string>& args) {
+    std::vector<std::string> argv_s = {TUNABLEOP_CLI_PATH};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    // This process's environment (library settings such as OPENBLAS_CORETYPE change the
+    // validators: a results file must mean the same here and there), without its TUNABLEOP_*.
+    std::vector<std::string> envp_s;
+    for (char** e = environ; *e; ++e) {
+      std::string var(*e);
+      if (var.rfind("TUNABLEOP_", 0) != 0 && var.rfind("PYTORCH_TUNABLEOP_", 0) != 0) envp_s.push_back(var);
+    }
+    for (const auto& [k, v] : env_) envp_s.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    for (auto& e : envp_s) envp.push_back(e.data());
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, file(".stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, file(".stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addchdir_np(&fa, dir_.c_str());
+    pid_t pid = -1;
+    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+  }
+  CliResult wait(pid_t pid) {
+    CliResult r;
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+    r.out = read(".stdout");
+    r.err = read(".stderr");
+    return r;
+  }
+  CliResult run(const std::vector<std::string>& args) { return wait(start(args)); }
+
+ private:
+  std::filesystem::path dir_;
+  std::map<std::string, std::string> env_;
 };
-
-CliRun run_cli(const std::vector<std::string>& args, const CliOptions& options = {});
-
-// "exit 2, signal 0, stdout: ..., stderr: ..." for assertion messages.
-std::string describe(const CliRun& r);
 
 }  // namespace tunableop::testing

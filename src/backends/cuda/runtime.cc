@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/compare_launch.h"
 
 namespace tunableop::cuda {
@@ -102,7 +102,7 @@ DeviceRuntime make_cuda_runtime() {
     if (e != cudaSuccess) return Status::device_error(fmt::format("cudaMemsetAsync: {}", cudaGetErrorString(e)));
     return Status::ok();
   };
-  rt.relative_error = [](int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc, int64_t batch,
+  rt.relative_error = [](DType dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc, int64_t batch,
                          int64_t stride_c, void* stream) -> StatusOr<double> {
     auto s = static_cast<cudaStream_t>(stream);
     double* sums = nullptr;

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 

@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/boundary.h"
 #include "llm/attention_gemms.h"
 #include "llm/cpu/kernels.h"
 #include "llm/engine_limits.h"
 #include "llm/model.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop::llm {
 namespace {

@@ -1,6 +1,6 @@
 #include "llm/text/special_tokens.h"
 
-#include "core/safe_file.h"
+#include "tunableop/safe_file.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -4,8 +4,8 @@
 
 #include <fstream>
 
-#include "core/safe_file.h"
 #include "llm/text/tokenizer.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 

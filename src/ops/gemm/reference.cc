@@ -4,28 +4,7 @@
 #include <limits>
 #include <random>
 
-#include "tunableop/half.h"
-
 namespace tunableop {
-
-double load_as_double(DType dtype, const void* base, int64_t idx) {
-  switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(base)[idx];
-    case DType::kF64: return static_cast<const double*>(base)[idx];
-    case DType::kBF16: return to_float(static_cast<const bf16*>(base)[idx]);
-    case DType::kF16: return to_float(static_cast<const fp16*>(base)[idx]);
-  }
-  return 0;
-}
-
-void store_from_double(DType dtype, void* base, int64_t idx, double v) {
-  switch (dtype) {
-    case DType::kF32: static_cast<float*>(base)[idx] = float(v); break;
-    case DType::kF64: static_cast<double*>(base)[idx] = v; break;
-    case DType::kBF16: static_cast<bf16*>(base)[idx] = to_bf16(float(v)); break;
-    case DType::kF16: static_cast<fp16*>(base)[idx] = to_fp16(float(v)); break;
-  }
-}
 
 namespace {
 
@@ -108,21 +87,7 @@ double freivalds_error(const GemmParams& p, const void* a, const void* b, const 
 }
 
 double relative_error(const GemmParams& p, const void* c, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (int64_t bt = 0; bt < p.batch; ++bt) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      for (int64_t i = 0; i < p.m; ++i) {
-        int64_t ci = bt * p.stride_c + i + j * p.ldc;
-        double v = load_as_double(p.dtype, c, ci);
-        if (!std::isfinite(v)) return std::numeric_limits<double>::infinity();
-        double d = v - ref[size_t(ci)];
-        num += d * d;
-        den += ref[size_t(ci)] * ref[size_t(ci)];
-      }
-    }
-  }
-  if (den == 0) return std::sqrt(num);
-  return std::sqrt(num / den);
+  return ops::layout_error({0, p.dtype, p.m, p.n, p.ldc, p.batch, p.stride_c}, c, ref);
 }
 
 double gemm_tolerance(const GemmParams& p) {

@@ -4,13 +4,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/framework/elements.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
-
-// Reads element `idx` of a host buffer of `dtype` as double.
-double load_as_double(DType dtype, const void* base, int64_t idx);
-void store_from_double(DType dtype, void* base, int64_t idx, double v);
 
 // Returns C laid out like the real C (c_span() elements, ld/stride gaps included). Elements
 // outside the m x n matrices are copied from c_in when given, else 0. c_in is read only when

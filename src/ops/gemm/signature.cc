@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/checked_size.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {

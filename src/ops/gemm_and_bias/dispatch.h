@@ -3,17 +3,13 @@
 
 #include <vector>
 
+#include "ops/framework/dispatch.h"
+#include "ops/gemm_and_bias/definition.h"
 #include "tunableop/gemm_and_bias.h"
 
 namespace tunableop {
 
-// The candidates for p on the context's device at the given effort, Default first (static
-// candidates in registration order, then family expansions).
-std::vector<GemmAndBiasCandidate> gemm_and_bias_candidates_for(Context& ctx, const GemmAndBiasParams& p,
-                                                               int search_effort);
-
-// A candidate by its stored name (static or rebuilt by a family); NotFound if none.
-StatusOr<GemmAndBiasCandidate> find_gemm_and_bias_candidate(Context& ctx, const GemmAndBiasParams& p,
-                                                            const std::string& name);
+using GemmAndBiasDispatch = ops::Dispatcher<GemmAndBiasOp>;
+using GemmAndBiasTuningProblem = ops::OpTuningProblem<GemmAndBiasOp>;
 
 }  // namespace tunableop

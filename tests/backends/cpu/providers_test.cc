@@ -13,8 +13,8 @@
 #include <set>
 
 #include "backends/cpu/providers_test_support.h"
-#include "core/cpu_info.h"
 #include "ops/gemm/reference.h"
+#include "tunableop/cpu_info.h"
 #ifdef TUNABLEOP_HAVE_OPENBLAS
 #include "backends/cpu/openblas/openblas_library.h"
 #include "backends/cpu/openblas/register.h"

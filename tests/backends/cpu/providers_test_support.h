@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/cpu_info.h"
 #include "support/gemm_testing.h"
+#include "tunableop/cpu_info.h"
 #include "tunableop/gemm.h"
 #include "tunableop/registry.h"
 

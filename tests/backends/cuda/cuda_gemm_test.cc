@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "backends/cuda/cublaslt/lt_plan.h"
+#include "backends/cuda/common/lt_plan.h"
 #include "backends/cuda/cuda_testing.h"
 #include "backends/cuda/register.h"
 #include "ops/gemm/reference.h"

@@ -19,6 +19,7 @@
 #include "backends/cpu_runtime.h"
 #include "ops/gemm/dispatch.h"
 #include "support/gemm_testing.h"
+#include "support/virtual_clock.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
@@ -85,20 +86,6 @@ Status run_naive(const GemmParams& p, const GemmOperands& o) {
   return Status::ok();
 }
 
-// Reads the virtual clock that the test candidates advance by their nominal cost: tuning
-// decisions do not depend on how loaded the machine running the tests is.
-class VirtualTimer : public Timer {
- public:
-  explicit VirtualTimer(std::atomic<double>& clock) : clock_(clock) {}
-  void start() override { t0_ = clock_.load(); }
-  double stop_ms() override { return clock_.load() - t0_; }
-  double now_ms() override { return clock_.load(); }
-
- private:
-  std::atomic<double>& clock_;
-  double t0_ = 0;
-};
-
 // The test candidates and how often each ran.
 class TestBackend {
  public:
@@ -106,12 +93,7 @@ class TestBackend {
   // order given.
   RegisterFn registrar(std::vector<std::string> names) {
     return [this, names](Registry& r) {
-      Registry host;
-      register_cpu_runtime(host);
-      DeviceRuntime rt = *host.runtime(DeviceKind::kCpu);
-      rt.make_timer = [this](void*) -> std::unique_ptr<Timer> { return std::make_unique<VirtualTimer>(clock_); };
-      r.add_runtime(std::move(rt));
-      for (const auto& v : host.validators()) r.add_validator(v);
+      testing::register_host_on_virtual_clock(r, clock_);
       for (const auto& n : names) r.list<GemmCandidate>().push_back(candidate(n));
     };
   }
@@ -504,6 +486,26 @@ TEST_F(DispatchTest, LinearFp64) {
   std::vector<double> y(tokens * out);
   ASSERT_TRUE(linear(*ctx, DType::kF64, tokens, in, out, x.data(), w.data(), y.data()).is_ok());
   EXPECT_EQ(y, (std::vector<double>{1, 2, 10, -1, 0.5, 1.5}));
+}
+
+TEST_F(DispatchTest, PlanIsValidatedOnceAndServesTheTunedCandidate) {
+  auto ctx = context(config(true, true));
+  for (const GemmParams& p : varied_shapes()) {
+    SCOPED_TRACE(testing::describe(p));
+    auto plan = ctx->plan(p);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      HostGemmProblem prob = HostGemmProblem::random(plan->params(), seed);
+      Status st = plan->run(GemmOperands{prob.a.data(), prob.b.data(), prob.c.data()});
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      EXPECT_TRUE(matches_reference(prob, prob.c));
+    }
+    EXPECT_EQ(plan->solution(), "Gemm_Fast");
+  }
+  EXPECT_EQ(lines_of(results(), true).size(), 3u);
+  GemmParams bad = varied_shapes()[0];
+  bad.lda = 1;
+  EXPECT_EQ(ctx->plan(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GemmCandidates, OrderEffortDeviceAndFamilies) {

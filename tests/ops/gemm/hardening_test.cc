@@ -9,12 +9,12 @@
 #include <set>
 #include <thread>
 
-#include "core/checked_size.h"
 #include "core/results_stats.h"
 #include "core/results_test_util.h"
 #include "ops/gemm/dispatch.h"
 #include "support/file_faults.h"
 #include "support/gemm_testing.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/gemm.h"
 #include "tunableop/gemm_and_bias.h"
 

@@ -15,6 +15,7 @@
 #include "backends/cpu_runtime.h"
 #include "ops/gemm/reference.h"
 #include "ops/gemm_and_bias/reference.h"
+#include "support/virtual_clock.h"
 #include "tunableop/gemm_and_bias.h"
 
 namespace tunableop {
@@ -49,18 +50,6 @@ std::vector<std::string> entries(const std::string& path) {
   return out;
 }
 
-class VirtualTimer : public Timer {
- public:
-  explicit VirtualTimer(std::atomic<double>& clock) : clock_(clock) {}
-  void start() override { t0_ = clock_.load(); }
-  double stop_ms() override { return clock_.load() - t0_; }
-  double now_ms() override { return clock_.load(); }
-
- private:
-  std::atomic<double>& clock_;
-  double t0_ = 0;
-};
-
 // Writes the fp64 reference into the m x n matrix of C (fp32/fp64 only).
 Status run_reference(const GemmAndBiasParams& p, const GemmAndBiasOperands& o) {
   const GemmParams& g = p.gemm;
@@ -75,12 +64,7 @@ class TestBackend {
  public:
   RegisterFn registrar() {
     return [this](Registry& r) {
-      Registry host;
-      register_cpu_runtime(host);
-      DeviceRuntime rt = *host.runtime(DeviceKind::kCpu);
-      rt.make_timer = [this](void*) -> std::unique_ptr<Timer> { return std::make_unique<VirtualTimer>(clock_); };
-      r.add_runtime(std::move(rt));
-      for (const auto& v : host.validators()) r.add_validator(v);
+      testing::register_host_on_virtual_clock(r, clock_);
       for (const char* n : {"Default", "GemmAndBias_Wrong", "GemmAndBias_Fast"})
         r.list<GemmAndBiasCandidate>().push_back(candidate(n));
     };

@@ -4,7 +4,7 @@
 
 #include "backends/cpu/blis/blis_library.h"
 #include "backends/cpu/shared/provider_registration.h"
-#include "core/cpu_info.h"
+#include "tunableop/cpu_info.h"
 
 namespace tunableop {
 

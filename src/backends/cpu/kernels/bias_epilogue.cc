@@ -22,6 +22,7 @@ void register_cpu_gemm_and_bias(Registry& r) {
     bias_activation_host(p, o.c, o.bias);
     return Status::ok();
   };
+  d.info = {"tunableop", "default + bias pass", gemm_default->info.details};
   r.list<GemmAndBiasCandidate>().push_back(std::move(d));
 }
 

@@ -63,6 +63,12 @@ GemmCandidate blocked_candidate(Isa isa, const Blocking& b, int threads, int min
   GemmCandidate c = make_candidate(blocked_name(isa, b, threads), min_effort);
   const BlockedConfig cfg{isa, b.mc, b.nc, b.kc, threads};
   c.run = [cfg](const GemmParams& p, const GemmOperands& ops) { return cpu_kernels::blocked_gemm(p, ops, cfg); };
+  c.info = {"tunableop", "blocked", {}};
+  c.info.add("isa", cpu_kernels::isa_name(isa))
+      .add("mc", std::to_string(b.mc))
+      .add("nc", std::to_string(b.nc))
+      .add("kc", std::to_string(b.kc))
+      .add("threads", std::to_string(threads));
   return c;
 }
 
@@ -77,6 +83,8 @@ GemmCandidate skinny_candidate(Isa isa, int threads, int min_effort) {
   };
   const SkinnyConfig cfg{isa, threads};
   c.run = [cfg](const GemmParams& p, const GemmOperands& ops) { return cpu_kernels::skinny_gemm(p, ops, cfg); };
+  c.info = {"tunableop", "skinny", {}};
+  c.info.add("isa", cpu_kernels::isa_name(isa)).add("threads", std::to_string(threads));
   return c;
 }
 
@@ -96,6 +104,8 @@ void register_cpu_kernels(Registry& r) {
     if (default_goes_skinny(p)) return cpu_kernels::skinny_gemm(p, ops, scfg);
     return cpu_kernels::blocked_gemm(p, ops, dcfg);
   };
+  d.info = {"tunableop", "default", {}};  // blocked, or skinny for narrow n
+  d.info.add("isa", cpu_kernels::isa_name(best)).add("threads", std::to_string(all));
   list.push_back(std::move(d));
 
   // Thread counts: 1, half the cores, all cores (deduplicated). One thread often wins small

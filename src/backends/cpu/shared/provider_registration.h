@@ -50,6 +50,9 @@ GemmCandidate make_candidate(std::shared_ptr<Lib> lib, std::string name, int thr
   c.min_effort = min_effort;
   c.supports = [lib](const GemmParams& p) { return lib->supports(p); };
   c.run = [lib, threads](const GemmParams& p, const GemmOperands& ops) { return lib->gemm(p, ops, threads); };
+  c.info.library = Lib::kName;
+  c.info.algorithm = "gemm";
+  c.info.add("threads", threads > 0 ? std::to_string(threads) : "library default");
   if constexpr (HasWorkspace<Lib>) {
     c.workspace_bytes = [](const GemmParams& p) { return Lib::workspace_bytes(p.with_defaults()); };
   } else {

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 

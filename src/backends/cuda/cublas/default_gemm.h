@@ -8,11 +8,4 @@ namespace tunableop::cuda {
 
 GemmCandidate make_default_gemm();
 
-// The plain cuBLAS call, also used by the padded-ld candidate on its aligned copies.
-Status cublas_gemm(const GemmParams& p, const void* a, const void* b, void* c, void* stream);
-
-// Shared shape checks for the cuBLAS and cuBLASLt candidates: trans letters, and sizes that
-// fit the 32-bit (classic) API.
-Status check_blas_shape(const GemmParams& p);
-
 }  // namespace tunableop::cuda

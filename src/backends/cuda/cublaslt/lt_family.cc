@@ -5,8 +5,8 @@
 #include <set>
 #include <vector>
 
-#include "backends/cuda/cublaslt/lt_plan.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
+#include "backends/cuda/common/lt_plan.h"
 
 namespace tunableop::cuda {
 
@@ -178,6 +178,7 @@ GemmCandidate make_candidate(std::shared_ptr<LtPlan> plan, const LtConfig& cfg, 
                              size_t workspace) {
   GemmCandidate c;
   c.name = lt_name(cfg);
+  c.info = lt_info(cfg, "algo");
   c.device = DeviceKind::kCuda;
   c.min_effort = 0;
   LtAlignment align = algo_alignment(algo);

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <set>
+#include <vector>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cublaslt/lt_plan.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
+#include "backends/cuda/common/lt_plan.h"
 #include "backends/cuda/gemm_and_bias/bias_act.h"
 
 namespace tunableop::cuda {
@@ -90,17 +92,45 @@ Status run_split(const GemmAndBiasParams& p, const GemmAndBiasOperands& o) {
       "bias_act_launch");
 }
 
+// The epilogue descriptor for a served call: one per thread and configuration, kept for the
+// thread's life, with only the bias pointer set per call. Making one per call cost about 1.5 us
+// of host time per call (measured through the interposer on an H100); thread-local keeps the
+// candidates thread-safe without a lock.
+StatusOr<cublasLtMatmulDesc_t> kept_epilogue_desc(const GemmAndBiasParams& p, const void* bias) {
+  struct Kept {
+    int compute, scale;
+    char ta, tb;
+    Activation act;
+    EpilogueDesc desc;
+  };
+  thread_local std::vector<std::unique_ptr<Kept>> kept;
+  const CudaTypes t = cuda_types(p.gemm);
+  Kept* k = nullptr;
+  for (auto& e : kept)
+    if (e->compute == int(t.compute) && e->scale == int(t.scale) && e->ta == p.gemm.transa && e->tb == p.gemm.transb &&
+        e->act == p.act)
+      k = e.get();
+  if (k == nullptr) {
+    auto fresh = std::make_unique<Kept>(Kept{int(t.compute), int(t.scale), p.gemm.transa, p.gemm.transb, p.act, {}});
+    TUNABLEOP_RETURN_IF_ERROR(fresh->desc.init(p, nullptr));
+    k = kept.emplace_back(std::move(fresh)).get();
+  }
+  TUNABLEOP_CUBLAS_TRY(
+      cublasLtMatmulDescSetAttribute(k->desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  return k->desc.d;
+}
+
 Status run_lt(const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, size_t workspace, const GemmAndBiasParams& p,
               const GemmAndBiasOperands& o) {
   auto h = current_handles();
   if (!h.is_ok()) return h.status();
-  EpilogueDesc desc;
-  TUNABLEOP_RETURN_IF_ERROR(desc.init(p, o.bias));
+  auto desc = kept_epilogue_desc(p, o.bias);
+  if (!desc.is_ok()) return desc.status();
   auto ws = workspace_for(GemmOperands{o.a, o.b, o.c, o.stream, o.workspace, o.workspace_bytes}, workspace);
   if (!ws.is_ok()) return ws.status();
   Scalars s = make_scalars(p.gemm);
-  TUNABLEOP_CUBLAS_TRY(cublasLtMatmul(h->lt, desc.d, &s.alpha, o.a, plan.a(), o.b, plan.b(), &s.beta, o.c, plan.c(),
-                                      o.c, plan.c(), &algo, *ws, workspace, static_cast<cudaStream_t>(o.stream)));
+  TUNABLEOP_CUBLAS_TRY(cublasLtMatmul(h->lt, *desc, &s.alpha, o.a, plan.a(), o.b, plan.b(), &s.beta, o.c, plan.c(), o.c,
+                                      plan.c(), &algo, *ws, workspace, static_cast<cudaStream_t>(o.stream)));
   return Status::ok();
 }
 
@@ -108,6 +138,7 @@ GemmAndBiasCandidate make_lt_candidate(std::shared_ptr<LtPlan> plan, Activation 
                                        const cublasLtMatmulAlgo_t& algo, size_t workspace) {
   GemmAndBiasCandidate c;
   c.name = kLtBiasPrefix + lt_name(cfg).substr(std::string(kLtPrefix).size());
+  c.info = lt_info(cfg, "epilogue algo");
   c.device = DeviceKind::kCuda;
   auto applies = [plan, act](const GemmAndBiasParams& p) -> Status {
     if (!plan->matches(p.gemm) || p.act != act)
@@ -204,6 +235,7 @@ GemmAndBiasCandidate make_gemm_and_bias_default() {
   c.supports = [](const GemmAndBiasParams& p) { return check_blas_shape(p.gemm); };
   c.workspace_bytes = [](const GemmAndBiasParams& p) { return lt_applies(p).is_ok() ? kLtMaxWorkspaceBytes : 0; };
   c.run = run_default;
+  c.info = {"cuBLASLt", "epilogue heuristic", {}};
   return c;
 }
 
@@ -214,6 +246,7 @@ GemmAndBiasCandidate make_gemm_and_bias_split() {
   c.supports = [](const GemmAndBiasParams& p) { return check_blas_shape(p.gemm); };
   c.workspace_bytes = [](const GemmAndBiasParams&) { return size_t(0); };
   c.run = run_split;
+  c.info = {"cuBLAS", "gemm + bias kernel", {}};
   return c;
 }
 

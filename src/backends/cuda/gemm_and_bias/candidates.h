@@ -5,7 +5,7 @@
 //                        heuristic answer go through the split path below instead.
 //   "GemmAndBias_Lt_..." the heuristic's algorithms with that epilogue (up to
 //                        kLtBiasHeuristicCount); the name carries the full configuration in the
-//                        Gemm_Lt_ scheme (cublaslt/lt_plan.h) and is rebuilt from it.
+//                        Gemm_Lt_ scheme (common/lt_plan.h) and is rebuilt from it.
 //   "GemmAndBias_Split"  plain cuBLAS GEMM (cuBLAS Default) then our bias/activation kernel.
 #pragma once
 

@@ -64,13 +64,13 @@ cudaError_t launch(const void* c, const void* ref, int64_t m, int64_t n, int64_t
 
 }  // namespace
 
-cudaError_t launch_squared_error(int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
+cudaError_t launch_squared_error(DType dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
                                  int64_t batch, int64_t stride_c, double* sums, cudaStream_t stream) {
   switch (dtype) {
-    case 0: return launch<float>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
-    case 1: return launch<double>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
-    case 2: return launch<__nv_bfloat16>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
-    case 3: return launch<__half>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
+    case DType::kF32: return launch<float>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
+    case DType::kF64: return launch<double>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
+    case DType::kBF16: return launch<__nv_bfloat16>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
+    case DType::kF16: return launch<__half>(c, ref, m, n, ldc, batch, stride_c, sums, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -5,13 +5,14 @@
 
 #include <cstdint>
 
+#include "tunableop/types.h"
+
 namespace tunableop::cuda {
 
-// dtype codes: 0 fp32, 1 fp64, 2 bf16, 3 fp16.
 // Accumulates, over the m x n matrices of `batch` column-major outputs, sum((c - ref)^2) into
 // sums[0], sum(ref^2) into sums[1], and 1.0 into sums[2] if any element of c is NaN or Inf.
 // `sums` (3 doubles, device memory) must be zeroed by the caller.
-cudaError_t launch_squared_error(int dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
+cudaError_t launch_squared_error(DType dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
                                  int64_t batch, int64_t stride_c, double* sums, cudaStream_t stream);
 
 }  // namespace tunableop::cuda

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/gemv_launch.h"
 
 namespace tunableop::cuda {
@@ -122,6 +122,11 @@ std::vector<GemmCandidate> make_gemv_candidates() {
         return gemv_supports(s, p);
       };
       c.run = [s](const GemmParams& p, const GemmOperands& o) { return gemv_run(s, p, o); };
+      c.info = {"tunableop", s.mma ? "gemv mma" : "gemv", {}};
+      c.info.add("dtype", dtype_name(dt))
+          .add("rows", std::to_string(s.rows))
+          .add("k_split", std::to_string(s.k_split))
+          .add("pdl", s.pdl ? "1" : "0");
       out.push_back(std::move(c));
     }
   }

@@ -1,6 +1,6 @@
 #include "backends/cuda/kernels/matrix_copy.h"
 
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/matrix_copy.h"
 
 namespace tunableop::cuda {
@@ -114,6 +114,8 @@ std::vector<GemmCandidate> make_pad_ld_candidates() {
     c.min_effort = v.granule == 64 ? 0 : 1;
     c.supports = [v](const GemmParams& p) { return supports(v, p); };
     c.run = [v](const GemmParams& p, const GemmOperands& o) { return run(v, p, o); };
+    c.info = {"cuBLAS", "padded ld", {}};
+    c.info.add("padded", v.pad_inputs ? "A, B, C" : "C").add("granule", std::to_string(v.granule));
     c.workspace_bytes = [v](const GemmParams& p) -> size_t {
       return supports(v, p).is_ok() ? plan_for(v, p).total : 0;
     };

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/matrix_copy.h"
 #include "backends/cuda/kernels/pad_ld.h"
 
@@ -77,6 +77,8 @@ std::vector<GemmCandidate> make_split_m_candidates() {
     c.min_effort = 0;
     c.supports = [v](const GemmParams& p) { return supports(v, p); };
     c.run = [v](const GemmParams& p, const GemmOperands& o) { return run(v, p, o); };
+    c.info = {"cuBLAS", "split m", {}};
+    c.info.add("pad_c", v.pad_c ? "1" : "0").add("granule", std::to_string(v.granule));
     c.workspace_bytes = [v](const GemmParams& p) -> size_t {
       return supports(v, p).is_ok() ? padded_c_bytes(v, p) : 0;
     };

@@ -7,7 +7,7 @@
 #include "backends/cpu/onednn/onednn_library.h"
 #include "backends/cpu/onednn/register.h"
 #include "backends/cpu/providers_test_support.h"
-#include "core/cpu_info.h"
+#include "tunableop/cpu_info.h"
 
 namespace tunableop {
 namespace {

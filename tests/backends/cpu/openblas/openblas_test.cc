@@ -7,7 +7,7 @@
 #include "backends/cpu/openblas/openblas_library.h"
 #include "backends/cpu/openblas/register.h"
 #include "backends/cpu/providers_test_support.h"
-#include "core/cpu_info.h"
+#include "tunableop/cpu_info.h"
 
 namespace tunableop {
 namespace {

@@ -1,4 +1,4 @@
-#include "backends/cuda/cublaslt/lt_plan.h"
+#include "backends/cuda/common/lt_plan.h"
 
 #include <fmt/format.h>
 
@@ -6,14 +6,28 @@
 #include <cstdio>
 #include <cstring>
 
-#include "backends/cuda/cublas/default_gemm.h"
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cublas_gemm.h"
+#include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
 
 std::string lt_name(const LtConfig& c) {
   return fmt::format("{}a{}_t{}_s{}_k{}_r{}_w{}_c{}_i{}_cl{}", kLtPrefix, c.id, c.tile, c.stages, c.split_k,
                      c.reduction, c.swizzle, c.custom, c.inner, c.cluster);
+}
+
+CandidateInfo lt_info(const LtConfig& c, std::string algorithm) {
+  CandidateInfo info{"cuBLASLt", std::move(algorithm), {}};
+  info.add("algo", std::to_string(c.id))
+      .add("tile", std::to_string(c.tile))
+      .add("stages", std::to_string(c.stages))
+      .add("split_k", std::to_string(c.split_k))
+      .add("reduction", std::to_string(c.reduction))
+      .add("swizzle", std::to_string(c.swizzle))
+      .add("custom", std::to_string(c.custom))
+      .add("inner", std::to_string(c.inner))
+      .add("cluster", std::to_string(c.cluster));
+  return info;
 }
 
 StatusOr<LtConfig> parse_lt_name(const std::string& name) {

@@ -1,8 +1,10 @@
 // Host time per enqueued GEMM call as a program sees it: cublasGemmEx (bf16, "tn", like
 // PyTorch's F.linear without bias) and cublasLtMatmul with a bias epilogue (F.linear with bias).
-// Small problems, so the GPU drains the queue faster than the host fills it and only host time
-// is measured. Run it plain and under `tunableop run`: the difference is the interposer's cost
-// per served call (scripts/gpu-interpose.sh does both).
+// Only host time is measured: each timed batch is enqueued behind a kernel that holds the stream
+// for a few milliseconds, so the GPU runs none of it while the clock runs (otherwise a small GEMM
+// whose kernel is slower than its launch measures the GPU, and a faster candidate looks like a
+// cheaper call). Run it plain and under `tunableop run`: the difference is the interposer's cost
+// per call (scripts/gpu-interpose.sh does both).
 //   interpose_cublas_bench [calls]     prints one line per entry point: median_ns_per_call=<x>
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -18,12 +20,26 @@
 
 namespace {
 
+// Keeps the stream busy for `ns` nanoseconds of GPU time.
+__global__ void hold_stream(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 double median_ns(int calls, cudaStream_t s, const std::function<void()>& call) {
   for (int i = 0; i < 200; ++i) call();  // warm-up; tuning happens here under `tunableop run --tune`
   cudaStreamSynchronize(s);
   std::vector<double> per_call;
-  const int batch = std::max(1, calls / 31);
-  for (int r = 0; r < 31; ++r) {
+  // Small batches: the launch queue (about a thousand entries) must never fill while held, or
+  // the host would wait for the GPU after all.
+  const int batch = 128;
+  const int rounds = std::max(31, calls / batch);
+  for (int r = 0; r < rounds; ++r) {
+    hold_stream<<<1, 1, 0, s>>>(4'000'000ull);  // 4 ms: far longer than 128 enqueues take
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < batch; ++i) call();
     auto t1 = std::chrono::steady_clock::now();

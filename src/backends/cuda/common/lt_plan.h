@@ -37,6 +37,8 @@ struct LtConfig {
 };
 
 std::string lt_name(const LtConfig& c);
+// The config as a candidate description (library cuBLASLt, every field a detail).
+CandidateInfo lt_info(const LtConfig& c, std::string algorithm);
 StatusOr<LtConfig> parse_lt_name(const std::string& name);
 inline constexpr const char* kLtPrefix = "Gemm_Lt_";
 

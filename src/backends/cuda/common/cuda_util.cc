@@ -1,4 +1,4 @@
-#include "backends/cuda/cuda_util.h"
+#include "backends/cuda/common/cuda_util.h"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,26 @@
+// Element access in fp64 for every dtype, and the relative error of an output layout: the
+// shared vocabulary of references, numerics checks and tests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/framework/definition.h"
+#include "tunableop/types.h"
+
+namespace tunableop {
+
+// Reads element `idx` of a host buffer of `dtype` as double.
+double load_as_double(DType dtype, const void* base, int64_t idx);
+void store_from_double(DType dtype, void* base, int64_t idx, double v);
+
+namespace ops {
+
+// Relative Frobenius error of `out` (host memory, out.dtype) against `ref` laid out like it;
+// only the m x n matrices count; NaN/Inf give +inf.
+double layout_error(const OutputLayout& out, const void* data, const std::vector<double>& ref);
+// The layout's elements as doubles (c_span-sized vector, gaps 0).
+std::vector<double> layout_to_double(const OutputLayout& out, const void* data);
+
+}  // namespace ops
+}  // namespace tunableop

@@ -1,0 +1,168 @@
+#include "ops/framework/tuning_problem.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/framework/elements.h"
+#include "tunableop/checked_size.h"
+
+namespace tunableop::ops {
+
+using Role = BufferSpec::Role;
+using Copy = DeviceRuntime::Copy;
+
+StatusOr<void*> BufferedTuningProblem::alloc(size_t bytes) {
+  auto p = rt_.alloc(std::max<size_t>(bytes, 64));
+  if (!p.is_ok()) return p.status();
+  allocations_.push_back(*p);
+  bytes_ += bytes;
+  return *p;
+}
+
+BufferedTuningProblem::~BufferedTuningProblem() {
+  if (rt_.synchronize) (void)rt_.synchronize(stream_);
+  timer_.reset();
+  for (void* p : allocations_) rt_.free(p);
+}
+
+Status BufferedTuningProblem::setup(Description d, const std::vector<const void*>& sources, const TuningPolicy& policy,
+                                    Logger& log) {
+  d_ = std::move(d);
+  const auto& bufs = d_.buffers;
+  if (sources.size() != bufs.size()) return Status::internal("operand sources do not match the buffer description");
+  // One set of copies, the pristine ones and, on the CPU, the host copies for the numerics
+  // check: refused before any allocation when this machine cannot hold them.
+  CheckedInt set_total = 0;
+  for (const auto& b : bufs) set_total += CheckedInt(b.elements) * int64_t(dtype_size(b.dtype));
+  if (rt_.kind == DeviceKind::kCpu) {
+    TUNABLEOP_RETURN_IF_ERROR(
+        check_host_allocation(set_total * 3, "tuning " + op_signature() + "(" + params_signature() + ")"));
+  } else if (!set_total.ok()) {
+    return Status::invalid_argument("tuning " + params_signature() + ": the operands' sizes overflow");
+  }
+  size_t set_bytes = 0;
+  for (const auto& b : bufs) set_bytes += b.bytes();
+
+  // Enough copies that a full rotation streams more than the last-level cache, so no timed run
+  // finds its inputs warm (a model's weights are never in cache at decode time).
+  size_t sets = 1;
+  if (policy.rotating_buffer_mib != 0) {
+    size_t target = policy.rotating_buffer_mib > 0 ? size_t(policy.rotating_buffer_mib) << 20
+                                                   : rt_.last_level_cache_bytes() + set_bytes;
+    target = std::min(target, kMaxRotatingBytes);
+    sets = std::clamp<size_t>((target + set_bytes - 1) / std::max<size_t>(set_bytes, 1), 1, kMaxSets);
+  }
+  for (size_t s = 0; s < sets; ++s) {
+    std::vector<void*> set(bufs.size());
+    for (size_t b = 0; b < bufs.size(); ++b) {
+      auto m = alloc(bufs[b].bytes());
+      if (!m.is_ok())
+        return Status(m.status().code(), fmt::format("tuning needs {} MiB of rotating copies: {}",
+                                                     (sets * set_bytes) >> 20, m.status().message()));
+      set[b] = *m;
+      if (bufs[b].role == Role::kOutput) continue;
+      // Inputs of later sets come from set 0 (already on the device); an input-output buffer
+      // starts from the caller's contents in every set.
+      const void* from = s == 0 || bufs[b].role == Role::kInputOutput ? sources[b] : sets_[0][b];
+      TUNABLEOP_RETURN_IF_ERROR(rt_.copy(set[b], from, bufs[b].bytes(), Copy::kDeviceToDevice, stream_));
+    }
+    sets_.push_back(std::move(set));
+  }
+  pristine_.assign(bufs.size(), nullptr);
+  for (size_t b = 0; b < bufs.size(); ++b) {
+    if (bufs[b].role != Role::kInputOutput) continue;
+    auto m = alloc(bufs[b].bytes());
+    if (!m.is_ok()) return m.status();
+    pristine_[b] = *m;
+    TUNABLEOP_RETURN_IF_ERROR(rt_.copy(pristine_[b], sources[b], bufs[b].bytes(), Copy::kDeviceToDevice, stream_));
+  }
+  if (d_.workspace_bytes) {
+    auto m = alloc(d_.workspace_bytes);
+    if (!m.is_ok()) return m.status();
+    workspace_ = *m;
+  }
+  if (policy.numerical_check && rt_.kind == DeviceKind::kCpu) {
+    // Host copies of the pristine buffers for the fp64 check: a candidate that scribbles on its
+    // inputs must not corrupt the reference (on the CPU these are plain memcpys).
+    host_.resize(bufs.size());
+    std::vector<const void*> host_ptrs(bufs.size(), nullptr);
+    for (size_t b = 0; b < bufs.size(); ++b) {
+      if (bufs[b].role == Role::kOutput) continue;
+      host_[b].resize(bufs[b].bytes());
+      const void* from = bufs[b].role == Role::kInputOutput ? pristine_[b] : sets_[0][b];
+      if (!host_[b].empty()) std::memcpy(host_[b].data(), from, host_[b].size());
+      host_ptrs[b] = host_[b].data();
+    }
+    host_check_ = d_.host_check(host_ptrs);
+  }
+  TUNABLEOP_RETURN_IF_ERROR(rt_.synchronize(stream_));
+  timer_ = rt_.make_timer(stream_);
+  log.log(2, fmt::format("├──tuning memory: {} rotating copies of {:.3g} MiB ({:.3g} MiB in all)", sets,
+                         double(set_bytes) / (1 << 20), double(bytes_) / (1 << 20)));
+  return Status::ok();
+}
+
+Status BufferedTuningProblem::restore_outputs() {
+  for (size_t b = 0; b < d_.buffers.size(); ++b) {
+    const BufferSpec& spec = d_.buffers[b];
+    if (spec.role == Role::kInput) continue;
+    if (spec.role == Role::kInputOutput) {
+      TUNABLEOP_RETURN_IF_ERROR(rt_.copy(sets_[0][b], pristine_[b], spec.bytes(), Copy::kDeviceToDevice, stream_));
+      continue;
+    }
+    // Poison with NaN (all-ones bytes are NaN in every dtype) so that an element a candidate
+    // forgets to write fails the check. On the device itself where the runtime can: a host
+    // buffer of a 1 GB output cost half a second per checked candidate.
+    if (rt_.fill_bytes) {
+      TUNABLEOP_RETURN_IF_ERROR(rt_.fill_bytes(sets_[0][b], 0xff, spec.bytes(), stream_));
+    } else {
+      std::vector<uint8_t> poison(spec.bytes(), 0xff);
+      TUNABLEOP_RETURN_IF_ERROR(rt_.copy(sets_[0][b], poison.data(), spec.bytes(), Copy::kHostToDevice, stream_));
+    }
+  }
+  return Status::ok();
+}
+
+Status BufferedTuningProblem::check_numerics(size_t i) {
+  TUNABLEOP_RETURN_IF_ERROR(restore_outputs());
+  TUNABLEOP_RETURN_IF_ERROR(run_on_set(i, 0));
+  TUNABLEOP_RETURN_IF_ERROR(rt_.synchronize(stream_));
+  const OutputLayout& o = d_.output;
+  void* out = sets_[0][o.buffer];
+  double tol = d_.tolerance, err = 0;
+  if (rt_.kind == DeviceKind::kCpu) {
+    if (!host_check_) return Status::internal("numerics check requested but not prepared");
+    err = host_check_(out);  // host memory on the CPU
+  } else {
+    // Default's output is the reference on devices; both sides carry rounding error.
+    tol *= 2;
+    const size_t bytes = d_.buffers[o.buffer].bytes();
+    if (rt_.relative_error) {
+      if (i == 0) {
+        if (!ref_device_) {
+          auto m = alloc(bytes);
+          if (!m.is_ok()) return m.status();
+          ref_device_ = *m;
+        }
+        TUNABLEOP_RETURN_IF_ERROR(rt_.copy(ref_device_, out, bytes, Copy::kDeviceToDevice, stream_));
+      }
+      if (!ref_device_) return Status::internal("numerics check before Default's");
+      auto e = rt_.relative_error(o.dtype, out, ref_device_, o.m, o.n, o.ld, o.batch, o.stride, stream_);
+      if (!e.is_ok()) return e.status();
+      err = *e;
+    } else {
+      std::vector<uint8_t> host(bytes);
+      TUNABLEOP_RETURN_IF_ERROR(rt_.copy(host.data(), out, bytes, Copy::kDeviceToHost, stream_));
+      TUNABLEOP_RETURN_IF_ERROR(rt_.synchronize(stream_));
+      if (i == 0) ref_ = layout_to_double(o, host.data());
+      if (ref_.empty() && o.m * o.n * o.batch > 0) return Status::internal("numerics check before Default's");
+      err = layout_error(o, host.data(), ref_);
+    }
+  }
+  if (!(err <= tol)) return Status::numerics(fmt::format("relative error {:.3g} > tolerance {:.3g}", err, tol));
+  return Status::ok();
+}
+
+}  // namespace tunableop::ops

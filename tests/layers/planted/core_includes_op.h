@@ -1,0 +1,2 @@
+// Planted: core including an op's public header.
+#include "tunableop/gemm.h"

@@ -1,0 +1,3 @@
+// Planted: ops including the registry glue (a layer above it).
+#include "backends/register_all.h"
+#include "tunableop/gemm.h"

@@ -1,0 +1,197 @@
+// The op framework on a toy op (toy_op.h): tuning through the shared tuning problem, the plain
+// call and plans, revalidation when settings or results change, fallback to Default.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "ops/framework/toy_candidates.h"
+#include "ops/framework/toy_op.h"
+
+namespace tunableop::toy {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OpFrameworkTest : public ::testing::Test {
+ protected:
+  OpFrameworkTest() {
+    dir_ = fs::temp_directory_path() / ("tunableop-op-framework-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    fs::create_directories(dir_);
+  }
+  ~OpFrameworkTest() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::unique_ptr<Context> context(std::vector<std::string> names, bool enabled = true, bool tuning = true) {
+    Config c = Config::defaults_only();
+    EXPECT_TRUE(c.set(Setting::kEnabled, enabled).is_ok());
+    EXPECT_TRUE(c.set(Setting::kTuning, tuning).is_ok());
+    EXPECT_TRUE(c.set(Setting::kFilename, (dir_ / "results%d.csv").string()).is_ok());
+    EXPECT_TRUE(c.set(Setting::kMaxTuningIterations, 3).is_ok());
+    EXPECT_TRUE(c.set(Setting::kMaxWarmupIterations, 1).is_ok());
+    EXPECT_TRUE(c.set(Setting::kRotatingBufferSize, 1).is_ok());
+    EXPECT_TRUE(c.set(Setting::kVerbose, 2).is_ok());
+    auto ctx = std::make_unique<Context>(Device::cpu(), std::move(c), backend_.registrar(std::move(names)));
+    ctx->log().set_sink([this](const std::string& l) {
+      std::lock_guard<std::mutex> lock(mu_);
+      log_ += l + "\n";
+    });
+    return ctx;
+  }
+  std::vector<std::string> result_lines() {
+    std::ifstream in(dir_ / "results0.csv");
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty() && l.rfind("Validator,", 0) != 0) out.push_back(l);
+    return out;
+  }
+  // Runs y = alpha x on fresh data and checks y.
+  void scale_and_check(const std::function<Status(const ScaleOperands&)>& call, double alpha = 2.0) {
+    std::vector<float> x(100), y(100, -7.f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f - 3.f;
+    Status st = call(ScaleOperands{x.data(), y.data()});
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], float(alpha * x[i])) << i;
+  }
+  bool logged(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return log_.find(what) != std::string::npos;
+  }
+
+  fs::path dir_;
+  ToyBackend backend_;
+  std::mutex mu_;
+  std::string log_;
+  const ScaleParams p_{DType::kF32, 100, 2.0};
+};
+
+TEST_F(OpFrameworkTest, TunesThroughTheSharedProblemAndServesTheWinner) {
+  auto ctx = context({"Default", "Scale_Wrong", "Scale_Lazy", "Scale_Fast"});
+  scale_and_check([&](const ScaleOperands& o) { return scale(*ctx, p_, o); });
+  auto lines = result_lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("ScaleTunableOp_float,n_100,Scale_Fast,", 0), 0u) << lines[0];
+  EXPECT_TRUE(logged("├──verify numerics failed id=1")) << "wrong: off by one element";
+  EXPECT_TRUE(logged("├──verify numerics failed id=2")) << "lazy: y left poisoned";
+  EXPECT_TRUE(logged("rotating copies")) << log_;
+  backend_.reset();
+  scale_and_check([&](const ScaleOperands& o) { return scale(*ctx, p_, o); });
+  EXPECT_EQ(backend_.calls("Scale_Fast"), 1);
+  EXPECT_EQ(backend_.calls("Default"), 0);
+}
+
+TEST_F(OpFrameworkTest, APlanRunsTheChosenCandidateEveryTime) {
+  auto ctx = context({"Default", "Scale_Fast"});
+  auto plan = ctx->plan(p_);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->solution(), "") << "nothing decided before the first run";
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(plan->solution(), "Scale_Fast");
+  backend_.reset();
+  for (int i = 0; i < 10; ++i) scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(backend_.calls("Scale_Fast"), 10);
+  EXPECT_EQ(result_lines().size(), 1u);
+  // A plan and the plain call share the problem's slot: no second tuning.
+  scale_and_check([&](const ScaleOperands& o) { return scale(*ctx, p_, o); });
+  EXPECT_EQ(result_lines().size(), 1u);
+}
+
+TEST_F(OpFrameworkTest, PlansRevalidateWhenSettingsChange) {
+  auto ctx = context({"Default", "Scale_Fast"});
+  auto plan = ctx->plan(p_);
+  ASSERT_TRUE(plan.is_ok());
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  ASSERT_TRUE(ctx->config().set(Setting::kEnabled, false).is_ok());
+  backend_.reset();
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(backend_.calls("Default"), 1);
+  EXPECT_EQ(plan->solution(), "Default");
+  ASSERT_TRUE(ctx->config().set(Setting::kEnabled, true).is_ok());
+  backend_.reset();
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(backend_.calls("Scale_Fast"), 1) << "back to the stored result, without tuning again";
+  EXPECT_EQ(backend_.calls("Default"), 0);
+}
+
+TEST_F(OpFrameworkTest, PlansRevalidateWhenResultsChange) {
+  auto ctx = context({"Default", "Scale_Fast"}, true, /*tuning=*/false);
+  auto plan = ctx->plan(p_);
+  ASSERT_TRUE(plan.is_ok());
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(plan->solution(), "Default");
+  ResultEntry e;
+  e.op = "ScaleTunableOp_float";
+  e.params = "n_100";
+  e.solution = "Scale_Fast";
+  e.time_ms = 0.2;
+  ctx->results().insert(e);
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(plan->solution(), "Scale_Fast");
+}
+
+TEST_F(OpFrameworkTest, FailingChoiceFallsBackToDefaultForThatCall) {
+  auto ctx = context({"Default", "Scale_Flaky"});
+  auto plan = ctx->plan(p_);
+  ASSERT_TRUE(plan.is_ok());
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  ASSERT_EQ(plan->solution(), "Scale_Flaky");
+  backend_.flaky_fails = true;
+  backend_.reset();
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(backend_.calls("Scale_Flaky"), 1);
+  EXPECT_EQ(backend_.calls("Default"), 1);
+  EXPECT_TRUE(logged("Scale_Flaky failed (Scale_Flaky lost its device); running Default")) << log_;
+}
+
+TEST_F(OpFrameworkTest, BadInputIsRefusedWithAMessage) {
+  auto ctx = context({"Default"});
+  auto bad = ctx->plan(ScaleParams{DType::kF32, -1, 1.0});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("n must be >= 0"), std::string::npos);
+  auto plan = ctx->plan(p_);
+  ASSERT_TRUE(plan.is_ok());
+  std::vector<float> x(100);
+  EXPECT_EQ(plan->run(ScaleOperands{x.data(), nullptr}).code(), StatusCode::kInvalidArgument);
+  auto empty = ctx->plan(ScaleParams{DType::kF32, 0, 1.0});
+  ASSERT_TRUE(empty.is_ok());
+  EXPECT_TRUE(empty->run(ScaleOperands{}).is_ok()) << "an empty problem has nothing to do";
+  EXPECT_FALSE(Plan<ScaleOp>().run(ScaleOperands{x.data(), x.data()}).is_ok()) << "a default-made plan";
+}
+
+TEST_F(OpFrameworkTest, NoDefaultIsAClearError) {
+  auto ctx = context({});
+  std::vector<float> x(100), y(100);
+  Status st = scale(*ctx, p_, ScaleOperands{x.data(), y.data()});
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("no Default Scale supports ScaleTunableOp_float(n_100)"), std::string::npos)
+      << st.message();
+}
+
+TEST_F(OpFrameworkTest, ConcurrentPlansOfOneProblemTuneOnce) {
+  auto ctx = context({"Default", "Scale_Fast"});
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      auto plan = ctx->plan(p_);
+      std::vector<double> x(100, 1.0), y(100);
+      ScaleParams p = p_;
+      p.dtype = DType::kF64;
+      auto plan64 = ctx->plan(p);
+      for (int i = 0; i < 20; ++i) {
+        if (!plan->run(ScaleOperands{x.data(), y.data()}).is_ok()) ++failures;  // fp32 view of the bytes
+        if (!plan64->run(ScaleOperands{x.data(), y.data()}).is_ok()) ++failures;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(result_lines().size(), 2u) << "one line per problem (fp32, fp64)";
+}
+
+}  // namespace
+}  // namespace tunableop::toy
