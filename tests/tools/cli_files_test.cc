@@ -43,8 +43,8 @@ size_t entry_count(const std::string& path) { return parse_results(read_text(pat
 void make_inputs(const TempDir& dir) {
   write_text(dir.file("u1.csv"), "GemmTunableOp_float_NN,nn_3_3_3\n");
   write_text(dir.file("u2.csv"), "GemmTunableOp_float_NN,nn_5_3_3\n");
-  ASSERT_EQ(run_cli({"tune", dir.file("u1.csv")}, {{filename_env(dir.file("a%d.csv"))}}).exit_code, 0);
-  ASSERT_EQ(run_cli({"tune", dir.file("u2.csv")}, {{filename_env(dir.file("b%d.csv"))}}).exit_code, 0);
+  ASSERT_EQ(run_cli({"tune", dir.file("u1.csv")}, {.env = {filename_env(dir.file("a%d.csv"))}}).exit_code, 0);
+  ASSERT_EQ(run_cli({"tune", dir.file("u2.csv")}, {.env = {filename_env(dir.file("b%d.csv"))}}).exit_code, 0);
 }
 
 TEST(CliFiles, MergeRefusesTargetsThatAreNotRegularFiles) {
@@ -97,7 +97,7 @@ TEST(CliFiles, FifoAsResultsFileIsAnErrorNotAHang) {
   TempDir dir;
   write_text(dir.file("u.csv"), kProblems);
   ASSERT_TRUE(testing::make_fifo(dir.file("r0.csv")));
-  testing::CliOptions o{{filename_env(dir.file("r%d.csv"))}, "", 0, 60};
+  testing::CliOptions o{.env = {filename_env(dir.file("r%d.csv"))}, .timeout_s = 60};
   expect_exit(run_cli({"tune", dir.file("u.csv")}, o), 2, "r0.csv: is a FIFO, not a regular file");
   // bench tunes in memory and says at the end that the result was not saved.
   CliRun b = run_cli({"bench", "-m", "8", "-n", "8", "-k", "8", "--iters", "3"}, o);
@@ -111,7 +111,7 @@ TEST(CliFiles, FifoStatsSidecarFailsFastAndTheResultsAreStillSaved) {
   TempDir dir;
   write_text(dir.file("u.csv"), kProblems);
   ASSERT_TRUE(testing::make_fifo(dir.file("r0.csv.stats")));
-  CliRun r = run_cli({"tune", dir.file("u.csv")}, {{filename_env(dir.file("r%d.csv"))}, "", 0, 60});
+  CliRun r = run_cli({"tune", dir.file("u.csv")}, {.env = {filename_env(dir.file("r%d.csv"))}, .timeout_s = 60});
   expect_exit(r, 1, "r0.csv.stats: is a FIFO");
   EXPECT_NE(r.err.find("2 results saved without their statistics"), std::string::npos) << describe(r);
   EXPECT_NE(r.out.find("tuned 2 problems (0 not saved"), std::string::npos) << describe(r);
@@ -122,14 +122,15 @@ TEST(CliFiles, DirectoryAsResultsFileOrNameIsAnError) {
   TempDir dir;
   write_text(dir.file("u.csv"), kProblems);
   fs::create_directories(dir.file("r0.csv"));
-  expect_exit(run_cli({"tune", dir.file("u.csv")}, {{filename_env(dir.file("r%d.csv"))}}), 2,
+  expect_exit(run_cli({"tune", dir.file("u.csv")}, {.env = {filename_env(dir.file("r%d.csv"))}}), 2,
               "r0.csv: is a directory, not a regular file");
   // TUNABLEOP_FILENAME=dir/ used to create dir/0.
   fs::create_directories(dir.file("out"));
-  expect_exit(run_cli({"tune", dir.file("u.csv")}, {{filename_env(dir.file("out") + "/")}}), 2,
+  expect_exit(run_cli({"tune", dir.file("u.csv")}, {.env = {filename_env(dir.file("out") + "/")}}), 2,
               "names a directory, not a file");
   EXPECT_TRUE(fs::is_empty(dir.file("out")));
-  CliRun b = run_cli({"bench", "-m", "8", "-n", "8", "-k", "8", "--iters", "3"}, {{filename_env(dir.file("out/"))}});
+  CliRun b =
+      run_cli({"bench", "-m", "8", "-n", "8", "-k", "8", "--iters", "3"}, {.env = {filename_env(dir.file("out/"))}});
   expect_exit(b, 1, "names a directory, not a file");
 }
 
@@ -140,11 +141,11 @@ TEST(CliFiles, FullDiskIsReportedAndNothingTunedIsLost) {
   TempDir dir;
   write_text(dir.file("u1.csv"), "GemmTunableOp_float_NN,nn_3_3_3\n");
   const std::string env = filename_env(dir.file("r%d.csv"));
-  ASSERT_EQ(run_cli({"tune", dir.file("u1.csv")}, {{env}}).exit_code, 0);
+  ASSERT_EQ(run_cli({"tune", dir.file("u1.csv")}, {.env = {env}}).exit_code, 0);
   const std::string before = read_text(dir.file("r0.csv"));
   write_text(dir.file("u.csv"), "GemmTunableOp_float_NN,nn_3_3_3\n" + kProblems.substr(kProblems.find('\n') + 1) +
                                     "GemmTunableOp_float_NN,nn_6_6_6\n");
-  testing::CliOptions full{{env}};
+  testing::CliOptions full{.env = {env}};
   full.file_size_limit = before.size() + 10;
   CliRun r = run_cli({"tune", dir.file("u.csv")}, full);
   expect_exit(r, 1, "tuned 2 problems (2 not saved, 1 already tuned, 0 failed");
@@ -153,7 +154,7 @@ TEST(CliFiles, FullDiskIsReportedAndNothingTunedIsLost) {
   EXPECT_NE(r.err.find("GemmTunableOp_float_TN,tn_4_3_5,"), std::string::npos) << "the lost line is printed";
   EXPECT_NE(r.err.find("GemmTunableOp_float_NN,nn_6_6_6,"), std::string::npos);
   EXPECT_EQ(read_text(dir.file("r0.csv")), before) << "no partial line";
-  CliRun again = run_cli({"tune", dir.file("u.csv")}, {{env}});
+  CliRun again = run_cli({"tune", dir.file("u.csv")}, {.env = {env}});
   expect_exit(again, 0, "tuned 2 problems (0 not saved, 1 already tuned");
   EXPECT_EQ(entry_count(dir.file("r0.csv")), 3u);
 }
@@ -162,17 +163,17 @@ TEST(CliFiles, ByteOrderMarkAndBlankFilesAreOurs) {
   TempDir dir;
   write_text(dir.file("u.csv"), "\xEF\xBB\xBF" + kProblems);  // the untuned file too
   const std::string env = filename_env(dir.file("r%d.csv"));
-  ASSERT_EQ(run_cli({"tune", dir.file("u.csv")}, {{env}}).exit_code, 0);
+  ASSERT_EQ(run_cli({"tune", dir.file("u.csv")}, {.env = {env}}).exit_code, 0);
   EXPECT_EQ(entry_count(dir.file("r0.csv")), 2u);
   write_text(dir.file("r0.csv"), "\xEF\xBB\xBF" + read_text(dir.file("r0.csv")));
   write_text(dir.file("u2.csv"), "GemmTunableOp_float_NN,nn_7_3_3\n");
-  CliRun r = run_cli({"tune", dir.file("u2.csv")}, {{env}});
+  CliRun r = run_cli({"tune", dir.file("u2.csv")}, {.env = {env}});
   expect_exit(r, 0, "into " + dir.file("r0.csv"));
   EXPECT_EQ(entry_count(dir.file("r0.csv")), 3u);
   expect_exit(run_cli({"show", dir.file("r0.csv")}), 0, "tunableop results, 3 entries");
 
   write_text(dir.file("blank0.csv"), "\n  \n\r\n");
-  CliRun b = run_cli({"tune", dir.file("u2.csv")}, {{filename_env(dir.file("blank%d.csv"))}});
+  CliRun b = run_cli({"tune", dir.file("u2.csv")}, {.env = {filename_env(dir.file("blank%d.csv"))}});
   expect_exit(b, 0, "into " + dir.file("blank0.csv"));
   expect_exit(run_cli({"show", dir.file("blank0.csv")}), 0, "tunableop results, 1 entry");
   for (const auto& e : fs::directory_iterator(dir.path()))
@@ -187,7 +188,8 @@ TEST(CliFiles, HugeResultsFileIsRefusedNotRead) {
   expect_exit(s, 2, "is too large to read");
   EXPECT_LT(s.max_rss_kib, 512 * 1024);
   write_text(dir.file("u.csv"), kProblems);
-  expect_exit(run_cli({"tune", dir.file("u.csv")}, {{filename_env(dir.file("r%d.csv"))}}), 2, "is too large to read");
+  expect_exit(run_cli({"tune", dir.file("u.csv")}, {.env = {filename_env(dir.file("r%d.csv"))}}), 2,
+              "is too large to read");
 }
 
 TEST(CliFiles, DevicesAndFifosAsInputsNeverBlock) {

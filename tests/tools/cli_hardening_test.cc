@@ -45,7 +45,7 @@ TEST(CliHardening, TuneLineWithHugeBatchFailsThatLineOnly) {
   TempDir dir;
   write_text(dir.file("u.csv"),
              "GemmStridedBatchedTunableOp_float_NN,nn_4_4_4_B_288230376151711744\nGemmTunableOp_float_NN,nn_3_3_3\n");
-  CliRun r = run_cli({"tune", dir.file("u.csv")}, {{"TUNABLEOP_FILENAME=" + dir.file("r%d.csv")}});
+  CliRun r = run_cli({"tune", dir.file("u.csv")}, {.env = {"TUNABLEOP_FILENAME=" + dir.file("r%d.csv")}});
   expect_refused(r, "A spans more bytes than a 64-bit size can hold", 1);
   EXPECT_NE(r.out.find("tuned 1 problems (0 not saved, 0 already tuned, 1 failed"), std::string::npos) << describe(r);
 }

@@ -20,9 +20,9 @@ struct CliRun {
 };
 
 struct CliOptions {
-  std::vector<std::string> env;  // "NAME=value"
-  std::string cwd;               // default: the test process's
-  uint64_t file_size_limit = 0;  // 0: none
+  std::vector<std::string> env{};  // "NAME=value"
+  std::string cwd{};               // default: the test process's
+  uint64_t file_size_limit = 0;    // 0: none
   int timeout_s = 120;
 };
 
