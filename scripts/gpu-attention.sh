@@ -32,18 +32,7 @@ summary=()
 stamp "machine: $(sed -n 3p "$LOGS/machine.txt")"
 
 # cuDNN from the PyTorch wheel.
-cudnn_dir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-cudnn_inc=""
-if [ -n "$cudnn_dir" ] && [ -f "$cudnn_dir/include/cudnn_graph.h" ]; then
-  cudnn_inc="$cudnn_dir/include"
-elif [ -f "$ROOT/.cudnn-include/cudnn_graph.h" ]; then
-  cudnn_inc="$ROOT/.cudnn-include"
-fi
-if [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/lib/libcudnn.so.9" ]; then
-  export TUNABLEOP_CUDNN_LIBRARY="$cudnn_dir/lib/libcudnn.so.9"
-  cu_lib=$(python3 -c 'import nvidia.cu13 as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  export LD_LIBRARY_PATH="$cudnn_dir/lib${cu_lib:+:$cu_lib/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+. "$ROOT/scripts/cudnn-env.sh"
 stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-none}"
 
 stamp "configure"

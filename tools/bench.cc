@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "bench_attention.h"
 #include "bench_measure.h"
 #include "bench_suites.h"
 #include "cli_support.h"
@@ -28,7 +29,7 @@ struct BenchArgs {
   int gpu = 0;
   int64_t iters = 0;  // 0: as many as fit in about two seconds
   int verbose = -1;
-  std::string suite, suite_file, csv, results, baseline, only;
+  std::string suite, suite_file, csv, results, baseline, only, shapes_csv;
   int rounds = 5;
 };
 
@@ -102,6 +103,8 @@ double geomean(const std::vector<double>& v) {
 }
 
 int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
+  if (a.suite == "attention")
+    return bench_attention_suite(ctx, {a.only, a.csv, a.results, a.shapes_csv, a.rounds}, stream);
   std::vector<SuiteShape> shapes;
   if (!a.suite_file.empty()) {
     auto s = read_suite_file(a.suite_file);
@@ -109,7 +112,8 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     shapes = *s;
   } else {
     shapes = suite_shapes(a.suite);
-    if (shapes.empty()) return fail(Status::invalid_argument("unknown suite '" + a.suite + "' (cpu-llm, llm)"));
+    if (shapes.empty())
+      return fail(Status::invalid_argument("unknown suite '" + a.suite + "' (cpu-llm, llm, attention)"));
   }
   const std::string suite_name = a.suite_file.empty() ? "suite " + a.suite : "suite file " + a.suite_file;
   if (shapes.empty()) return fail(Status::invalid_argument(printable(suite_name) + " has no shapes"));
@@ -127,14 +131,7 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     shapes = kept;
   }
   // Tune into a fresh file so that tuning time is real, unless --results names one to keep.
-  std::string results = a.results;
-  bool temp = results.empty();
-  if (temp)
-    results = (std::filesystem::temp_directory_path() / fmt::format("tunableop_bench_{}_%d.csv", ::getpid())).string();
-  (void)ctx.config().set(Setting::kFilename, results);
-  (void)ctx.config().set(Setting::kEnabled, true);
-  (void)ctx.config().set(Setting::kTuning, true);
-  (void)ctx.load_results();
+  const std::string temp = tune_into_results(ctx, a.results);
 
   auto ceil = measure_ceilings(ctx, shapes.front().p.dtype, stream);
   if (!ceil.is_ok()) return fail(ceil.status());
@@ -236,11 +233,8 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
       fmt::print("wrote {}\n", a.csv);
     }
   }
-  if (temp) {
-    std::error_code ec;  // the temporary file and its sidecar; a failure to remove them is harmless
-    std::string path = results_path_for(results, std::to_string(ctx.device().ordinal));
-    std::filesystem::remove(path, ec);
-    std::filesystem::remove(path + ".stats", ec);
+  if (!temp.empty()) {
+    remove_temp_results(temp);
   } else if (report_unsaved(ctx, "bench")) {
     rc = 1;
   }
@@ -268,7 +262,10 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
-  c->add_option("--suite", a->suite, "run a shape suite: cpu-llm (CPU, fp32) or llm (GPU, bf16)");
+  c->add_option("--suite", a->suite,
+                "run a shape suite: cpu-llm (CPU, fp32), llm (GPU, bf16) or attention (the Attention op on the "
+                "device: Llama-2-7B and Gemma-2B prefill and decode on CUDA, tiny shapes on the CPU)");
+  c->add_option("--shapes-csv", a->shapes_csv, "suite attention: also write its shapes here (for sdpa_bench.py)");
   c->add_option("--suite-file", a->suite_file, "suite from a CSV file: name,dtype,transa,transb,m,n,k");
   c->add_option("--only", a->only, "suite: only shapes whose name contains this");
   c->add_option("--csv", a->csv, "suite: also write the table as CSV here");

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "ops/gemm/dispatch.h"
 #include "ops/gemm/tuning_problem.h"
@@ -15,53 +18,26 @@ double bytes_moved(const GemmParams& p) {
   return es * double(p.batch) * (double(p.m) * double(p.k) + double(p.k) * double(p.n) + c);
 }
 
-StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const GemmParams& params, int rounds,
+StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const GemmParams& p, int rounds,
                                                           double ms_per_sample, void* stream) {
-  auto bufs = GemmBuffers::random(ctx, params, 7, stream);
-  if (!bufs.is_ok()) return bufs.status();
-  const GemmParams& p = (*bufs)->params();
-  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
-  Options o = ctx.config().snapshot();
-  auto cands = gemm_candidates_for(ctx, p, o.policy.search_effort);
-  auto pr_or = GemmTuningProblem::create(p, (*bufs)->operands(), cands, *rt, o.policy, ctx.log());
-  if (!pr_or.is_ok()) return pr_or.status();
-  GemmTuningProblem& pr = **pr_or;
-  // The tuner's own pieces (sizing, interleaved rounds, medians), so that the suite's numbers
-  // are measured exactly as tuning measures them.
-  TuningSession session(pr, o.policy, ctx.log());
-  std::vector<CandidateTiming> out(cands.size());
-  std::vector<int> runs(cands.size(), 0);
-  for (size_t i = 0; i < cands.size(); ++i) {
-    out[i].name = cands[i].name;
-    out[i].family = cands[i].info.family().empty() ? cands[i].name : cands[i].info.family();
-    Status st = pr.supports(i);
-    if (st.is_ok()) st = pr.check_numerics(i);
-    if (st.is_ok()) {  // size the sample from one warm run
-      auto one = session.time_runs(i, 1);
-      if (one.is_ok())
-        runs[i] = std::clamp(int(ms_per_sample / std::max(*one, 1e-4)), 1, 2000);
-      else
-        st = one.status();
-    }
-    if (!st.is_ok()) {
-      out[i].note = st.is_unsupported() ? "unsupported" : st.to_string();
-      (void)pr.recover();
-    }
-  }
-  auto samples = interleaved_rounds(
-      cands.size(), InterleavedRounds{rounds, rounds}, pr.timer(),
-      [&](size_t i) -> StatusOr<double> {
-        if (runs[i] == 0) return Status::unsupported("not measured");
-        return session.time_runs(i, runs[i]);
-      },
-      [&](size_t i, const Status& st) {
-        if (runs[i] == 0) return;
-        out[i].note = st.to_string();
-        runs[i] = 0;
-      });
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (runs[i] > 0) out[i].median_ms = median(samples[i]);
-  return out;
+  return measure_op_candidates<GemmOp>(ctx, p, rounds, ms_per_sample, stream);
+}
+
+std::string tune_into_results(Context& ctx, const std::string& results) {
+  std::string file = results;
+  if (file.empty())
+    file = (std::filesystem::temp_directory_path() / fmt::format("tunableop_bench_{}_%d.csv", ::getpid())).string();
+  (void)ctx.config().set(Setting::kFilename, file);
+  (void)ctx.config().set(Setting::kEnabled, true);
+  (void)ctx.config().set(Setting::kTuning, true);
+  (void)ctx.load_results();
+  return results.empty() ? results_path_for(file, std::to_string(ctx.device().ordinal)) : "";
+}
+
+void remove_temp_results(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  std::filesystem::remove(path + ".stats", ec);
 }
 
 StatusOr<double> time_dispatch(Context& ctx, const GemmParams& p, const GemmOperands& ops, int rounds,

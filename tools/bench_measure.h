@@ -1,10 +1,13 @@
 // Measurement helpers shared by the bench command and its suites.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "ops/framework/dispatch.h"
 #include "tunableop/gemm.h"
+#include "tunableop/tuner.h"
 
 namespace tunableop::cli {
 
@@ -15,8 +18,59 @@ struct CandidateTiming {
   std::string note;      // why not measured (unsupported, numerics, error)
 };
 
-// Every candidate for p on ctx's device, each checked against the reference and then timed
-// the same way: interleaved rounds over rotating input copies, median per candidate.
+// Every candidate of op Op for p on ctx's device, each checked against the reference and then
+// timed the same way: interleaved rounds over rotating input copies, median per candidate.
+template <class Op>
+StatusOr<std::vector<CandidateTiming>> measure_op_candidates(Context& ctx, const typename Op::Params& params,
+                                                             int rounds, double ms_per_sample, void* stream) {
+  auto bufs = ops::OpBuffers<Op>::random(ctx, params, 7, stream);
+  if (!bufs.is_ok()) return bufs.status();
+  const auto& p = (*bufs)->params();
+  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
+  Options o = ctx.config().snapshot();
+  auto cands = ops::Dispatcher<Op>::candidates_for(ctx, p, o.policy.search_effort);
+  auto pr_or = ops::OpTuningProblem<Op>::create(p, (*bufs)->operands(), cands, *rt, o.policy, ctx.log());
+  if (!pr_or.is_ok()) return pr_or.status();
+  auto& pr = **pr_or;
+  // The tuner's own pieces (sizing, interleaved rounds, medians), so that the suite's numbers
+  // are measured exactly as tuning measures them.
+  TuningSession session(pr, o.policy, ctx.log());
+  std::vector<CandidateTiming> out(cands.size());
+  std::vector<int> runs(cands.size(), 0);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    out[i].name = cands[i].name;
+    out[i].family = cands[i].info.family().empty() ? cands[i].name : cands[i].info.family();
+    Status st = pr.supports(i);
+    if (st.is_ok()) st = pr.check_numerics(i);
+    if (st.is_ok()) {  // size the sample from one warm run
+      auto one = session.time_runs(i, 1);
+      if (one.is_ok())
+        runs[i] = std::clamp(int(ms_per_sample / std::max(*one, 1e-4)), 1, 2000);
+      else
+        st = one.status();
+    }
+    if (!st.is_ok()) {
+      out[i].note = st.is_unsupported() ? "unsupported" : st.to_string();
+      (void)pr.recover();
+    }
+  }
+  auto samples = interleaved_rounds(
+      cands.size(), InterleavedRounds{rounds, rounds}, pr.timer(),
+      [&](size_t i) -> StatusOr<double> {
+        if (runs[i] == 0) return Status::unsupported("not measured");
+        return session.time_runs(i, runs[i]);
+      },
+      [&](size_t i, const Status& st) {
+        if (runs[i] == 0) return;
+        out[i].note = st.to_string();
+        runs[i] = 0;
+      });
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (runs[i] > 0) out[i].median_ms = median(samples[i]);
+  return out;
+}
+
+// measure_op_candidates for GEMM.
 StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const GemmParams& p, int rounds,
                                                           double ms_per_sample, void* stream);
 
@@ -34,6 +88,12 @@ struct Ceilings {
   std::string gemm_solution;
 };
 StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream);
+
+// Tuning on, into `results` (kept) or, when empty, a fresh temporary file (so that tuning time is
+// real); returns the path to remove afterwards ("" when the caller's file is kept).
+std::string tune_into_results(Context& ctx, const std::string& results);
+// Removes that temporary results file and its .stats sidecar (a failure to is harmless).
+void remove_temp_results(const std::string& path);
 
 // Memory floor in ms: each operand read once, C written once (and read when beta != 0).
 double bytes_moved(const GemmParams& p);

@@ -55,7 +55,7 @@ struct LlmArgs {
   bool ignore_eos = false, no_echo = false;
   // Which of the options with defaults were given (CLI11 counts them).
   CLI::Option *o_max_new = nullptr, *o_batch = nullptr, *o_temperature = nullptr, *o_top_k = nullptr,
-              *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr;
+              *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr, *o_page_size = nullptr;
   bool tune = false, no_tune = false, compare = false;
   int iterations = 3;
   int warmup = 1;
@@ -66,24 +66,46 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
+  std::string prompt_lens;  // synthetic prompts of these lengths, one per sequence
+  std::string kv_cache = "static";
+  int64_t page_size = 64, kv_pages = 0;
 };
 
-StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
+// A synthetic prompt of n tokens (the same ids --prompt-len uses).
+// Built before the engine checks its sizes: the prompt's own memory is checked first. `flag`
+// names the option that asked for it.
+StatusOr<std::vector<int32_t>> synthetic_prompt(int64_t n, int64_t vocab, const char* flag) {
+  TUNABLEOP_RETURN_IF_ERROR(
+      check_host_allocation(CheckedInt(n) * int64_t(sizeof(int32_t)), fmt::format("{} {}", flag, n)));
+  std::vector<int32_t> prompt(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t((1 + 7919 * i) % vocab);
+  return prompt;
+}
+
+// "a,b,c" -> integers in [lo, hi]; `flag` and `what` name them in errors.
+StatusOr<std::vector<int64_t>> parse_list(const std::string& s, const char* flag, const char* what, int64_t lo,
+                                          int64_t hi) {
+  std::vector<int64_t> out;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
     try {
       size_t used = 0;
-      long v = std::stol(item, &used);
-      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
-      ids.push_back(int32_t(v));
+      long long v = std::stoll(item, &used);
+      if (used != item.size() || v < lo || v > hi) throw std::invalid_argument(item);
+      out.push_back(v);
     } catch (const std::exception&) {
-      return Status::invalid_argument("--prompt-ids: \"" + item + "\" is not a token id");
+      return Status::invalid_argument(std::string(flag) + ": \"" + item + "\" is not a " + what);
     }
   }
-  if (ids.empty()) return Status::invalid_argument("--prompt-ids: no token ids");
-  return ids;
+  if (out.empty()) return Status::invalid_argument(std::string(flag) + ": no " + what + "s");
+  return out;
+}
+
+StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
+  auto v = parse_list(s, "--prompt-ids", "token id", 0, INT32_MAX);
+  if (!v.is_ok()) return v.status();
+  return std::vector<int32_t>(v->begin(), v->end());
 }
 
 int fail(const Status& s) {
@@ -124,10 +146,16 @@ StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
 
 // Options that belong to one mode only are refused in the other, rather than silently ignored.
 Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
-  if (texts && (a.o_prompt_ids->count() || a.prompt_len > 0)) {
+  if (texts && (a.o_prompt_ids->count() || a.prompt_len > 0 || !a.prompt_lens.empty())) {
     return Status::invalid_argument(
         "give the prompt as text (--prompt, --prompt-file) or as ids (--prompt-ids, "
-        "--prompt-len), not both");
+        "--prompt-len, --prompt-lens), not both");
+  }
+  if (!a.prompt_lens.empty() && (a.o_prompt_ids->count() || a.prompt_len > 0)) {
+    return Status::invalid_argument("--prompt-lens gives every prompt: no --prompt-ids or --prompt-len with it");
+  }
+  if (a.kv_cache == "static" && (a.kv_pages > 0)) {
+    return Status::invalid_argument("--kv-pages sizes a paged cache: add --kv-cache paged");
   }
   if (generate) {
     if (a.compare || a.total_tokens > 0 || a.json) {
@@ -332,15 +360,18 @@ int run_llm(const LlmArgs& a) {
       if (!ids.is_ok()) return fail(ids.status());
       prompts.push_back(std::move(*ids));
     }
+  } else if (!a.prompt_lens.empty()) {
+    auto lens = parse_list(a.prompt_lens, "--prompt-lens", "positive length", 1, INT32_MAX);
+    if (!lens.is_ok()) return fail(lens.status());
+    for (int64_t n : *lens) {
+      auto prompt = synthetic_prompt(n, cfg->vocab_size, "--prompt-lens");
+      if (!prompt.is_ok()) return fail(prompt.status());
+      prompts.push_back(std::move(*prompt));
+    }
   } else if (a.prompt_len > 0) {
-    // Built before the engine checks its sizes: the prompt's own memory first.
-    if (Status st = check_host_allocation(CheckedInt(a.prompt_len) * int64_t(sizeof(int32_t)),
-                                          fmt::format("--prompt-len {}", a.prompt_len));
-        !st.is_ok())
-      return fail(st);
-    std::vector<int32_t> prompt;
-    for (int64_t i = 0; i < a.prompt_len; ++i) prompt.push_back(int32_t((1 + 7919 * i) % cfg->vocab_size));
-    prompts.push_back(prompt);
+    auto prompt = synthetic_prompt(a.prompt_len, cfg->vocab_size, "--prompt-len");
+    if (!prompt.is_ok()) return fail(prompt.status());
+    prompts.push_back(std::move(*prompt));
   } else if (!a.interactive) {
     auto ids = parse_ids(a.prompt_ids);
     if (!ids.is_ok()) return fail(ids.status());
@@ -383,6 +414,21 @@ int run_llm(const LlmArgs& a) {
     eo.max_seq = std::max(padded, longest + max_new);
   }
   eo.cuda_graph = !a.no_cuda_graph;
+  if (a.kv_cache == "paged") {
+    eo.kv_cache.kind = llm::KvCacheKind::kPaged;
+    eo.kv_cache.page_size = a.page_size;
+    // Default pool: the pages this run's sequences reach (prompt + new tokens each), so the
+    // memory held is what they use; interactive prompts are not known: room for a full cache.
+    eo.kv_cache.pages = a.kv_pages;
+    if (a.kv_pages == 0 && !a.interactive && a.page_size > 0) {
+      for (const auto& p : prompts) {
+        const int64_t positions = std::max(int64_t(p.size()), int64_t(p.size()) + max_new - 1);
+        eo.kv_cache.pages += (positions + a.page_size - 1) / a.page_size;
+      }
+    }
+  } else if (a.o_page_size->count()) {
+    return fail(Status::invalid_argument("--page-size sets a paged cache's pages: add --kv-cache paged"));
+  }
   if (a.device == "cuda") {
     auto dt = parse_dtype(a.dtype);
     if (!dt.is_ok()) return fail(dt.status());
@@ -411,7 +457,8 @@ int run_llm(const LlmArgs& a) {
       fmt::print(stderr, "saved {} to {}\n", w->name, a.save_model);
     }
     auto shared = std::make_shared<const llm::ModelWeights>(std::move(w.value()));
-    auto e = llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx));
+    auto e = llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx),
+                                  llm::tunableop_attention(ctx));
     if (!e.is_ok()) return fail(e.status());
     engine = std::move(e.value());
   } else {
@@ -453,6 +500,8 @@ void add_llm_command(CLI::App& app) {
       c->add_option("--prompt-ids", a->prompt_ids, "prompt as comma-separated token ids")->capture_default_str();
   c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids")
       ->check(at_least(0));
+  c->add_option("--prompt-lens", a->prompt_lens,
+                "synthetic prompts of these comma-separated lengths, one sequence each (a batch of different lengths)");
   c->add_option("--prompt", a->prompts,
                 "text prompt, through the model's tokenizer.model (repeat for a batch of different prompts)")
       ->expected(1)
@@ -507,6 +556,17 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
+  c->add_option("--kv-cache", a->kv_cache,
+                "static: max_seq positions per sequence allocated up front; paged: pages handed to sequences as they "
+                "grow and taken back when they end")
+      ->check(CLI::IsMember({"static", "paged"}))
+      ->capture_default_str();
+  a->o_page_size = c->add_option("--page-size", a->page_size, "paged cache: positions per page (16, 64, 256, ...)")
+                       ->check(CLI::Range(int64_t(1), int64_t(4096)))
+                       ->capture_default_str();
+  c->add_option("--kv-pages", a->kv_pages,
+                "paged cache: pages in the pool (default: what this run's sequences reach; interactive: a full cache)")
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--save-model", a->save_model, "also write the model as a Hugging Face directory here (CPU)");
   c->add_option("--save-dtype", a->save_dtype, "dtype of --save-model: fp32, bf16 or fp16")->capture_default_str();

@@ -5,6 +5,7 @@
 #include "backends/cpu_runtime.h"
 #include "tunableop/context.h"
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
+#include "backends/cpu/attention/cpu_attention.h"
 #include "backends/cpu/kernels/register.h"
 #endif
 #ifdef TUNABLEOP_HAVE_OPENBLAS
@@ -26,6 +27,7 @@ void register_all_backends(Registry& r) {
   register_cpu_runtime(r);
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
   register_cpu_kernels(r);
+  register_cpu_attention(r);  // its math path runs on our blocked GEMM kernel
 #endif
 #ifdef TUNABLEOP_HAVE_OPENBLAS
   register_openblas(r);

@@ -37,6 +37,12 @@ struct Pass {
   const int32_t* ids = nullptr;
   const int32_t* seqs = nullptr;
   const int32_t* positions = nullptr;
+  // Per sequence: its length once this pass is done (prefill: its real prompt length; decode:
+  // positions + 1); device memory. Rows at positions >= it are padding: their keys need not
+  // reach the cache and their attention output is not used.
+  const int32_t* seq_lens = nullptr;
+  // Prefill: some prompt is shorter than `tokens` (attention then takes per-sequence lengths).
+  bool ragged = false;
 };
 
 // The weights as a device holds them (element type E; fused layout of weights.h).
@@ -77,8 +83,9 @@ class DeviceKernels {
   virtual StatusOr<Buffer> alloc_host(size_t bytes) = 0;  // host staging (pinned on CUDA)
   virtual Status upload(void* dst, const void* src, size_t bytes) = 0;
   virtual Status download(void* dst, const void* src, size_t bytes) = 0;
-  // The cache rope_kv and attention work with; default: a static cache from alloc().
-  virtual StatusOr<std::unique_ptr<KvCache>> make_kv_cache(int64_t max_batch, int64_t max_seq);
+  // The cache rope_kv and attention work with; default: a static or paged cache (per `o`)
+  // from alloc() and, for the paged one's block table, alloc_host() and upload().
+  virtual StatusOr<std::unique_ptr<KvCache>> make_kv_cache(const KvCacheOptions& o, int64_t max_batch, int64_t max_seq);
 
   // --- The ops, in the order a layer calls them.
   // x[r] = float(E(embed[ids[r]] * scale)): the scaled embedding in the model's dtype.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "llm/config.h"
+#include "llm/kv_cache.h"
 #include "llm/linear_op.h"
 #include "llm/random_model.h"
 #include "llm/weights.h"
@@ -34,6 +35,8 @@ struct EngineOptions {
   DType dtype = DType::kBF16;
   // CUDA only: capture the decode step once per batch size and replay it.
   bool cuda_graph = true;
+  // Static (max_batch x max_seq positions up front) or paged (pages handed out as sequences grow).
+  KvCacheOptions kv_cache;
 };
 
 class Engine {
@@ -57,6 +60,8 @@ class Engine {
   virtual int64_t padded_prompt_length() const = 0;
   // Bytes of weights as stored on the device: what a decode step must read at least once.
   virtual int64_t weight_bytes() const = 0;
+  // The KV cache's memory: allocated, in use by the current sequences, the most used so far.
+  virtual KvCacheStats kv_cache_stats() const = 0;
 
   virtual LinearOp& linear() = 0;
 };
@@ -65,9 +70,12 @@ class Engine {
 inline int64_t round_up(int64_t n, int64_t m) { return m <= 1 ? n : (n + m - 1) / m * m; }
 
 // Builds the CPU engine (fp32): weights are used in place (kept alive by the shared_ptr).
-// Prefill attention uses `gemm` (tunableop_gemm(ctx)) when given, else a plain kernel.
+// Attention runs through `attention` (tunableop_attention(ctx)) when given; without it, a
+// static cache's prefill attention uses `gemm` (tunableop_gemm(ctx)) when given, else a plain
+// kernel, and a paged cache is refused.
 StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
-                                                  LinearOp::Fn linear, LinearOp::GemmFn gemm = {});
+                                                  LinearOp::Fn linear, LinearOp::GemmFn gemm = {},
+                                                  LinearOp::AttentionFn attention = {});
 
 // Builds the CUDA engine on ctx's GPU (bf16 weights and activations, fp32 accumulation; decode
 // captured once as a CUDA graph). Built-in models are generated on the GPU directly. Returns

@@ -81,6 +81,8 @@ struct Accumulator {
     r.decode_tokens_per_s = r.tpot_ms > 0 ? double(r.batch) / (r.tpot_ms * 1e-3) : 0;
     r.first_sequence = first;
     r.gemm_problems = engine.linear().problems();
+    r.attention_problems = engine.linear().attention_problems();
+    r.kv_cache = engine.kv_cache_stats();
     r.weight_bytes = engine.weight_bytes();
     r.decode_weight_gbps = r.tpot_ms > 0 ? double(r.weight_bytes) / (r.tpot_ms * 1e-3) / 1e9 : 0;
     return r;
@@ -121,6 +123,7 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
   r.warmup_s = warmup_s;
   r.gemm_calls_per_run = engine.linear().calls() / (o.iterations + o.warmup);
   r.prefill_gflop = prefill_gflop(r.gemm_problems, o.iterations + o.warmup);
+  r.prefill_attention_gflop = prefill_gflop(r.attention_problems, o.iterations + o.warmup);
   return r;
 }
 
@@ -154,6 +157,8 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
       engine.linear().calls() / (2 * (o.iterations + o.warmup));
   out.first.prefill_gflop = out.second.prefill_gflop =
       prefill_gflop(out.first.gemm_problems, 2 * (o.iterations + o.warmup));
+  out.first.prefill_attention_gflop = out.second.prefill_attention_gflop =
+      prefill_gflop(out.first.attention_problems, 2 * (o.iterations + o.warmup));
   return out;
 }
 
@@ -180,8 +185,14 @@ std::string format_report(const BenchmarkReport& r) {
     std::snprintf(buf, sizeof(buf), "  TPOT: none (1 new token)\n  Latency: %.3f ms = TTFT\n", r.latency_ms);
   }
   s += buf;
-  std::snprintf(buf, sizeof(buf), "  Prefill GEMMs: %.2f GFLOP (%.1f GFLOP/s at this TTFT)\n", r.prefill_gflop,
-                r.ttft_ms > 0 ? r.prefill_gflop / (r.ttft_ms * 1e-3) : 0.0);
+  const double prefill_work = r.prefill_gflop + r.prefill_attention_gflop;
+  if (r.prefill_attention_gflop > 0) {
+    std::snprintf(buf, sizeof(buf), "  Prefill GEMMs: %.2f GFLOP + attention %.2f GFLOP (%.1f GFLOP/s at this TTFT)\n",
+                  r.prefill_gflop, r.prefill_attention_gflop, r.ttft_ms > 0 ? prefill_work / (r.ttft_ms * 1e-3) : 0.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "  Prefill GEMMs: %.2f GFLOP (%.1f GFLOP/s at this TTFT)\n", r.prefill_gflop,
+                  r.ttft_ms > 0 ? r.prefill_gflop / (r.ttft_ms * 1e-3) : 0.0);
+  }
   s += buf;
   if (r.new_tokens > 1) {
     std::snprintf(buf, sizeof(buf), "  Decode: %.1f MB of weights per step, %.1f GB/s at this TPOT\n",
@@ -192,7 +203,28 @@ std::string format_report(const BenchmarkReport& r) {
                 "  GEMM problems: %zu distinct (prefill %d, decode %d), %lld GEMM calls per run; warm-up %.2f s\n",
                 r.gemm_problems.size(), prefill, decode, (long long)r.gemm_calls_per_run, r.warmup_s);
   s += buf;
+  if (!r.attention_problems.empty()) {
+    std::snprintf(buf, sizeof(buf), "  Attention problems: %zu distinct\n", r.attention_problems.size());
+    s += buf;
+  }
+  s += "  " + format_kv_cache(r.kv_cache, r.batch) + "\n";
   return s;
+}
+
+std::string format_kv_cache(const KvCacheStats& kv, int64_t batch) {
+  char buf[512];
+  const double mib = 1024.0 * 1024.0;
+  if (kv.kind == KvCacheKind::kStatic) {
+    std::snprintf(buf, sizeof(buf), "KV cache: static, %.1f MiB allocated and held (batch %lld)",
+                  double(kv.allocated) / mib, (long long)batch);
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "KV cache: paged (pages of %lld positions), peak %.1f MiB in use (%.1f MiB now) of a %.1f MiB pool "
+                  "of %lld pages; a static cache for this batch of %lld: %.1f MiB",
+                  (long long)kv.page_size, double(kv.peak_in_use) / mib, double(kv.in_use) / mib,
+                  double(kv.allocated) / mib, (long long)kv.pages, (long long)batch, double(kv.static_bytes) / mib);
+  }
+  return buf;
 }
 
 std::string report_json(const BenchmarkReport& r) {
@@ -215,11 +247,23 @@ std::string report_json(const BenchmarkReport& r) {
   j["weight_bytes"] = r.weight_bytes;
   j["decode_weight_gbps"] = r.decode_weight_gbps;
   j["prefill_gflop"] = r.prefill_gflop;
-  j["gemm_problems"] = nlohmann::json::array();
-  for (const auto& p : r.gemm_problems) {
-    j["gemm_problems"].push_back(
-        {{"op", p.op}, {"params", p.params}, {"prefill", p.in_prefill}, {"decode", p.in_decode}, {"calls", p.calls}});
+  j["prefill_attention_gflop"] = r.prefill_attention_gflop;
+  for (const char* key : {"gemm_problems", "attention_problems"}) {
+    j[key] = nlohmann::json::array();
+    for (const auto& p : key[0] == 'g' ? r.gemm_problems : r.attention_problems) {
+      j[key].push_back(
+          {{"op", p.op}, {"params", p.params}, {"prefill", p.in_prefill}, {"decode", p.in_decode}, {"calls", p.calls}});
+    }
   }
+  const KvCacheStats& kv = r.kv_cache;
+  j["kv_cache"] = {{"kind", kv_cache_kind_name(kv.kind)},
+                   {"page_size", kv.page_size},
+                   {"pages", kv.pages},
+                   {"allocated_bytes", kv.allocated},
+                   {"in_use_bytes", kv.in_use},
+                   {"peak_in_use_bytes", kv.peak_in_use},
+                   {"bytes_per_position", kv.bytes_per_position},
+                   {"static_bytes", kv.static_bytes}};
   j["generated_ids"] = r.first_sequence;
   return j.dump();
 }

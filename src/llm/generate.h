@@ -41,9 +41,11 @@ struct BenchmarkReport {
   int64_t weight_bytes = 0;
   double decode_weight_gbps = 0;        // weight_bytes / TPOT: compare with the memory bandwidth
   double prefill_gflop = 0;             // GEMM work of one prefill: / TTFT = achieved rate
+  double prefill_attention_gflop = 0;   // attention op work of one prefill (causal: the visible pairs)
   std::vector<int32_t> first_sequence;  // new tokens of sequence 0 in the last run
-  std::vector<LinearOp::Problem> gemm_problems;
+  std::vector<LinearOp::Problem> gemm_problems, attention_problems;
   int64_t gemm_calls_per_run = 0;
+  KvCacheStats kv_cache;  // after the last run (peak: over all runs)
 };
 
 StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
@@ -57,6 +59,8 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
                                                                      const std::function<void(bool tuned)>& set_mode);
 
 std::string format_report(const BenchmarkReport& r);  // the human-readable block
-std::string report_json(const BenchmarkReport& r);    // one JSON object
+// "KV cache: static, 256.0 MiB ..." / "KV cache: paged (pages of 64 positions), peak ..."
+std::string format_kv_cache(const KvCacheStats& kv, int64_t batch);
+std::string report_json(const BenchmarkReport& r);  // one JSON object
 
 }  // namespace tunableop::llm

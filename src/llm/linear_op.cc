@@ -1,5 +1,7 @@
 #include "llm/linear_op.h"
 
+#include "tunableop/attention.h"
+
 namespace tunableop::llm {
 
 LinearOp::Fn tunableop_linear(Context& ctx) {
@@ -11,38 +13,50 @@ LinearOp::GemmFn tunableop_gemm(Context& ctx) {
   return [&ctx](const GemmParams& p, const GemmOperands& ops) { return tunableop::gemm(ctx, p, ops); };
 }
 
-void LinearOp::count(Phase phase, const GemmParams& p) {
+LinearOp::AttentionFn tunableop_attention(Context& ctx) {
+  return [&ctx](const AttentionParams& p, const AttentionOperands& ops) { return tunableop::attention(ctx, p, ops); };
+}
+
+void LinearOp::count(std::vector<Problem>& list, Phase phase, std::string op, std::string params, double flops) {
   // Counting by the problem key the context tunes on is exactly "how many tunings this run
   // needs"; a linear scan is fine for the handful of problems a model has.
   std::lock_guard<std::mutex> lock(mu_);
-  std::string op = gemm_op_signature(p), params = gemm_params_signature(p);
   Problem* found = nullptr;
-  for (Problem& pr : problems_) {
+  for (Problem& pr : list) {
     if (pr.params == params && pr.op == op) {
       found = &pr;
       break;
     }
   }
   if (!found) {
-    problems_.push_back({op, params});
-    found = &problems_.back();
+    list.push_back({std::move(op), std::move(params)});
+    found = &list.back();
   }
   (phase == Phase::kPrefill ? found->in_prefill : found->in_decode) = true;
   ++found->calls;
   if (phase == Phase::kPrefill) ++found->prefill_calls;
-  found->flops = p.flops();
+  found->flops = flops;
 }
 
 Status LinearOp::operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
                             const void* w, void* y, void* stream) {
-  count(phase, linear_params(dtype, tokens, in, out));
+  const GemmParams p = linear_params(dtype, tokens, in, out);
+  count(problems_, phase, gemm_op_signature(p), gemm_params_signature(p), p.flops());
   return fn_(dtype, tokens, in, out, x, w, y, stream);
 }
 
 Status LinearOp::gemm(Phase phase, const GemmParams& p, const GemmOperands& ops) {
   if (!gemm_fn_) return Status::unsupported("this engine's LinearOp has no general GEMM");
-  count(phase, p.with_defaults());
+  const GemmParams q = p.with_defaults();
+  count(problems_, phase, gemm_op_signature(q), gemm_params_signature(q), q.flops());
   return gemm_fn_(p, ops);
+}
+
+Status LinearOp::attention(Phase phase, const AttentionParams& p, const AttentionOperands& ops) {
+  if (!attention_fn_) return Status::unsupported("this engine's LinearOp has no attention");
+  const AttentionParams q = p.with_defaults();
+  count(attention_problems_, phase, attention_op_signature(q), attention_params_signature(q), q.flops());
+  return attention_fn_(q, ops);
 }
 
 std::vector<LinearOp::Problem> LinearOp::difference(const std::vector<Problem>& before,
@@ -62,16 +76,16 @@ std::vector<LinearOp::Problem> LinearOp::difference(const std::vector<Problem>& 
   return d;
 }
 
-void LinearOp::add_calls(const std::vector<Problem>& calls, int64_t times) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Problem& c : calls) {
-    Problem* found = nullptr;
-    for (Problem& p : problems_) {
+namespace {
+void credit(std::vector<LinearOp::Problem>& list, const std::vector<LinearOp::Problem>& calls, int64_t times) {
+  for (const LinearOp::Problem& c : calls) {
+    LinearOp::Problem* found = nullptr;
+    for (LinearOp::Problem& p : list) {
       if (p.op == c.op && p.params == c.params) found = &p;
     }
     if (!found) {
-      problems_.push_back({c.op, c.params});
-      found = &problems_.back();
+      list.push_back({c.op, c.params});
+      found = &list.back();
     }
     found->in_prefill |= c.in_prefill;
     found->in_decode |= c.in_decode;
@@ -80,10 +94,26 @@ void LinearOp::add_calls(const std::vector<Problem>& calls, int64_t times) {
     found->flops = c.flops;
   }
 }
+}  // namespace
+
+void LinearOp::add_calls(const std::vector<Problem>& calls, int64_t times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  credit(problems_, calls, times);
+}
+
+void LinearOp::add_attention_calls(const std::vector<Problem>& calls, int64_t times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  credit(attention_problems_, calls, times);
+}
 
 std::vector<LinearOp::Problem> LinearOp::problems() const {
   std::lock_guard<std::mutex> lock(mu_);
   return problems_;
+}
+
+std::vector<LinearOp::Problem> LinearOp::attention_problems() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return attention_problems_;
 }
 
 int64_t LinearOp::calls() const {
@@ -96,6 +126,7 @@ int64_t LinearOp::calls() const {
 void LinearOp::reset_counts() {
   std::lock_guard<std::mutex> lock(mu_);
   problems_.clear();
+  attention_problems_.clear();
 }
 
 }  // namespace tunableop::llm

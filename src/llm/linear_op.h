@@ -1,7 +1,7 @@
 // The seam every matmul of the model goes through: y[tokens, out] = x[tokens, in] * W[out, in]^T
 // (tunableop::linear on the engine's context, so each GEMM problem is tuned once, recorded in
 // the results file and served from it afterwards), plus the other GEMMs of the forward pass
-// (prefill attention), each call counted by distinct GEMM problem. Later the framework's plan
+// and attention, each call counted by distinct problem. Later the framework's plan
 // handles slot in behind the same two functions.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tunableop/attention.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
@@ -25,15 +26,22 @@ class LinearOp {
   using Fn = std::function<Status(DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
                                   void* y, void* stream)>;
   using GemmFn = std::function<Status(const GemmParams& p, const GemmOperands& ops)>;
+  using AttentionFn = std::function<Status(const AttentionParams& p, const AttentionOperands& ops)>;
   // The engine's path is tunableop_linear(ctx); tests may pass another (a naive matmul).
-  // `gemm` serves other GEMMs (prefill attention on CUDA); null where the engine has none.
-  explicit LinearOp(Fn fn, GemmFn gemm = {}) : fn_(std::move(fn)), gemm_fn_(std::move(gemm)) {}
+  // `gemm` serves other GEMMs (the CPU's attention without `attention`); `attention` the
+  // devices' attention (tunableop_attention(ctx)); either null where the engine has none.
+  explicit LinearOp(Fn fn, GemmFn gemm = {}, AttentionFn attention = {})
+      : fn_(std::move(fn)), gemm_fn_(std::move(gemm)), attention_fn_(std::move(attention)) {}
 
   Status operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w,
                     void* y, void* stream = nullptr);
   // Any other GEMM of the forward pass, counted the same way.
   Status gemm(Phase phase, const GemmParams& p, const GemmOperands& ops);
   bool has_gemm() const { return bool(gemm_fn_); }
+  // Attention (prefill or decode) through the engine's attention function, counted by problem
+  // in attention_problems().
+  Status attention(Phase phase, const AttentionParams& p, const AttentionOperands& ops);
+  bool has_attention() const { return bool(attention_fn_); }
 
   struct Problem {
     std::string op;      // GemmTunableOp_float_TN
@@ -43,7 +51,8 @@ class LinearOp {
     int64_t prefill_calls = 0;  // of which in prefill
     double flops = 0;           // per call
   };
-  std::vector<Problem> problems() const;  // first-seen order
+  std::vector<Problem> problems() const;  // GEMM problems, first-seen order
+  std::vector<Problem> attention_problems() const;
   int64_t calls() const;
   void reset_counts();
   // A CUDA graph replays the GEMMs it captured without calling through here: the engine keeps
@@ -51,18 +60,21 @@ class LinearOp {
   // replay with them.
   static std::vector<Problem> difference(const std::vector<Problem>& before, const std::vector<Problem>& after);
   void add_calls(const std::vector<Problem>& calls, int64_t times);
+  void add_attention_calls(const std::vector<Problem>& calls, int64_t times);
 
  private:
-  void count(Phase phase, const GemmParams& p);
+  void count(std::vector<Problem>& list, Phase phase, std::string op, std::string params, double flops);
   Fn fn_;
   GemmFn gemm_fn_;
+  AttentionFn attention_fn_;
   mutable std::mutex mu_;
-  std::vector<Problem> problems_;
+  std::vector<Problem> problems_, attention_problems_;
 };
 
 // tunableop::linear(ctx, ...) and tunableop::gemm(ctx, ...): tuned, recorded and reused
-// through the context.
+// through the context. tunableop_attention(ctx): tunableop::attention(ctx, ...), the Attention op.
 LinearOp::Fn tunableop_linear(Context& ctx);
 LinearOp::GemmFn tunableop_gemm(Context& ctx);
+LinearOp::AttentionFn tunableop_attention(Context& ctx);
 
 }  // namespace tunableop::llm

@@ -55,17 +55,22 @@ struct Activations {
   Buffer x;                                 // residual stream, fp32 [rows, H]
   Buffer xn, qkv, attn, tmp, gate_up, act;  // E
   Buffer ids, seqs, pos;                    // int32 [rows]
+  Buffer lens;                              // int32 [max_batch]: each sequence's length after the pass
 };
 
 class Model final : public Engine {
  public:
-  Model(std::unique_ptr<DeviceKernels> dev, const EngineOptions& o, LinearOp::Fn fn, LinearOp::GemmFn gemm)
-      : dev_(std::move(dev)), c_(dev_->config()), o_(o), linear_(std::move(fn), std::move(gemm)) {}
+  Model(std::unique_ptr<DeviceKernels> dev, const EngineOptions& o, LinearOp::Fn fn, LinearOp::GemmFn gemm,
+        LinearOp::AttentionFn attention)
+      : dev_(std::move(dev)),
+        c_(dev_->config()),
+        o_(o),
+        linear_(std::move(fn), std::move(gemm), std::move(attention)) {}
 
   Status init() {
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     esize_ = dtype_size(dev_->dtype());
-    auto cache = dev_->make_kv_cache(o_.max_batch, o_.max_seq);
+    auto cache = dev_->make_kv_cache(o_.kv_cache, o_.max_batch, o_.max_seq);
     if (!cache.is_ok()) return cache.status();
     cache_ = std::move(cache.value());
     const int64_t B = o_.max_batch, H = c_.hidden_size;
@@ -75,7 +80,9 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(ensure(next_, size_t(B) * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
     TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
-    for (Buffer* b : {&dec_ids_host_, &dec_pos_host_, &next_host_}) {
+    TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, size_t(B) * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(dec_.lens, size_t(B) * 4));
+    for (Buffer* b : {&dec_ids_host_, &dec_pos_host_, &dec_lens_host_, &next_host_}) {
       auto h = dev_->alloc_host(size_t(B) * 4);
       if (!h.is_ok()) return h.status();
       *b = std::move(h.value());
@@ -100,6 +107,7 @@ class Model final : public Engine {
   }
   int64_t padded_prompt_length() const override { return padded_; }
   int64_t weight_bytes() const override { return dev_->weights().bytes; }
+  KvCacheStats kv_cache_stats() const override { return cache_->stats(); }
 
   Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) override {
     TUNABLEOP_RETURN_IF_ERROR(check_prompts(c_, o_, prompts));
@@ -112,11 +120,15 @@ class Model final : public Engine {
     const int64_t T = padded_, rows = batch_ * T;
     TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, rows));
     const size_t n_rows = static_cast<size_t>(rows);
-    std::vector<int32_t> ids(n_rows), seqs(n_rows), pos(n_rows);
+    std::vector<int32_t> ids(n_rows), seqs(n_rows), pos(n_rows), lens(static_cast<size_t>(batch_));
     std::vector<int64_t> last(static_cast<size_t>(batch_));
+    bool ragged = false;
     for (int64_t b = 0; b < batch_; ++b) {
       const auto& p = prompts[size_t(b)];
-      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, T));
+      // Padding rows never reach the cache of a sequence that holds only its real positions.
+      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, int64_t(p.size())));
+      lens[size_t(b)] = int32_t(p.size());
+      ragged = ragged || int64_t(p.size()) != T;
       for (int64_t t = 0; t < T; ++t) {
         // Right padding: pad tokens come after the prompt, so causal attention keeps every real
         // token from seeing them, and their cache slots are overwritten by decode before any
@@ -132,7 +144,10 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), seqs.data(), seqs.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos.data(), pos.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last.data(), last.size() * 8));
-    TUNABLEOP_RETURN_IF_ERROR(forward(pass(Phase::kPrefill, T, pre_), pre_));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens.data(), lens.size() * 4));
+    Pass p = pass(Phase::kPrefill, T, pre_);
+    p.ragged = ragged;
+    TUNABLEOP_RETURN_IF_ERROR(forward(p, pre_));
     return fetch_next(next);
   }
 
@@ -143,6 +158,7 @@ class Model final : public Engine {
     }
     int32_t* ids = dec_ids_host_.as<int32_t>();
     int32_t* pos = dec_pos_host_.as<int32_t>();
+    int32_t* lens = dec_lens_host_.as<int32_t>();
     for (int64_t b = 0; b < batch_; ++b) {
       if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= c_.vocab_size) {
         return Status::invalid_argument("decode: token id " + std::to_string(tokens[size_t(b)]) +
@@ -155,10 +171,12 @@ class Model final : public Engine {
       TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, seq_len_[size_t(b)] + 1));
       ids[b] = tokens[size_t(b)];
       pos[b] = int32_t(seq_len_[size_t(b)]);
+      lens[b] = pos[b] + 1;
     }
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.ids.get(), ids, size_t(batch_) * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.pos.get(), pos, size_t(batch_) * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.lens.get(), lens, size_t(batch_) * 4));
     const Pass p = pass(Phase::kDecode, 1, dec_);
     TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
     TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
@@ -212,6 +230,7 @@ class Model final : public Engine {
     p.ids = a.ids.as<int32_t>();
     p.seqs = a.seqs.as<int32_t>();
     p.positions = a.pos.as<int32_t>();
+    p.seq_lens = a.lens.as<int32_t>();
     return p;
   }
 
@@ -285,8 +304,8 @@ class Model final : public Engine {
   float embed_scale_ = 1;
   std::unique_ptr<KvCache> cache_;
   Activations pre_, dec_;
-  Buffer last_x_, last_norm_, logits_, next_, last_rows_;  // device
-  Buffer dec_ids_host_, dec_pos_host_, next_host_;         // host staging
+  Buffer last_x_, last_norm_, logits_, next_, last_rows_;           // device
+  Buffer dec_ids_host_, dec_pos_host_, dec_lens_host_, next_host_;  // host staging
   std::vector<int64_t> seq_len_;
   int64_t batch_ = 0, padded_ = 0;
 };
@@ -298,14 +317,16 @@ Status prepare_engine_options(const ModelConfig& c, const std::string& source, E
   if (o->max_seq <= 0) o->max_seq = c.max_position_embeddings;
   if (o->max_batch < 1) return Status::invalid_argument("max_batch must be >= 1");
   if (o->pad_multiple < 1) return Status::invalid_argument("pad_multiple must be >= 1");
-  return Status::ok();
+  return o->kv_cache.validate();
 }
 
 StatusOr<std::unique_ptr<Engine>> make_engine(std::unique_ptr<DeviceKernels> device, const EngineOptions& options,
-                                              LinearOp::Fn linear, LinearOp::GemmFn gemm) {
+                                              LinearOp::Fn linear, LinearOp::GemmFn gemm,
+                                              LinearOp::AttentionFn attention) {
   if (!device) return Status::invalid_argument("make_engine: no device");
   if (!linear) return Status::invalid_argument("make_engine: no linear implementation");
-  auto m = std::make_unique<Model>(std::move(device), options, std::move(linear), std::move(gemm));
+  auto m =
+      std::make_unique<Model>(std::move(device), options, std::move(linear), std::move(gemm), std::move(attention));
   TUNABLEOP_RETURN_IF_ERROR(m->init());
   return std::unique_ptr<Engine>(std::move(m));
 }

@@ -16,6 +16,7 @@ Status prepare_engine_options(const ModelConfig& c, const std::string& source, E
 
 // The engine over `device`: allocates the activations and the KV cache through it.
 StatusOr<std::unique_ptr<Engine>> make_engine(std::unique_ptr<DeviceKernels> device, const EngineOptions& options,
-                                              LinearOp::Fn linear, LinearOp::GemmFn gemm);
+                                              LinearOp::Fn linear, LinearOp::GemmFn gemm,
+                                              LinearOp::AttentionFn attention = {});
 
 }  // namespace tunableop::llm

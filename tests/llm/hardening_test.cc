@@ -158,6 +158,19 @@ TEST(LlmHardening, EngineBuffersAreCheckedBeforeAllocation) {
                  {"64-bit count", "lower max_seq"});
   expect_message(check_engine_fits(c, testing::options(1, 16, INT64_MAX), 4, true), {"pad_multiple"});
   expect_message(check_engine_fits(c, testing::options(0, 16, 8), 4, true), {"max_batch"});
+  // A paged cache: `--kv-pages` sizes the pool (its byte count must not wrap, page numbers are
+  // int32), `--page-size` is checked before anything is counted.
+  EngineOptions paged = testing::options(2, 64, 8);
+  paged.kv_cache.kind = KvCacheKind::kPaged;
+  paged.kv_cache.page_size = 16;
+  EXPECT_TRUE(check_engine_fits(c, paged, 4, true).is_ok());
+  paged.kv_cache.pages = int64_t(1) << 40;
+  expect_message(check_engine_fits(c, paged, 4, false), {"paged KV cache of 1099511627776 pages", "at most"});
+  paged.kv_cache.pages = int64_t(1) << 30;
+  expect_message(check_engine_fits(c, paged, 4, true), {"paged cache", "more than this machine's memory"});
+  paged.kv_cache.pages = 0;
+  paged.kv_cache.page_size = 0;
+  expect_message(check_engine_fits(c, paged, 4, true), {"page size 0"});
   auto weights = std::make_shared<const ModelWeights>(make_random_weights(c, 1));
   auto naive = [](DType, int64_t, int64_t, int64_t, const void*, const void*, void*, void*) { return Status::ok(); };
   auto e = make_cpu_engine(weights, testing::options(1, 1000000000000, 8), naive);

@@ -50,9 +50,34 @@ TEST_P(HfReference, MatchesTransformers) {
   const std::vector<int32_t> want_ids = ref["greedy_ids"].get<std::vector<int32_t>>();
   ASSERT_EQ(int64_t(want_logits.size()), shared->config.vocab_size);
 
-  for (int64_t pad : {int64_t(8), int64_t(1)}) {
-    Context ctx(Device::cpu(), Config::defaults_only());
-    auto engine = make_cpu_engine(shared, testing::options(1, 64, pad), tunableop_linear(ctx), tunableop_gemm(ctx));
+  // Attention through the op (Default on a default-only context) on a static and a paged cache
+  // (pages of 4: the prompt spans several), and the GEMM path the CPU keeps without the op.
+  // `tuned`: tuning on (into a scratch results file), so the fastest attention candidate (the
+  // fused kernel, typically) serves the run.
+  struct Way {
+    int64_t pad, page;
+    bool op, tuned;
+  };
+  for (const Way w : {Way{8, 0, true, false}, Way{1, 0, true, false}, Way{8, 4, true, false}, Way{1, 4, true, false},
+                      Way{8, 16, true, true}, Way{8, 0, false, false}}) {
+    const int64_t pad = w.pad;
+    SCOPED_TRACE(std::string(w.op ? "attention op" : "attention GEMMs") + (w.page ? ", paged" : ", static") +
+                 (w.tuned ? ", tuned" : ""));
+    testing::ScratchDir dir("hf_tuned");
+    Config cfg = Config::defaults_only();
+    if (w.tuned) {
+      const std::string file = dir.path() + "/results.csv";
+      EXPECT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
+      EXPECT_TRUE(cfg.set(Setting::kTuning, true).is_ok());
+      EXPECT_TRUE(cfg.set(Setting::kFilename, file.c_str()).is_ok());
+      EXPECT_TRUE(cfg.set(Setting::kMaxTuningDurationMs, int64_t(2)).is_ok());
+      EXPECT_TRUE(cfg.set(Setting::kMaxWarmupDurationMs, int64_t(1)).is_ok());
+    }
+    Context ctx(Device::cpu(), std::move(cfg));
+    EngineOptions o = testing::options(1, 64, pad);
+    if (w.page) o.kv_cache.kind = KvCacheKind::kPaged, o.kv_cache.page_size = w.page;
+    auto engine = make_cpu_engine(shared, o, tunableop_linear(ctx), tunableop_gemm(ctx),
+                                  w.op ? tunableop_attention(ctx) : LinearOp::AttentionFn{});
     ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
     std::vector<int32_t> next;
     ASSERT_TRUE((*engine)->prefill({prompt}, &next).is_ok());

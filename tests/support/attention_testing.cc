@@ -20,6 +20,7 @@ AttentionOperands HostAttention::operands() {
   o.q = q.data(), o.k = k.data(), o.v = v.data(), o.out = out.data();
   o.block_table = p.paged() ? block_table.data() : nullptr;
   o.kv_lens = p.var_kv_len ? kv_lens.data() : nullptr;
+  o.q_lens = p.var_q_len ? q_lens.data() : nullptr;
   return o;
 }
 
@@ -39,11 +40,17 @@ HostAttention make_attention_problem(const AttentionParams& params, uint64_t see
   h.k.assign(size_t(p.kv_span()) * es, kPoison);
   h.v.assign(size_t(p.kv_span()) * es, kPoison);
 
+  h.q_lens.assign(size_t(p.batch), int32_t(p.q_len));
   h.kv_lens.assign(size_t(p.batch), int32_t(p.kv_len));
-  if (p.var_kv_len) {
-    const int64_t lo = p.causal ? std::max<int64_t>(1, p.q_len) : 1;
-    std::uniform_int_distribution<int64_t> len(lo, p.kv_len);
-    for (int64_t b = 1; b < p.batch; ++b) h.kv_lens[size_t(b)] = int32_t(len(rng));
+  for (int64_t b = 1; b < p.batch; ++b) {
+    if (p.var_q_len) h.q_lens[size_t(b)] = int32_t(std::uniform_int_distribution<int64_t>(1, p.q_len)(rng));
+    if (!p.var_kv_len) continue;
+    if (p.var_q_len && p.q_len == p.kv_len) {
+      h.kv_lens[size_t(b)] = h.q_lens[size_t(b)];  // prompts padded to one length
+      continue;
+    }
+    const int64_t lo = p.causal ? h.q_lens[size_t(b)] : 1;
+    h.kv_lens[size_t(b)] = int32_t(std::uniform_int_distribution<int64_t>(lo, p.kv_len)(rng));
   }
   if (p.paged()) {
     // Pages in a random order through the whole pool: neighbours in a sequence are not
@@ -95,10 +102,11 @@ HostAttention make_attention_problem(const AttentionParams& params, uint64_t see
 std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode) {
   std::vector<AttentionParams> v;
   auto add = [&](int64_t b, int64_t q, int64_t k, int64_t h, int64_t kvh, int64_t d, bool causal, int64_t page = 0,
-                 bool var = false, int64_t q_stride = 0, int64_t o_stride = 0) {
+                 bool var = false, int64_t q_stride = 0, int64_t o_stride = 0, bool var_q = false) {
     AttentionParams p;
     p.dtype = dtype, p.causal = causal, p.batch = b, p.q_len = q, p.kv_len = k, p.heads = h, p.kv_heads = kvh;
     p.head_dim = d, p.page_size = page, p.var_kv_len = var, p.q_row_stride = q_stride, p.o_row_stride = o_stride;
+    p.var_q_len = var_q;
     v.push_back(p);
   };
   for (int64_t d : {64, 128, 256}) {
@@ -112,6 +120,11 @@ std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode
     add(1, 1, 2049, 4, 1, d, true, 64);                                   // decode, pages of 64
     add(2, 33, 260, 4, 2, d, false, 256, true);                           // pages of 256, ragged
     add(2, 17, 17, 4, 2, d, true, 0, false, (4 + 2 * 2) * d, 4 * d + 8);  // fused qkv rows, output gap
+    // Padded batches of prompts of different lengths (the engine's varlen prefill): fused qkv
+    // rows, contiguous and paged (pages of 16), and a prefill after a cache with ragged queries.
+    add(4, 136, 136, 8, 2, d, true, 0, true, (8 + 2 * 2) * d, 0, true);
+    add(3, 72, 72, 4, 1, d, true, 16, true, 0, 0, true);
+    add(3, 24, 200, 8, 8, d, true, 64, true, 0, 0, true);
   }
   if (long_decode) {  // enough key tiles for every split count (up to 128 splits of 2 tiles)
     add(1, 1, 8200, 4, 1, 128, true);

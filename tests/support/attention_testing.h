@@ -16,14 +16,16 @@ namespace tunableop::testing {
 struct HostAttention {
   AttentionParams p;  // with_defaults applied
   std::vector<uint8_t> q, k, v, out;
-  std::vector<int32_t> block_table, kv_lens;
+  std::vector<int32_t> block_table, kv_lens, q_lens;
   std::vector<double> ref;  // fp64 reference, [batch][q_len][heads][head_dim]
 
   AttentionOperands operands();  // host pointers (out included)
 };
 
-// `spare_pages` extra pages in each pool (paged only); lengths per sequence drawn in
-// [max(1, q_len if causal), kv_len] when p.var_kv_len (kv_len itself for sequence 0).
+// `spare_pages` extra pages in each pool (paged only). Per-sequence query counts drawn in
+// [1, q_len] when p.var_q_len, lengths in [max(1, the sequence's queries if causal), kv_len]
+// when p.var_kv_len (sequence 0 keeps q_len and kv_len). With both and q_len == kv_len, each
+// length equals its query count: the engine's padded batch of prompts.
 HostAttention make_attention_problem(const AttentionParams& p, uint64_t seed, int64_t spare_pages = 3);
 
 // Relative error of `out` (laid out like HostAttention::out) against the reference, within the
@@ -36,7 +38,8 @@ HostAttention make_attention_problem(const AttentionParams& p, uint64_t seed, in
 // ratios 1, 4, 8 and all (MQA); causal and not; odd lengths (ragged tiles); prefill with a
 // cache (q_len < kv_len); decode (q_len 1..5) against long caches; contiguous and paged caches
 // (pages 16, 64, 256, shuffled); per-sequence lengths; a fused-qkv input row and an output
-// row with a gap. `long_decode` adds caches long enough for up to 128 key splits.
+// row with a gap; padded batches of prompts of different lengths (per-sequence query counts).
+// `long_decode` adds caches long enough for up to 128 key splits.
 std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode = false);
 
 // Shorthand used in test names and failure messages.

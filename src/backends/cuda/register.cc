@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "backends/cuda/attention/candidates.h"
 #include "backends/cuda/cublas/default_gemm.h"
 #include "backends/cuda/cublaslt/lt_family.h"
 #include "backends/cuda/gemm_and_bias/candidates.h"
@@ -37,6 +38,8 @@ void register_cuda(Registry& r) {
   for (auto& c : cuda::make_pad_ld_candidates()) list.push_back(std::move(c));
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
   cuda::register_cuda_gemm_and_bias(r);  // GemmAndBias: cuBLASLt epilogue Default, Split, Lt family
+  // Attention: Default (math path), flash and split-KV kernels, cuDNN SDPA where built.
+  for (auto& c : cuda::cuda_attention_candidates()) r.list<AttentionCandidate>().push_back(std::move(c));
 }
 
 }  // namespace tunableop

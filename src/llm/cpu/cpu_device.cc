@@ -13,7 +13,9 @@
 
 #include "llm/attention_gemms.h"
 #include "llm/cpu/kernels.h"
+#include "llm/cpu/paged_kv.h"
 #include "llm/engine_limits.h"
+#include "llm/layer_attention.h"
 #include "llm/model.h"
 #include "tunableop/status_boundary.h"
 
@@ -75,17 +77,29 @@ class CpuKernels final : public DeviceKernels {
     return Status::ok();
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
-    auto sc = as_static(cache, "the CPU rope_kv");
-    if (!sc.is_ok()) return sc.status();
     const ModelConfig& c = config();
     cpu::rope(f(qkv), p.rows(), c.qkv_dim(), c.num_heads + c.num_kv_heads, c.head_dim, p.positions, rope_);
+    if (cache.kind() == KvCacheKind::kPaged) {
+      cpu::store_kv_paged(f(qkv), p.rows(), c.qkv_dim(), c.q_dim(), p.seqs, p.positions, p.seq_lens,
+                          static_cast<const PagedKvCache&>(cache), layer);
+      return Status::ok();
+    }
+    auto sc = as_static(cache, "the CPU rope_kv");
+    if (!sc.is_ok()) return sc.status();
     cpu::store_kv(f(qkv), p.rows(), c.qkv_dim(), c.q_dim(), p.seqs, p.positions, (*sc)->layout(), f((*sc)->k(layer)),
                   f((*sc)->v(layer)));
     return Status::ok();
   }
   Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
                    void* out) override {
-    auto sc = as_static(cache, "the CPU attention");
+    // The attention op (fused blocked kernel or the math path) on either cache.
+    if (linear.has_attention()) {
+      auto a = layer_attention(config(), DType::kF32, p, layer, qkv, cache, out);
+      if (!a.is_ok()) return a.status();
+      return linear.attention(p.phase, a->params, a->operands);
+    }
+    // Without one (tests that give no context): GEMMs and a plain loop over a static cache.
+    auto sc = as_static(cache, "the CPU attention without an attention function");
     if (!sc.is_ok()) return sc.status();
     if (p.phase == Phase::kPrefill && linear.has_gemm())
       return prefill_attention(p, layer, f(qkv), **sc, linear, f(out));
@@ -149,7 +163,8 @@ std::unique_ptr<DeviceKernels> make_cpu_device(std::shared_ptr<const ModelWeight
 }
 
 StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
-                                                  LinearOp::Fn linear, LinearOp::GemmFn gemm) {
+                                                  LinearOp::Fn linear, LinearOp::GemmFn gemm,
+                                                  LinearOp::AttentionFn attention) {
   if (!weights) return Status::invalid_argument("make_cpu_engine: no weights");
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(weights->config, weights->name, &options));
   // Sizes from the options checked before anything is allocated; what still throws is a Status.
@@ -157,7 +172,7 @@ StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWei
   return status_boundary([name = weights->name] { return "making the CPU engine for " + name; },
                          [&] {
                            return make_engine(make_cpu_device(std::move(weights), options.max_seq), options,
-                                              std::move(linear), std::move(gemm));
+                                              std::move(linear), std::move(gemm), std::move(attention));
                          });
 }
 

@@ -2,11 +2,10 @@
 // with fp32 accumulation and an fp32 residual stream; kernels in kernels.cu on one stream;
 // GEMMs through the model's LinearOp (tunableop on the context's GPU).
 //
-// Prefill attention is two strided-batched GEMMs per layer (scores = q k^T per kv head with its
-// group of query heads stacked, then probabilities x v) around a causal softmax, so the bulk of
-// a long prompt's attention runs on tensor cores and is tuned like every other GEMM. Decode
-// attention (one query per sequence) is a kernel that reads each sequence's length on the
-// device, which lets the whole decode step be captured once as a CUDA graph and replayed.
+// Attention, prefill and decode, is the attention op on the device's stream (layer_attention.h:
+// flash attention, cuDNN SDPA or split-KV decode, on a static or paged cache). Decode reads
+// each sequence's length on the device, which lets the whole decode step be captured once as a
+// CUDA graph and replayed.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -15,9 +14,9 @@
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
-#include "llm/attention_gemms.h"
 #include "llm/cuda/kernels.h"
 #include "llm/engine_limits.h"
+#include "llm/layer_attention.h"
 #include "llm/model.h"
 #include "llm/rope.h"
 
@@ -50,11 +49,6 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_CUDA_TRY(cudaGetDeviceProperties(&prop, ctx_.device().ordinal));
     device_desc_ = ctx_.device().to_string() + " (" + dtype_name(o_.dtype) + ", " + prop.name + ")";
     const int64_t hd = config().head_dim;
-    if (o_.max_seq > cuda::decode_attention_max_seq(e_, hd)) {
-      return Status::invalid_argument("max_seq " + std::to_string(o_.max_seq) +
-                                      " exceeds what decode attention keeps in shared memory (" +
-                                      std::to_string(cuda::decode_attention_max_seq(e_, hd)) + ")");
-    }
     TUNABLEOP_RETURN_IF_ERROR(load_weights(spec, seed));
     RopeTable rope = make_rope_table(hd, config().rope_theta, o_.max_seq);
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_cos_, rope.cos.data(), rope.cos.size() * 4));
@@ -111,8 +105,6 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
-    auto sc = as_static(cache, "the CUDA rope_kv");
-    if (!sc.is_ok()) return sc.status();
     const ModelConfig& c = config();
     cuda::RopeStoreArgs r;
     r.qkv = qkv;
@@ -125,23 +117,30 @@ class CudaKernels final : public DeviceKernels {
     r.positions = p.positions;
     r.cos = rope_cos_.as<float>();
     r.sin = rope_sin_.as<float>();
-    r.k_cache = (*sc)->k(layer);
-    r.v_cache = (*sc)->v(layer);
-    r.max_seq = (*sc)->max_seq();
+    if (cache.kind() == KvCacheKind::kPaged) {  // pages through the block table; padding rows skipped
+      const auto& pc = static_cast<const PagedKvCache&>(cache);
+      r.k_cache = pc.k(layer);
+      r.v_cache = pc.v(layer);
+      r.block_table = pc.block_table();
+      r.page_size = pc.geometry().page_size;
+      r.pages_per_seq = pc.geometry().pages_per_seq();
+      r.seq_lens = p.seq_lens;
+    } else {
+      auto sc = as_static(cache, "the CUDA rope_kv");
+      if (!sc.is_ok()) return sc.status();
+      r.k_cache = (*sc)->k(layer);
+      r.v_cache = (*sc)->v(layer);
+      r.max_seq = (*sc)->max_seq();
+    }
     TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get()));
     return Status::ok();
   }
   Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
                    void* out) override {
-    auto sc = as_static(cache, "the CUDA attention");
-    if (!sc.is_ok()) return sc.status();
-    if (p.phase == Phase::kPrefill) return prefill_attention(p, layer, qkv, **sc, linear, out);
-    // Decode row b is sequence b (the model's decode layout).
-    const ModelConfig& c = config();
-    TUNABLEOP_CUDA_TRY(cuda::decode_attention(e_, qkv, p.rows(), c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim,
-                                              p.positions, (*sc)->k(layer), (*sc)->v(layer), (*sc)->max_seq(),
-                                              float(1.0 / std::sqrt(double(c.head_dim))), out, stream_.get()));
-    return Status::ok();
+    auto a = layer_attention(config(), o_.dtype, p, layer, qkv, cache, out);
+    if (!a.is_ok()) return a.status();
+    a->operands.stream = stream_.get();
+    return linear.attention(p.phase, a->params, a->operands);
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
     const Activation a = config().activation;
@@ -167,6 +166,7 @@ class CudaKernels final : public DeviceKernels {
     if (auto it = graphs_.find(key); it != graphs_.end()) {
       TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
       linear.add_calls(it->second.calls, 1);
+      linear.add_attention_calls(it->second.attention_calls, 1);
       return Status::ok();
     }
     // First step of this kind runs eagerly: any tuning, workspace growth or attribute setup
@@ -179,7 +179,7 @@ class CudaKernels final : public DeviceKernels {
  private:
   struct Graph {
     GraphExec exec;
-    std::vector<LinearOp::Problem> calls;
+    std::vector<LinearOp::Problem> calls, attention_calls;
   };
 
   // Captures one decode step for `key`. A failure (a GEMM solution that cannot be captured,
@@ -188,13 +188,16 @@ class CudaKernels final : public DeviceKernels {
   // are kept and credited to it on each replay.
   void capture(const std::pair<int64_t, bool>& key, LinearOp& linear, const std::function<Status()>& step) {
     const auto before = linear.problems();
+    const auto attention_before = linear.attention_problems();
     Status st =
         cuda_status(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     Status fwd = st.is_ok() ? step() : Status::ok();
     Graph g;
     if (st.is_ok()) st = g.exec.end_capture(stream_.get());
     const auto captured = LinearOp::difference(before, linear.problems());
+    const auto attention_captured = LinearOp::difference(attention_before, linear.attention_problems());
     linear.add_calls(captured, -1);  // captured, not run
+    linear.add_attention_calls(attention_captured, -1);
     if (st.is_ok() && !fwd.is_ok()) st = fwd;
     if (!st.is_ok()) {
       (void)cudaGetLastError();  // capture errors are not sticky; clear them
@@ -203,31 +206,8 @@ class CudaKernels final : public DeviceKernels {
       return;
     }
     g.calls = captured;
+    g.attention_calls = attention_captured;
     graphs_[key] = std::move(g);
-  }
-
-  // Scores = q k^T (scaled), causal softmax, probabilities x v (attention_gemms.h).
-  Status prefill_attention(const Pass& p, int64_t layer, const void* qkv, const StaticKvCache& cache, LinearOp& linear,
-                           void* out) {
-    const ModelConfig& c = config();
-    const int64_t T = p.tokens, hd = c.head_dim, group = c.num_heads / c.num_kv_heads, M = T * group;
-    const int64_t mats = p.batch * c.num_kv_heads;
-    const size_t per_head = size_t(p.batch * c.num_heads * T);
-    TUNABLEOP_RETURN_IF_ERROR(q_perm_.ensure(per_head * size_t(hd) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(o_perm_.ensure(per_head * size_t(hd) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(scores_.ensure(per_head * size_t(T) * esize_));
-    cudaStream_t s = stream_.get();
-    TUNABLEOP_CUDA_TRY(
-        cuda::regroup_heads(e_, qkv, c.qkv_dim(), p.batch, c.num_kv_heads, T, group, hd, true, q_perm_.get(), s));
-    const AttentionGemms g = prefill_attention_gemms(c, o_.dtype, p.batch, T, cache.max_seq());
-    TUNABLEOP_RETURN_IF_ERROR(
-        linear.gemm(Phase::kPrefill, g.scores, GemmOperands{cache.k(layer), q_perm_.get(), scores_.get(), s}));
-    TUNABLEOP_CUDA_TRY(cuda::causal_softmax(e_, scores_.get(), mats, M, T, group, s));
-    TUNABLEOP_RETURN_IF_ERROR(
-        linear.gemm(Phase::kPrefill, g.output, GemmOperands{cache.v(layer), scores_.get(), o_perm_.get(), s}));
-    TUNABLEOP_CUDA_TRY(
-        cuda::regroup_heads(e_, o_perm_.get(), c.q_dim(), p.batch, c.num_kv_heads, T, group, hd, false, out, s));
-    return Status::ok();
   }
 
   Status copy_to_device(DeviceBuffer& dst, const void* src, size_t bytes) {
@@ -313,7 +293,6 @@ class CudaKernels final : public DeviceKernels {
   DeviceBuffer embed_, final_norm_, lm_head_, rope_cos_, rope_sin_;
   std::vector<LayerBuffers> layers_;
   DeviceWeights view_;
-  DeviceBuffer q_perm_, o_perm_, scores_;  // prefill attention scratch
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
 };
 
@@ -335,7 +314,7 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64
       check_engine_fits(*c, options, options.dtype == DType::kF32 ? 4 : 2, /*host_memory=*/false));
   auto device = std::make_unique<CudaKernels>(*c, options, ctx);
   TUNABLEOP_RETURN_IF_ERROR(device->init(spec, seed));
-  return make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx));
+  return make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
 }
 
 }  // namespace tunableop::llm

@@ -93,6 +93,15 @@ __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
   }
 }
 
+// Element offset of (seq, kv head, pos) in this layer's K (or V) cache; -1: not stored (a paged
+// cache's padding row, past its sequence's length).
+__device__ __forceinline__ int64_t kv_cache_offset(const RopeStoreArgs& a, int64_t seq, int64_t head, int64_t pos) {
+  if (!a.block_table) return ((seq * a.n_kv_heads + head) * a.max_seq + pos) * a.head_dim;
+  if (pos >= a.seq_lens[seq]) return -1;
+  const int64_t page = a.block_table[seq * a.pages_per_seq + pos / a.page_size];
+  return ((page * a.n_kv_heads + head) * a.page_size + pos % a.page_size) * a.head_dim;
+}
+
 template <class E>
 __global__ void rope_store_kernel(RopeStoreArgs a) {
   const int64_t r = blockIdx.x;
@@ -110,14 +119,17 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
     const float x0 = to_f(row[h * hd + i]), x1 = to_f(row[h * hd + i + half]);
     const E y0 = from_f<E>(x0 * c[i] - x1 * s[i]);
     const E y1 = from_f<E>(x1 * c[i] + x0 * s[i]);
-    E* dst = h < a.n_heads ? row + h * hd : kc + ((seq * a.n_kv_heads + (h - a.n_heads)) * a.max_seq + pos) * hd;
+    const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
+    if (off < 0) continue;
+    E* dst = h < a.n_heads ? row + h * hd : kc + off;
     dst[i] = y0;
     dst[i + half] = y1;
   }
   const E* v = row + (a.n_heads + a.n_kv_heads) * hd;
   for (int64_t j = threadIdx.x; j < a.n_kv_heads * hd; j += blockDim.x) {
     const int64_t h = j / hd, d = j % hd;
-    vc[((seq * a.n_kv_heads + h) * a.max_seq + pos) * hd + d] = v[j];
+    const int64_t off = kv_cache_offset(a, seq, h, pos);
+    if (off >= 0) vc[off + d] = v[j];
   }
 }
 

@@ -44,7 +44,12 @@ struct RopeStoreArgs {
   const float* sin = nullptr;
   void* k_cache = nullptr;  // this layer's
   void* v_cache = nullptr;
-  int64_t max_seq = 0;
+  int64_t max_seq = 0;  // static cache: [seq][kv_head][max_seq][head_dim]
+  // Paged cache (kv_cache.h; block_table non-null): pools [page][kv_head][page_size][head_dim],
+  // rows at or past their sequence's length (seq_lens) not written.
+  const int32_t* block_table = nullptr;  // device, [seq][pages_per_seq]
+  int64_t page_size = 0, pages_per_seq = 0;
+  const int32_t* seq_lens = nullptr;  // device, [seq]
 };
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s);

@@ -53,8 +53,8 @@ Status AttentionParams::validate() const {
   for (auto [name, v] : dims)
     if (v < 1 || v > kMaxDim) return bad(fmt::format("{} ({}) must be in 1..{}", name, v, kMaxDim));
   if (heads % kv_heads != 0) return bad(fmt::format("heads ({}) must be a multiple of kv_heads ({})", heads, kv_heads));
-  if (head_dim % 8 != 0 || head_dim > 512)
-    return bad(fmt::format("head_dim ({}) must be a multiple of 8, <= 512", head_dim));
+  // Tensor-core candidates ask more (64/128/256, multiples of 8) and say so in supports().
+  if (head_dim > 512) return bad(fmt::format("head_dim ({}) must be <= 512", head_dim));
   if (causal && q_len > kv_len)
     return bad(fmt::format("causal q_len ({}) exceeds kv_len ({}): queries are the last q_len keys", q_len, kv_len));
   if (!std::isfinite(scale) || scale < 0)
@@ -117,6 +117,7 @@ std::string attention_params_signature(const AttentionParams& in) {
     s += fmt::format("_ms{}", p.max_seq);
   }
   if (p.var_kv_len) s += "_vk";
+  if (p.var_q_len) s += "_vq";
   if (p.q_row_stride != p.heads * p.head_dim) s += fmt::format("_qs{}", p.q_row_stride);
   if (p.o_row_stride != p.heads * p.head_dim) s += fmt::format("_os{}", p.o_row_stride);
   if (p.scale != 0.0) s += fmt::format("_sc{:.9g}", p.scale);
@@ -165,6 +166,8 @@ StatusOr<AttentionParams> parse_attention_signature(const std::string& op, const
     seen.push_back(tag);
     if (tag == "vk" && value.empty()) {
       p.var_kv_len = true;
+    } else if (tag == "vq" && value.empty()) {
+      p.var_q_len = true;
     } else if (tag == "sc") {
       const char* first = value.data();
       char* last = nullptr;

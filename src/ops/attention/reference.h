@@ -9,9 +9,11 @@
 
 namespace tunableop {
 
-// Keys visible to query i of a sequence whose length is `len` (kv_len, or kv_lens[b]).
-inline int64_t attention_visible_keys(const AttentionParams& p, int64_t len, int64_t i) {
-  return p.causal ? len - p.q_len + i + 1 : len;
+// Keys visible to query i of a sequence of `len` keys (kv_len, or kv_lens[b]) and `qlen` real
+// queries (q_len, or q_lens[b]); 0 for a padding row (i >= qlen).
+inline int64_t attention_visible_keys(const AttentionParams& p, int64_t len, int64_t qlen, int64_t i) {
+  if (i >= qlen) return 0;
+  return p.causal ? len - qlen + i + 1 : len;
 }
 
 // Element offset of key/value row j (head_dim elements) of sequence b, kv head g, in k or v.
@@ -33,15 +35,28 @@ inline int64_t attention_o_row(const AttentionParams& p, int64_t b, int64_t i, i
 inline int64_t attention_seq_len(const AttentionParams& p, const int32_t* kv_lens, int64_t b) {
   return p.var_kv_len ? int64_t(kv_lens[b]) : p.kv_len;
 }
+// Real queries of sequence b (q_lens[b] when var_q_len, else q_len).
+inline int64_t attention_seq_q_len(const AttentionParams& p, const int32_t* q_lens, int64_t b) {
+  return p.var_q_len ? int64_t(q_lens[b]) : p.q_len;
+}
 
 // Checks the host-side operand contract: pointers present, block-table entries inside the
-// pools, kv_lens in range. (GPU candidates cannot read device tables; tests and the reference
+// pools, kv_lens and q_lens in range. (GPU candidates cannot read device tables; tests and the reference
 // call this on the host copies.)
 Status check_attention_operands(const AttentionParams& p, const AttentionOperands& host);
 
 // out[b][i][h][d] (compact: batch * q_len * heads * head_dim) in fp64 from host operands.
 // p must be valid (with_defaults applied); operands as check_attention_operands accepts.
 std::vector<double> attention_reference_f64(const AttentionParams& p, const AttentionOperands& host);
+
+// The same for the query rows `rows` only (indices b * q_len + i): [rows][heads][head_dim]
+// (the numerics check of large problems samples rows).
+std::vector<double> attention_reference_rows_f64(const AttentionParams& p, const AttentionOperands& host,
+                                                 const std::vector<int64_t>& rows);
+// Relative error of those rows against their reference; +inf when any element of any output
+// row (sampled or not) is NaN/Inf.
+double attention_rows_error(const AttentionParams& p, const void* out, const std::vector<int64_t>& rows,
+                            const std::vector<double>& ref);
 
 // ||out - ref|| / ||ref|| over the output rows (row gaps ignored); NaN/Inf give +inf.
 double attention_relative_error(const AttentionParams& p, const void* out, const std::vector<double>& ref);

@@ -20,6 +20,9 @@
 //     static OutputLayout output(const Params&);                    // what numerics compares
 //     static double tolerance(const Params&);                       // vs the fp64 reference
 //     static HostCheck host_check(const Params&, const std::vector<const void*>& host_buffers);
+//     // Optional: fills buffer `i` of random operands itself (true) instead of with random
+//     // numbers (attention's page tables and lengths).
+//     static bool fill_random(const Params&, size_t i, void* host, std::mt19937_64& rng);
 //   };
 #pragma once
 

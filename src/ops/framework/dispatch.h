@@ -85,7 +85,13 @@ class OpBuffers {
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     for (const BufferSpec& spec : Def::buffers(b->p_)) {
       std::vector<uint8_t> host(std::max<size_t>(spec.bytes(), dtype_size(spec.dtype)));
-      for (int64_t i = 0; i < spec.elements; ++i) store_from_double(spec.dtype, host.data(), i, dist(rng));
+      // An op whose buffers hold more than numbers (attention's page tables and lengths) fills
+      // those itself.
+      bool filled = false;
+      if constexpr (requires { Def::fill_random(b->p_, size_t{0}, host.data(), rng); })
+        filled = Def::fill_random(b->p_, size_t(b->bufs_.size()), host.data(), rng);
+      if (!filled)
+        for (int64_t i = 0; i < spec.elements; ++i) store_from_double(spec.dtype, host.data(), i, dist(rng));
       auto m = b->rt_->alloc(host.size());
       if (!m.is_ok()) return m.status();
       b->bufs_.push_back(*m);

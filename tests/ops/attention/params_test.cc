@@ -65,7 +65,7 @@ TEST(AttentionParams, ValidationNamesTheField) {
     return p.with_defaults().validate();
   };
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.kv_heads = 3; }), "kv_heads"));
-  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.head_dim = 100; }), "head_dim"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.head_dim = 520; }), "head_dim"));
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.batch = 0; }), "batch"));
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.q_len = 4096; }), "q_len"));
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.q_row_stride = 100; }), "q_row_stride"));
@@ -97,6 +97,9 @@ TEST(AttentionSignature, RoundTrip) {
   a.batch = 3, a.q_len = 1, a.kv_len = 777, a.page_size = 16, a.pages_per_seq = 64, a.num_pages = 500;
   a.var_kv_len = true, a.max_seq = 0;
   all.push_back(a);
+  AttentionParams v = llama_prefill();
+  v.batch = 4, v.var_q_len = true, v.var_kv_len = true;  // a padded batch of prompts
+  all.push_back(v);
   AttentionParams b = llama_prefill();
   b.dtype = DType::kF32, b.causal = false, b.max_seq = 4096, b.q_row_stride = 48 * 128, b.o_row_stride = 33 * 128;
   b.scale = 0.0625;
@@ -112,6 +115,7 @@ TEST(AttentionSignature, RoundTrip) {
     EXPECT_EQ(back->num_pages, p.num_pages);
     EXPECT_EQ(back->max_seq, p.max_seq);
     EXPECT_EQ(back->var_kv_len, p.var_kv_len);
+    EXPECT_EQ(back->var_q_len, p.var_q_len);
     EXPECT_EQ(back->scale, p.scale);
   }
 }

@@ -95,6 +95,38 @@ TEST(AttentionReference, PagedEqualsContiguousAndGqaEqualsMha) {
   EXPECT_EQ(attention_reference_f64(mha, AttentionOperands{q.data(), k2.data(), v2.data(), out.data()}), want);
 }
 
+// A padded batch of prompts of different lengths: each sequence's real rows equal that prompt
+// alone (its own q_len and kv_len), and its padding rows are zeros.
+TEST(AttentionReference, PaddedQueriesEqualTheirPromptAlone) {
+  AttentionParams p = small(6, 6, true);
+  p.batch = 2, p.var_q_len = true, p.var_kv_len = true, p.max_seq = 0;
+  p = p.with_defaults();
+  std::vector<float> q = ramp(p.q_span(), 0.27f), k = ramp(p.kv_span(), 0.41f), v = ramp(p.kv_span(), 0.19f);
+  std::vector<float> out(size_t(p.o_span()));
+  const int32_t lens[2] = {6, 4};
+  AttentionOperands o{q.data(), k.data(), v.data(), out.data()};
+  o.kv_lens = lens, o.q_lens = lens;
+  ASSERT_TRUE(check_attention_operands(p, o).is_ok());
+  const auto ref = attention_reference_f64(p, o);
+
+  const AttentionParams alone = small(4, 4, true);  // sequence 1 by itself
+  const size_t row = size_t(p.heads * p.head_dim);
+  std::vector<float> q1(q.begin() + 6 * row, q.begin() + 10 * row);
+  std::vector<float> k1(k.begin() + 6 * 8, k.begin() + 10 * 8), v1(v.begin() + 6 * 8, v.begin() + 10 * 8);
+  const auto want = attention_reference_f64(alone, AttentionOperands{q1.data(), k1.data(), v1.data(), out.data()});
+  for (size_t e = 0; e < 4 * row; ++e) EXPECT_DOUBLE_EQ(ref[6 * row + e], want[e]) << e;
+  for (size_t e = 10 * row; e < 12 * row; ++e) EXPECT_EQ(ref[e], 0.0) << "padding row element " << e;
+
+  const int32_t too_many[2] = {6, 7};
+  o.q_lens = too_many;
+  EXPECT_FALSE(check_attention_operands(p, o).is_ok());  // more queries than rows
+  const int32_t short_keys[2] = {6, 3};
+  o.q_lens = lens, o.kv_lens = short_keys;
+  EXPECT_FALSE(check_attention_operands(p, o).is_ok());  // causal: fewer keys than queries
+  o.q_lens = nullptr;
+  EXPECT_FALSE(check_attention_operands(p, o).is_ok());  // var_q_len without q_lens
+}
+
 TEST(AttentionReference, OperandChecks) {
   AttentionParams p = small(1, 9, true);
   p.max_seq = 0, p.page_size = 4, p.var_kv_len = true;

@@ -1,13 +1,14 @@
 // CPU attention kernels (host memory, any dtype of AttentionParams, fp32 arithmetic):
 //  - fused: online softmax over key blocks, the score matrix never materialised; OpenMP over
 //    (sequence, kv head, query block, key split) work items, GQA heads packed into rows;
-//  - math: the textbook path, S = Q K^T and O = P V as GEMMs through our blocked CPU kernel,
+//  - math (`Default`): the textbook path, S = Q K^T and O = P V as GEMMs through our blocked CPU kernel,
 //    with a masked softmax between (the numerics yardstick of the fused kernel).
 #pragma once
 
 #include <vector>
 
 #include "ops/attention/candidate.h"
+#include "tunableop/registry.h"
 
 namespace tunableop::cpu_attention {
 
@@ -25,7 +26,14 @@ Status math_attention(const AttentionParams& p, const AttentionOperands& o, int 
 void load_attention_row(DType dt, const void* base, int64_t off, int64_t n, float* dst);
 void store_attention_row(DType dt, void* base, int64_t off, int64_t n, const float* src, float mul);
 
-// `Attn_Cpu_Math`, then `Attn_Cpu_Fused_q<Q>_k<K>` variants.
+// `Default` (the math path), then `Attn_Cpu_Fused_q<Q>_k<K>` variants.
 std::vector<AttentionCandidate> cpu_attention_candidates();
 
 }  // namespace tunableop::cpu_attention
+
+namespace tunableop {
+
+// Appends cpu_attention_candidates() to r.list<AttentionCandidate>().
+void register_cpu_attention(Registry& r);
+
+}  // namespace tunableop

@@ -69,7 +69,8 @@ struct Scratch {
 
 // Processes keys [k_begin, k_end) for the rows of one (b, g, query block).
 void attend_block(const AttentionParams& p, const AttentionOperands& o, const FusedConfig& cfg, int64_t b, int64_t g,
-                  int64_t i0, int64_t npos, int64_t k_begin, int64_t k_end, int64_t len, RowState& st, Scratch& sc) {
+                  int64_t i0, int64_t npos, int64_t k_begin, int64_t k_end, int64_t len, int64_t qlen, RowState& st,
+                  Scratch& sc) {
   const int64_t d = p.head_dim, group = p.group(), rows = npos * group, kb = cfg.key_block;
   const float scale = float(p.softmax_scale());
   sc.q.resize(size_t(rows * d));
@@ -94,7 +95,7 @@ void attend_block(const AttentionParams& p, const AttentionOperands& o, const Fu
       load_attention_row(p.dtype, o.v, off, d, sc.v.data() + j * d);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t visible = attention_visible_keys(p, len, i0 + r / group);  // keys [0, visible)
+      const int64_t visible = attention_visible_keys(p, len, qlen, i0 + r / group);  // keys [0, visible)
       const int64_t nvis = std::clamp<int64_t>(visible - j0, 0, nk);
       if (nvis == 0) continue;
       float* s = sc.s.data() + r * kb;
@@ -147,26 +148,30 @@ Status fused_attention(const AttentionParams& params, const AttentionOperands& o
   // Split partials: per (item, split) and row: max, sum, then head_dim outputs.
   std::vector<float> partial(splits > 1 ? size_t(items * splits * max_rows * (d + 2)) : 0);
 
-  auto item_place = [&](int64_t item, int64_t& b, int64_t& g, int64_t& i0, int64_t& npos, int64_t& len, int64_t& hi) {
+  // A work item's place; rows of padding queries (i >= qlen) see no key and store zeros.
+  auto item_place = [&](int64_t item, int64_t& b, int64_t& g, int64_t& i0, int64_t& npos, int64_t& len, int64_t& qlen,
+                        int64_t& hi) {
     const int64_t qb = item % qblocks, bg = item / qblocks;
     b = bg / p.kv_heads, g = bg % p.kv_heads;
     i0 = qb * cfg.query_block;
     npos = std::min<int64_t>(cfg.query_block, p.q_len - i0);
     len = attention_seq_len(p, o.kv_lens, b);
-    hi = attention_visible_keys(p, len, i0 + npos - 1);  // the block's last query sees the most
+    qlen = attention_seq_q_len(p, o.q_lens, b);
+    // The block's last real query sees the most.
+    hi = i0 < qlen ? attention_visible_keys(p, len, qlen, std::min(i0 + npos, qlen) - 1) : 0;
   };
 
   cpu_kernels::parallel_for(items * splits, threads, [&](int64_t work) {
     thread_local Scratch sc;
     thread_local RowState st;
     const int64_t item = work / splits, split = work % splits;
-    int64_t b, g, i0, npos, len, hi;
-    item_place(item, b, g, i0, npos, len, hi);
+    int64_t b, g, i0, npos, len, qlen, hi;
+    item_place(item, b, g, i0, npos, len, qlen, hi);
     const int64_t blocks = cpu_kernels::ceil_div(hi, cfg.key_block);
     const int64_t per = cpu_kernels::ceil_div(blocks, splits);
     const int64_t k_begin = std::min(hi, split * per * cfg.key_block);
     const int64_t k_end = std::min(hi, (split + 1) * per * cfg.key_block);
-    attend_block(p, o, cfg, b, g, i0, npos, k_begin, k_end, len, st, sc);
+    attend_block(p, o, cfg, b, g, i0, npos, k_begin, k_end, len, qlen, st, sc);
     const int64_t rows = npos * group;
     for (int64_t r = 0; r < rows; ++r) {
       if (splits == 1) {
@@ -184,8 +189,8 @@ Status fused_attention(const AttentionParams& params, const AttentionOperands& o
   if (splits == 1) return Status::ok();
 
   cpu_kernels::parallel_for(items, threads, [&](int64_t item) {
-    int64_t b, g, i0, npos, len, hi;
-    item_place(item, b, g, i0, npos, len, hi);
+    int64_t b, g, i0, npos, len, qlen, hi;
+    item_place(item, b, g, i0, npos, len, qlen, hi);
     std::vector<float> acc(static_cast<size_t>(d));
     for (int64_t r = 0; r < npos * group; ++r) {
       auto part = [&](int64_t s) { return partial.data() + size_t(((item * splits + s) * max_rows + r) * (d + 2)); };

@@ -26,6 +26,7 @@ Status math_attention(const AttentionParams& params, const AttentionOperands& o,
   std::vector<float> q(size_t(rows * d)), k, v, s, out(size_t(rows * d));
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t len = attention_seq_len(p, o.kv_lens, b);
+    const int64_t qlen = attention_seq_q_len(p, o.q_lens, b);
     k.resize(size_t(len * d));
     v.resize(size_t(len * d));
     s.resize(size_t(rows * len));
@@ -45,12 +46,12 @@ Status math_attention(const AttentionParams& params, const AttentionOperands& o,
       TUNABLEOP_RETURN_IF_ERROR(cpu_kernels::blocked_gemm(sp, GemmOperands{k.data(), q.data(), s.data()}, gemm_cfg));
       for (int64_t r = 0; r < rows; ++r) {
         float* sr = s.data() + r * len;
-        const int64_t visible = attention_visible_keys(p, len, r / group);
+        const int64_t visible = attention_visible_keys(p, len, qlen, r / group);  // 0: padding row
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, sr[j]);
         float sum = 0.f;
         for (int64_t j = 0; j < visible; ++j) sum += (sr[j] = std::exp(sr[j] - mx));
-        const float inv = 1.f / sum;
+        const float inv = visible > 0 ? 1.f / sum : 0.f;
         for (int64_t j = 0; j < len; ++j) sr[j] = j < visible ? sr[j] * inv : 0.f;
       }
       // Row-major O[rows][d] is column-major O^T = V^T P^T: "nn", m = d, n = rows, k = len.
@@ -70,7 +71,9 @@ std::vector<AttentionCandidate> cpu_attention_candidates() {
   std::vector<AttentionCandidate> out;
   auto supports = [](const AttentionParams& p) { return p.with_defaults().validate(); };
   AttentionCandidate math;
-  math.name = "Attn_Cpu_Math";
+  math.name = "Default";  // the math path: the op's fallback on the CPU
+  math.device = DeviceKind::kCpu;
+  math.info = CandidateInfo{"tunableop", "math", {{"gemm", "blocked"}}};
   math.supports = [supports](const AttentionParams& p) {
     // One (sequence, kv head) score matrix at a time, fp32.
     if (double(p.q_len) * double(p.group()) * double(p.kv_len) * 4.0 > double(int64_t(1) << 31))
@@ -85,6 +88,9 @@ std::vector<AttentionCandidate> cpu_attention_candidates() {
   for (const auto& c : fused) {
     AttentionCandidate cand;
     cand.name = fmt::format("Attn_Cpu_Fused_q{}_k{}", c.query_block, c.key_block);
+    cand.device = DeviceKind::kCpu;
+    cand.info = CandidateInfo{"tunableop", "fused", {}};
+    cand.info.add("query_block", std::to_string(c.query_block)).add("key_block", std::to_string(c.key_block));
     cand.min_effort = out.size() <= 2 ? 0 : 1;
     cand.supports = supports;
     cand.run = [c](const AttentionParams& p, const AttentionOperands& o) { return fused_attention(p, o, c); };
@@ -94,3 +100,11 @@ std::vector<AttentionCandidate> cpu_attention_candidates() {
 }
 
 }  // namespace tunableop::cpu_attention
+
+namespace tunableop {
+
+void register_cpu_attention(Registry& r) {
+  for (auto& c : cpu_attention::cpu_attention_candidates()) r.list<AttentionCandidate>().push_back(std::move(c));
+}
+
+}  // namespace tunableop

@@ -1,6 +1,7 @@
 #include "backends/cuda/attention/candidates.h"
 
 #include "backends/cuda/attention/flash_candidates.h"
+#include "backends/cuda/attention/math_attention.h"
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
 #include "backends/cuda/attention/cudnn_sdpa.h"
 #endif
@@ -8,7 +9,9 @@
 namespace tunableop::cuda {
 
 std::vector<AttentionCandidate> cuda_attention_candidates() {
-  std::vector<AttentionCandidate> out = flash_attention_candidates();
+  // Default (the math path) first: the fallback and the numerics reference.
+  std::vector<AttentionCandidate> out{make_math_attention()};
+  for (auto& c : flash_attention_candidates()) out.push_back(std::move(c));
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
   for (auto& c : cudnn_sdpa_candidates()) out.push_back(std::move(c));
 #endif

@@ -1,5 +1,6 @@
-// Every CUDA attention candidate: our flash kernels (flash_candidates.h) and, where cuDNN's
-// headers were found at build time, cuDNN's fused SDPA (cudnn_sdpa.h).
+// Every CUDA attention candidate: Default (the math path, math_attention.h), our flash kernels
+// (flash_candidates.h) and, where cuDNN's headers were found at build time, cuDNN's fused SDPA
+// (cudnn_sdpa.h).
 #pragma once
 
 #include <string>

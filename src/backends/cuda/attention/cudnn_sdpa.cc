@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/attention/workspace.h"
 #include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
@@ -455,7 +456,7 @@ StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan&
 Status supports(const AttentionParams& p) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
-  if (p.paged() || p.var_kv_len) return Status::unsupported("contiguous cache with one length only");
+  if (p.paged() || p.var_kv_len || p.var_q_len) return Status::unsupported("contiguous cache with one length only");
   if (p.head_dim > 256 || p.head_dim % 8) return Status::unsupported("head_dim <= 256, multiple of 8");
   if (p.q_row_stride % 8 || p.o_row_stride % 8) return Status::unsupported("row strides must be multiples of 8");
   auto api = cudnn_api();
@@ -474,6 +475,7 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
   AttentionCandidate c;
   c.name = "Attn_Cudnn_Sdpa";
   c.device = DeviceKind::kCuda;
+  c.info = CandidateInfo{"cuDNN", "sdpa", {}};
   c.supports = supports;
   c.workspace_bytes = [](const AttentionParams& p) -> size_t {
     if (!supports(p).is_ok()) return 0;
@@ -495,7 +497,7 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
       if (o.workspace && o.workspace_bytes >= size_t(pl.workspace)) {
         ws = o.workspace;
       } else {
-        auto scratch = scratch_workspace(size_t(pl.workspace), o.stream);
+        auto scratch = attention_workspace(size_t(pl.workspace), o.stream);
         if (!scratch.is_ok()) return scratch.status();
         ws = *scratch;
       }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/attention/flash_launch.h"
+#include "backends/cuda/attention/workspace.h"
 #include "backends/cuda/common/cuda_util.h"
 
 namespace tunableop::cuda {
@@ -18,6 +19,7 @@ FlashArgs make_args(const AttentionParams& p, const AttentionOperands& o, int sp
   a.q = o.q, a.k = o.k, a.v = o.v, a.out = o.out;
   a.block_table = p.paged() ? o.block_table : nullptr;
   a.kv_lens = p.var_kv_len ? o.kv_lens : nullptr;
+  a.q_lens = p.var_q_len ? o.q_lens : nullptr;
   a.q_row_stride = p.q_row_stride, a.o_row_stride = p.o_row_stride;
   a.max_seq = p.max_seq;
   a.batch = int(p.batch), a.q_len = int(p.q_len), a.kv_len = int(p.kv_len);
@@ -65,6 +67,10 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
                          : fmt::format("Attn_Flash_q{}_k{}_w{}_s{}", c.rows, c.keys, c.warps, c.stages);
   cand.device = DeviceKind::kCuda;
   cand.min_effort = min_effort;
+  cand.info = CandidateInfo{"tunableop", splits > 1 ? "split-kv" : "flash", {}};
+  cand.info.add("rows", std::to_string(c.rows)).add("keys", std::to_string(c.keys));
+  cand.info.add("warps", std::to_string(c.warps)).add("stages", std::to_string(c.stages));
+  if (splits > 1) cand.info.add("splits", std::to_string(splits));
   cand.supports = [c, splits](const AttentionParams& p) { return supports(c, splits, p); };
   cand.workspace_bytes = [splits](const AttentionParams& p) {
     return flash_workspace_bytes(make_args(p, AttentionOperands{}, splits), int(p.head_dim));
@@ -81,7 +87,7 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
       if (o.workspace && o.workspace_bytes >= need) {
         a.workspace = o.workspace;
       } else {
-        auto ws = scratch_workspace(need, o.stream);
+        auto ws = attention_workspace(need, o.stream);
         if (!ws.is_ok()) return ws.status();
         a.workspace = *ws;
       }

@@ -173,11 +173,14 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
   // Blocks with more causal work (later query rows) are scheduled first.
   const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   const int len = a.kv_lens ? a.kv_lens[b] : a.kv_len;
-  const int pos0 = len - a.q_len;  // query i sits at key position pos0 + i (causal)
+  const int q_real = a.q_lens ? a.q_lens[b] : a.q_len;  // queries past it are padding (zeros)
+  const int rows_real = q_real * group;
+  const int pos0 = len - q_real;  // query i sits at key position pos0 + i (causal)
 
-  // Key range of the block: causal blocks stop at their last row's position.
-  const int last_row = min(m0 + BM, rows_total) - 1;
-  const int kv_hi = a.causal ? max(0, min(len, pos0 + last_row / group + 1)) : max(0, len);
+  // Key range of the block: causal blocks stop at their last row's position; a block of
+  // padding rows only writes zeros.
+  const int last_row = min(m0 + BM, rows_real) - 1;
+  const int kv_hi = m0 >= rows_real ? 0 : a.causal ? max(0, min(len, pos0 + last_row / group + 1)) : max(0, len);
   const int tiles_all = (kv_hi + BN - 1) / BN;
   int t_begin = 0, t_end = tiles_all;
   if (gridDim.z > 1) {
@@ -195,7 +198,7 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
     const int c = tid % G::kChunks;
     for (int r = tid / G::kChunks; r < BM; r += G::kRowsPerPass) {
       const int row = m0 + r;
-      const bool valid = row < rows_total;
+      const bool valid = row < rows_real;
       const int i = valid ? row / group : 0, h = g * group + (valid ? row % group : 0);
       const T* src = static_cast<const T*>(a.q) + (int64_t(b) * a.q_len + i) * a.q_row_stride + int64_t(h) * D + c * 8;
       cp_async16(q_smem + G::swz(r, c), src, valid);
@@ -238,15 +241,19 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
 
   // This warp's rows and the positions they see.
   const int wrow0 = m0 + warp * G::kWarpRows;
-  const bool warp_live = wrow0 < rows_total;
-  const int wrow_last = min(wrow0 + G::kWarpRows, rows_total) - 1;
+  const bool warp_live = wrow0 < rows_real;
+  const bool warp_padded = wrow0 + G::kWarpRows > rows_real;  // holds padding rows: mask every tile
+  const int wrow_last = min(wrow0 + G::kWarpRows, rows_real) - 1;
   const int wpos_min = pos0 + wrow0 / group, wpos_max = pos0 + wrow_last / group;
   const int gq = lane >> 2, tq = lane & 3;  // fragment row group and column pair
-  int row_pos[G::kMt][2];                   // key position of rows gq and gq + 8 per mma tile
+  int row_pos[G::kMt][2];  // key position of rows gq and gq + 8 per mma tile; -1: padding (sees nothing)
 #pragma unroll
   for (int mt = 0; mt < G::kMt; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) row_pos[mt][h] = pos0 + (wrow0 + mt * 16 + h * 8 + gq) / group;
+    for (int h = 0; h < 2; ++h) {
+      const int row = wrow0 + mt * 16 + h * 8 + gq;
+      row_pos[mt][h] = row < rows_real ? pos0 + row / group : -1;
+    }
 
   const float scale_log2 = a.scale * 1.4426950408889634f;
   float o_acc[G::kMt][D / 8][4];
@@ -317,8 +324,9 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
       }
     }
 
-    // Mask keys past the sequence end and, on tiles crossing the diagonal, above it.
-    if (key0 + BN > len || (a.causal && key0 + BN - 1 > wpos_min)) {
+    // Mask keys past the sequence end and, on tiles crossing the diagonal, above it; padding
+    // rows see no key.
+    if (key0 + BN > len || (a.causal && key0 + BN - 1 > wpos_min) || warp_padded) {
 #pragma unroll
       for (int mt = 0; mt < G::kMt; ++mt)
 #pragma unroll
@@ -326,7 +334,8 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
 #pragma unroll
           for (int x = 0; x < 4; ++x) {
             const int key = key0 + n * 8 + 2 * tq + (x & 1);
-            const int limit = a.causal ? min(len - 1, row_pos[mt][x >> 1]) : len - 1;
+            const int rp = row_pos[mt][x >> 1];
+            const int limit = rp < 0 ? -1 : a.causal ? min(len - 1, rp) : len - 1;
             if (key > limit) s_acc[mt][n][x] = -INFINITY;
           }
     }

@@ -28,6 +28,7 @@ struct FlashArgs {
   void* out = nullptr;
   const int32_t* block_table = nullptr;  // paged: [batch][pages_per_seq]
   const int32_t* kv_lens = nullptr;      // optional: [batch]
+  const int32_t* q_lens = nullptr;       // optional: [batch] real queries; rows past them are zeros
   int64_t q_row_stride = 0, o_row_stride = 0;
   int64_t max_seq = 0;  // contiguous cache
   int batch = 1, q_len = 1, kv_len = 1, heads = 1, kv_heads = 1;

@@ -1,5 +1,6 @@
-// Every flash-attention candidate (each tile shape, split-KV with every split count) against
-// the fp64 reference on the shared shape set, bf16 and fp16: random inputs, NaN-poisoned
+// Every CUDA attention candidate (Default's math path, each flash tile shape, split-KV with every
+// split count, cuDNN SDPA) against the fp64 reference on the shared shape set, bf16 and fp16
+// (and fp32, which only Default takes): random inputs, NaN-poisoned
 // output with guard bytes around it, cache slots past each sequence's length and spare pages
 // poisoned, pages shuffled. Each candidate runs twice and must give identical bits (a race
 // shows as a moving result).
@@ -37,6 +38,7 @@ struct DeviceAttention {
     upload(v, h.v.data(), h.v.size());
     if (!h.block_table.empty()) upload(table, h.block_table.data(), h.block_table.size() * sizeof(int32_t));
     if (!h.kv_lens.empty()) upload(lens, h.kv_lens.data(), h.kv_lens.size() * sizeof(int32_t));
+    if (!h.q_lens.empty()) upload(q_lens, h.q_lens.data(), h.q_lens.size() * sizeof(int32_t));
     out = DeviceBuffer(h.out.size() + 2 * kGuard);
   }
   // Poisoned output (and guards) in place; returns the operands.
@@ -46,6 +48,7 @@ struct DeviceAttention {
     o.q = q.data(), o.k = k.data(), o.v = v.data(), o.out = out.data() + kGuard;
     o.block_table = h.p.paged() ? reinterpret_cast<const int32_t*>(table.data()) : nullptr;
     o.kv_lens = h.p.var_kv_len ? reinterpret_cast<const int32_t*>(lens.data()) : nullptr;
+    o.q_lens = h.p.var_q_len ? reinterpret_cast<const int32_t*>(q_lens.data()) : nullptr;
     return o;
   }
   std::vector<uint8_t> read_all() const {
@@ -53,10 +56,11 @@ struct DeviceAttention {
     EXPECT_EQ(cudaMemcpy(all.data(), out.data(), out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     return all;
   }
-  DeviceBuffer q, k, v, table, lens, out;
+  DeviceBuffer q, k, v, table, lens, q_lens, out;
 };
 
-void check_dtype(DType dtype, uint64_t seed) {
+// `min_candidates`: how many must take each shape (fp32: Default alone).
+void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2) {
   const auto cands = cuda::cuda_attention_candidates();
   for (const auto& note : cuda::cuda_attention_notes()) std::printf("note: %s\n", note.c_str());
   std::map<std::string, std::string> library_refusals;  // first refusal message per library candidate
@@ -114,7 +118,7 @@ void check_dtype(DType dtype, uint64_t seed) {
       }
     }
     if (only.empty()) {
-      EXPECT_GE(ran, 2) << testing::describe(h.p) << ": too few candidates support the shape";
+      EXPECT_GE(ran, min_candidates) << testing::describe(h.p) << ": too few candidates support the shape";
     }
   }
   for (const auto& [what, why] : library_refusals) std::printf("refused: %s: %s\n", what.c_str(), why.c_str());
@@ -129,6 +133,11 @@ TEST(FlashAttention, Bf16AllShapesAllCandidates) {
 TEST(FlashAttention, Fp16AllShapesAllCandidates) {
   TUNABLEOP_REQUIRE_GPU();
   check_dtype(DType::kF16, 2000);
+}
+
+TEST(FlashAttention, Fp32DefaultAllShapes) {
+  TUNABLEOP_REQUIRE_GPU();
+  check_dtype(DType::kF32, 3000, 1);
 }
 
 TEST(FlashAttention, NamesAreUniqueAndRefusalsAreUnsupported) {

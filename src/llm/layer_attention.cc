@@ -1,0 +1,51 @@
+#include "llm/layer_attention.h"
+
+namespace tunableop::llm {
+
+StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, const Pass& p, int64_t layer,
+                                         const void* qkv, KvCache& cache, void* out) {
+  LayerAttention a;
+  AttentionParams& ap = a.params;
+  AttentionOperands& o = a.operands;
+  ap.dtype = dtype;
+  ap.causal = true;
+  ap.batch = p.batch;
+  ap.heads = c.num_heads;
+  ap.kv_heads = c.num_kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.q_row_stride = c.qkv_dim();  // q heads lead each fused qkv row
+  ap.o_row_stride = c.q_dim();
+  o.q = qkv;
+  o.out = out;
+  if (cache.kind() == KvCacheKind::kPaged) {
+    const auto& pc = static_cast<const PagedKvCache&>(cache);
+    const PagedKvCache::Geometry& g = pc.geometry();
+    ap.page_size = g.page_size;
+    ap.pages_per_seq = g.pages_per_seq();
+    ap.num_pages = g.pages;
+    o.k = pc.k(layer);
+    o.v = pc.v(layer);
+    o.block_table = pc.block_table();
+  } else {
+    auto sc = as_static(cache, "attention");
+    if (!sc.is_ok()) return sc.status();
+    ap.max_seq = (*sc)->max_seq();
+    o.k = (*sc)->k(layer);
+    o.v = (*sc)->v(layer);
+  }
+  if (p.phase == Phase::kPrefill) {
+    ap.q_len = ap.kv_len = p.tokens;
+    if (p.ragged) {
+      ap.var_q_len = ap.var_kv_len = true;
+      o.q_lens = o.kv_lens = p.seq_lens;
+    }
+  } else {
+    ap.q_len = 1;
+    ap.kv_len = cache.max_seq();
+    ap.var_kv_len = true;
+    o.kv_lens = p.seq_lens;
+  }
+  return a;
+}
+
+}  // namespace tunableop::llm
