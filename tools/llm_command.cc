@@ -566,7 +566,7 @@ void add_llm_command(CLI::App& app) {
                        ->capture_default_str();
   c->add_option("--kv-pages", a->kv_pages,
                 "paged cache: pages in the pool (default: what this run's sequences reach; interactive: a full cache)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--save-model", a->save_model, "also write the model as a Hugging Face directory here (CPU)");
   c->add_option("--save-dtype", a->save_dtype, "dtype of --save-model: fp32, bf16 or fp16")->capture_default_str();

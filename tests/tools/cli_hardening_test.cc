@@ -71,6 +71,7 @@ TEST(CliHardening, NegativeCountsAreRefusedNotIgnored) {
   expect_refused(run_cli({"bench", "--iters", "-1"}), "--iters: must be >= 0 (got -1)");
   expect_refused(run_cli({"llm", "--layers", "-2"}), "--layers: must be >= 0 (got -2)");
   expect_refused(run_cli({"bench", "-m", "-5"}), "-m: must be >= 0 (got -5)");
+  expect_refused(run_cli({"llm", "--kv-cache", "paged", "--kv-pages", "-3"}), "--kv-pages: must be >= 0 (got -3)");
 }
 
 TEST(CliHardening, LlmHugeRequestsAreRefusedBeforeAllocating) {
@@ -81,6 +82,11 @@ TEST(CliHardening, LlmHugeRequestsAreRefusedBeforeAllocating) {
   expect_refused(run_cli({"llm", "--model", "builtin:llama-2-7b", "--layers", "100000"}),
                  "more than this machine's memory");
   expect_refused(run_cli({"llm", "--pad-multiple", "9223372036854775807"}), "too large");
+  // A paged cache's pool: its byte count must not wrap (2^40 pages), nor exceed the machine.
+  expect_refused(run_cli({"llm", "--kv-cache", "paged", "--kv-pages", "1099511627776"}),
+                 "a paged KV cache of 1099511627776 pages");
+  expect_refused(run_cli({"llm", "--kv-cache", "paged", "--kv-pages", "1073741824"}),
+                 "more than this machine's memory");
 }
 
 // A small Hugging Face directory whose config.json is then replaced by `config`.
