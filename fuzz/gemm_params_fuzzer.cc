@@ -7,6 +7,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <sanitizer/asan_interface.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -140,8 +141,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(span >= 0 && checked_bytes(span, dtype_size(q.dtype)), "validate() accepted a span that overflows");
     if (span > kMaxRunElements) return 0;
   }
-  // Keep a run cheap (k is unbounded by the spans when m or n is 0, hence checked).
-  if (!((CheckedInt(q.m) * q.n * std::max<int64_t>(q.k, 1) * q.batch).value() <= (int64_t(1) << 20))) return 0;
+  // Keep a run cheap: the spans do not bound the work. With m == 0 the fp64 reference still
+  // walks batch x n x k elements of B (a batch of 16k over a B of stride 1 and n x k = 16k ran
+  // past libFuzzer's timeout), and k is unbounded when m or n is 0; so every factor counts as
+  // at least 1.
+  auto at_least_1 = [](int64_t v) { return std::max<int64_t>(v, 1); };
+  const CheckedInt work = CheckedInt(at_least_1(q.m)) * at_least_1(q.n) * at_least_1(q.k) * at_least_1(q.batch);
+  if (!(work.value() <= (int64_t(1) << 20))) return 0;
   (void)gemm_params_signature(q);
   run_every_candidate(q, seed);
   return 0;
