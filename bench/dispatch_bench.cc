@@ -1,5 +1,6 @@
 // Host cost of served dispatch: a GEMM whose tuned candidate does nothing, called through a
-// plan and through the plain gemm() call. Targets (issue 8): <= 100 ns per run via a plan,
+// plan, through the plain gemm() call, linear(), and the engine's LinearOp. Targets (issue 8): <= 100 ns per run via a
+// plan,
 // <= 300 ns via gemm(). Run on a quiet machine:
 //   build/bench/bench_dispatch --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "backends/cpu_runtime.h"
+#include "llm/linear_op.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
@@ -96,6 +98,19 @@ void BM_LinearCall(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LinearCall);
+
+// The engine's path: its LinearOp (counting the call per problem) over tunableop_linear, which
+// holds one plan per shape.
+void BM_EngineLinear(benchmark::State& state) {
+  Served& s = served();
+  llm::LinearOp op(llm::tunableop_linear(*s.ctx));
+  for (auto _ : state) {
+    Status st = op(llm::Phase::kDecode, DType::kBF16, 1, 4096, 4096, &s.a, &s.b, &s.c);
+    benchmark::DoNotOptimize(st);
+  }
+  if (op.problems().size() != 1) state.SkipWithError("the engine counted more than one problem");
+}
+BENCHMARK(BM_EngineLinear);
 
 }  // namespace
 }  // namespace tunableop

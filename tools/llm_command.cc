@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,11 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
+  std::string fusion = "auto";
+  bool no_pdl = false;
+  int step_variant = -1;
+  int profile_decode = 0;
+  bool measure_bandwidth = false;
   std::string prompt_lens;  // synthetic prompts of these lengths, one per sequence
   std::string kv_cache = "static";
   int64_t page_size = 64, kv_pages = 0;
@@ -158,9 +164,10 @@ Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
     return Status::invalid_argument("--kv-pages sizes a paged cache: add --kv-cache paged");
   }
   if (generate) {
-    if (a.compare || a.total_tokens > 0 || a.json) {
+    if (a.compare || a.total_tokens > 0 || a.json || a.profile_decode > 0 || a.measure_bandwidth) {
       return Status::invalid_argument(
-          "--compare, --total-tokens and --json measure fixed-length greedy generation: add --mode bench");
+          "--compare, --total-tokens, --json, --profile-decode and --measure-bandwidth measure fixed-length greedy "
+          "generation: add --mode bench");
     }
     if (a.interactive && (texts || a.o_prompt_ids->count() || a.prompt_len > 0)) {
       return Status::invalid_argument("--interactive reads its prompts from standard input: give no other prompt");
@@ -199,6 +206,65 @@ llm::SamplingOptions sampling_options(const LlmArgs& a) {
   return s;
 }
 
+// After a benchmark (issue 13): the copy ceiling measured now and the decode traffic against it,
+// the kernels the device chose by measurement, and where one decode step's time goes. JSON: the
+// same as fields of one object (empty when nothing was asked).
+struct BenchExtras {
+  double copy_gbps = 0;
+  std::string choices;
+  llm::StepProfile profile;
+};
+
+// The profiled steps run at the benchmark's mean position (half-way through its new tokens): the
+// attention kernels' time grows with the context, and a profile at the prompt would hide it.
+int64_t profile_warmup(int64_t max_new) { return std::max<int64_t>(2, max_new / 2); }
+
+StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
+                                   const std::vector<std::vector<int32_t>>& prompts, int64_t max_new) {
+  BenchExtras x;
+  if (a.measure_bandwidth) {
+    auto bw = engine.copy_bandwidth_gbps();
+    if (!bw.is_ok()) return bw.status();
+    x.copy_gbps = *bw;
+  }
+  x.choices = engine.kernel_choices();
+  if (a.profile_decode > 0) {
+    auto p = llm::profile_decode_steps(engine, prompts, int(profile_warmup(max_new)), a.profile_decode);
+    if (!p.is_ok()) return p.status();
+    x.profile = std::move(p.value());
+  }
+  return x;
+}
+
+void print_extras(const BenchExtras& x, const std::vector<const llm::BenchmarkReport*>& reports,
+                  const std::vector<std::string>& names) {
+  if (x.copy_gbps > 0) {
+    fmt::print(
+        "Copy ceiling: {:.0f} GB/s (device copy, bytes read + written, measured in this run); decode weight "
+        "traffic at",
+        x.copy_gbps);
+    for (size_t i = 0; i < reports.size(); ++i) {
+      fmt::print("{} {:.1f}% ({})", i ? "," : "", 100 * reports[i]->decode_weight_gbps / x.copy_gbps, names[i]);
+    }
+    fmt::print(" of it\n");
+  }
+  if (!x.choices.empty()) {
+    fmt::print("Decode kernels chosen by measurement:\n");
+    std::istringstream lines(x.choices);
+    for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", line);
+  }
+  if (x.profile.steps > 0) fmt::print("{}", llm::format_profile(x.profile, reports.back()->tpot_ms));
+}
+
+std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
+  nlohmann::json j;
+  j["copy_gbps"] = x.copy_gbps;
+  j["decode_fraction_of_copy"] = x.copy_gbps > 0 ? r.decode_weight_gbps / x.copy_gbps : 0.0;
+  j["kernel_choices"] = x.choices;
+  if (x.profile.steps > 0) j["decode_profile"] = nlohmann::json::parse(llm::profile_json(x.profile, r.tpot_ms));
+  return j.dump();
+}
+
 // The seed's measurement: greedy, exactly max_new tokens. Text prompts (Example 2's "Hello
 // Earthlings!") are tokenized first; the first sequence's text is printed after the metrics.
 int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
@@ -227,13 +293,15 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
       if (tuned) (void)ctx.config().set(Setting::kTuning, true);
     });
     if (!r.is_ok()) return fail(r.status());
+    auto extras = bench_extras(a, engine, prompts, max_new);  // in the tuned mode, the last one set
+    if (!extras.is_ok()) return fail(extras.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
     if (a.json) {
       fmt::print(
           "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
-          "\"results_file\": \"{}\"}}\n",
+          "\"results_file\": \"{}\", \"extras\": {}}}\n",
           a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup,
-          ctx.results_path());
+          ctx.results_path(), extras_json(*extras, r->second));
     } else {
       fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
       fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
@@ -241,6 +309,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
       if (r->first.first_sequence != r->second.first_sequence) {
         fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");
       }
+      print_extras(*extras, {&r->first, &r->second}, {"untuned", "tuned"});
       if (tokenizer) fmt::print("Text: {}\n", text_of(r->second.first_sequence));
     }
     if (a.print_ids) fmt::print("{}\n", join_ids(r->second.first_sequence));
@@ -249,10 +318,13 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
 
   auto r = llm::run_benchmark(engine, prompts, bo);
   if (!r.is_ok()) return fail(r.status());
+  auto extras = bench_extras(a, engine, prompts, max_new);
+  if (!extras.is_ok()) return fail(extras.status());
   if (a.json) {
     std::string j = llm::report_json(*r);
     j.pop_back();  // add context to the object
     if (tokenizer) j += ", \"generated_text\": " + nlohmann::json(text_of(r->first_sequence)).dump();
+    j += ", \"extras\": " + extras_json(*extras, *r);
     fmt::print(
         "{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
         "\"results_file\": \"{}\"}}\n",
@@ -262,6 +334,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
                opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
                opts.enabled ? ", results file " + ctx.results_path() : "");
     fmt::print("{}", llm::format_report(*r));
+    print_extras(*extras, {&*r}, {opts.enabled ? "tuned" : "untuned"});
     if (tokenizer) fmt::print("Text: {}\n", text_of(r->first_sequence));
   }
   if (a.print_ids) fmt::print("{}\n", join_ids(r->first_sequence));
@@ -414,15 +487,26 @@ int run_llm(const LlmArgs& a) {
     eo.max_seq = std::max(padded, longest + max_new);
   }
   eo.cuda_graph = !a.no_cuda_graph;
+  eo.pdl = !a.no_pdl;
+  eo.step_variant = a.step_variant;
+  eo.fusion = a.fusion == "off"  ? llm::EngineOptions::Fusion::kOff
+              : a.fusion == "on" ? llm::EngineOptions::Fusion::kOn
+                                 : llm::EngineOptions::Fusion::kAuto;
+  if (a.profile_decode > 0 && !generate) {
+    // The profiled steps come after the benchmark's, on a fresh prefill: room for them.
+    eo.max_seq = std::max(eo.max_seq, longest + profile_warmup(max_new) + a.profile_decode);
+  }
   if (a.kv_cache == "paged") {
     eo.kv_cache.kind = llm::KvCacheKind::kPaged;
     eo.kv_cache.page_size = a.page_size;
-    // Default pool: the pages this run's sequences reach (prompt + new tokens each), so the
-    // memory held is what they use; interactive prompts are not known: room for a full cache.
+    // Default pool: the pages this run's sequences reach (prompt + new tokens, or the profiled
+    // steps), so the memory held is what they use; interactive prompts are not known: room for a
+    // full cache.
     eo.kv_cache.pages = a.kv_pages;
     if (a.kv_pages == 0 && !a.interactive && a.page_size > 0) {
+      const int64_t profiled = a.profile_decode > 0 && !generate ? profile_warmup(max_new) + a.profile_decode : 0;
       for (const auto& p : prompts) {
-        const int64_t positions = std::max(int64_t(p.size()), int64_t(p.size()) + max_new - 1);
+        const int64_t positions = int64_t(p.size()) + std::max({int64_t(0), max_new - 1, profiled});
         eo.kv_cache.pages += (positions + a.page_size - 1) / a.page_size;
       }
     }
@@ -556,6 +640,21 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
+  c->add_option("--fusion", a->fusion,
+                "cuda: fused decode projections (rmsnorm / residual add / gated activation / argmax in the GEMV): "
+                "auto = timed against the unfused path when TunableOp is on, on = always, off = never")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  c->add_flag("--no-pdl", a->no_pdl, "cuda: launch the engine's kernels without programmatic dependent launch");
+  c->add_option("--step-variant", a->step_variant,
+                "cuda: build decode steps as this variant (index; -1 = timed and chosen when tuning; the "
+                "choices are printed after a tuned benchmark)")
+      ->capture_default_str();
+  c->add_option("--profile-decode", a->profile_decode,
+                "bench: afterwards, time each kernel of this many decode steps (run eagerly) and print the breakdown")
+      ->check(at_least(0));
+  c->add_flag("--measure-bandwidth", a->measure_bandwidth,
+              "bench: measure the device's copy bandwidth in this run and print decode traffic against it");
   c->add_option("--kv-cache", a->kv_cache,
                 "static: max_seq positions per sequence allocated up front; paged: pages handed to sequences as they "
                 "grow and taken back when they end")

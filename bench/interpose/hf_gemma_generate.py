@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Seed Example 2, unmodified for the interposer: Hugging Face transformers generating with a
 Gemma-2B-shaped model (random weights: no download), bf16, static KV cache, a prompt of 8 tokens
-(padded to a multiple of 8), 256 tokens in all, batch 1, greedy.
-  python3 hf_gemma_generate.py [--eager] [--batches N] [--warmup N] [--layers N]
+(padded to a multiple of 8), 256 tokens in all, batch 1, greedy. --model llama-2-7b: the same with
+Llama-2-7B's shape (the engine benchmark's other peer line).
+  python3 hf_gemma_generate.py [--model gemma-2b|llama-2-7b] [--eager] [--batches N] [--warmup N] [--layers N]
 --eager turns off transformers' compilation of the decode step (default: compiled, as
 transformers does for a static cache). Prints "Tokens/second: <x> (<tokens> tokens, <s> seconds)".
 """
@@ -12,7 +13,7 @@ import time
 import torch
 import torch._dynamo
 import transformers
-from transformers import GemmaConfig, GemmaForCausalLM
+from transformers import GemmaConfig, GemmaForCausalLM, LlamaConfig, LlamaForCausalLM
 
 
 def gemma_2b_config(layers):
@@ -23,18 +24,31 @@ def gemma_2b_config(layers):
     return GemmaConfig(**kw)
 
 
+def llama_2_7b_config(layers):
+    kw = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=layers,
+              num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5,
+              hidden_act="silu", pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    return LlamaConfig(**kw)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--eager", action="store_true")
     ap.add_argument("--batches", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--layers", type=int, default=18)
+    ap.add_argument("--model", choices=["gemma-2b", "llama-2-7b"], default="gemma-2b")
+    ap.add_argument("--layers", type=int, default=0, help="default: the model's (18 Gemma-2B, 32 Llama-2-7B)")
     ap.add_argument("--seq-len", type=int, default=256)
     a = ap.parse_args()
     torch.manual_seed(0)
-    config = gemma_2b_config(a.layers)
+    gemma = a.model == "gemma-2b"
+    layers = a.layers or (18 if gemma else 32)
+    config = gemma_2b_config(layers) if gemma else llama_2_7b_config(layers)
     with torch.device("cuda"):
-        model = GemmaForCausalLM(config).to(torch.bfloat16)
+        # Built in bf16 directly: Llama-2-7B in fp32 first would need 27 GB for nothing.
+        torch.set_default_dtype(torch.bfloat16)
+        model = (GemmaForCausalLM if gemma else LlamaForCausalLM)(config).to(torch.bfloat16)
+        torch.set_default_dtype(torch.float32)
     model.eval()
     model.generation_config.cache_implementation = "static"
     if a.eager:
@@ -56,7 +70,7 @@ def main():
         t1 = time.perf_counter()
     dt = t1 - t0
     print(f"  Tokens/second: {a.batches * n_tokens / dt:0.4f} ({n_tokens * a.batches} tokens, {dt:0.2f} seconds)"
-          f" [transformers {transformers.__version__}, {'eager' if a.eager else 'compiled decode'}]")
+          f" [transformers {transformers.__version__}, {a.model}, {'eager' if a.eager else 'compiled decode'}]")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 #include "llm/device_kernels.h"
 
+#include <chrono>
+
 namespace tunableop::llm {
+
+namespace {
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
 
 StatusOr<std::unique_ptr<KvCache>> DeviceKernels::make_kv_cache(const KvCacheOptions& o, int64_t max_batch,
                                                                 int64_t max_seq) {
@@ -34,13 +40,68 @@ StatusOr<std::unique_ptr<KvCache>> DeviceKernels::make_kv_cache(const KvCacheOpt
       new StaticKvCache(layout, max_batch, elem, std::move(k.value()), std::move(v.value())));
 }
 
-Status DeviceKernels::residual_add_rmsnorm(float* x, const void* y, const void* w, int64_t rows, void* out) {
-  TUNABLEOP_RETURN_IF_ERROR(add_residual(x, y, rows));
-  return rmsnorm(x, w, rows, out);
+Status DeviceKernels::project(const Projection& p, LinearOp& linear) {
+  using E = Projection::Epilogue;
+  // The element-wise calls take their widths from the config: the shapes must be the layer's.
+  const int64_t want_out = p.epilogue == E::kAddResidual ? config_.hidden_size
+                           : p.epilogue == E::kGated     ? 2 * config_.intermediate_size
+                           : p.epilogue == E::kArgmax    ? config_.vocab_size
+                                                         : p.out;
+  if (p.out != want_out || (p.norm && p.in != config_.hidden_size)) {
+    return Status::invalid_argument(std::string("project ") + p.name + ": shape " + std::to_string(p.in) + " -> " +
+                                    std::to_string(p.out) + " does not fit its epilogue");
+  }
+  const void* in = p.input;
+  if (p.norm) {
+    TUNABLEOP_RETURN_IF_ERROR(rmsnorm(p.x, p.norm, p.rows, p.normed));
+    mark(p.name, "norm");
+    in = p.normed;
+  }
+  TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, dtype(), p.rows, p.in, p.out, in, p.w, p.y, stream()));
+  if (p.row_parallel) TUNABLEOP_RETURN_IF_ERROR(after_row_parallel_linear(p.y, p.rows, p.out));
+  mark(p.name, "gemm", p.weight_bytes(dtype_size(dtype())), true);
+  switch (p.epilogue) {
+    case E::kStore: return Status::ok();
+    case E::kAddResidual:
+      TUNABLEOP_RETURN_IF_ERROR(add_residual(p.residual, p.y, p.rows));
+      mark(p.name, "residual");
+      return Status::ok();
+    case E::kGated:
+      TUNABLEOP_RETURN_IF_ERROR(gated_activation(p.y, p.rows, p.gated));
+      mark(p.name, "act");
+      return Status::ok();
+    case E::kArgmax:
+      TUNABLEOP_RETURN_IF_ERROR(argmax(p.y, p.rows, p.ids));
+      mark(p.name, "argmax");
+      return Status::ok();
+  }
+  return Status::invalid_argument("project: unknown epilogue");
 }
 
 Status DeviceKernels::after_row_parallel_linear(void*, int64_t, int64_t) { return Status::ok(); }
 
 Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step) { return step(); }
+
+Status DeviceKernels::begin_profile() {
+  profiling_ = true;
+  spans_.clear();
+  last_mark_s_ = now_s();
+  return Status::ok();
+}
+
+void DeviceKernels::record_mark(std::string label, int64_t bytes, bool matmul) {
+  const double t = now_s();
+  spans_.push_back({std::move(label), (t - last_mark_s_) * 1e3, bytes, matmul});
+  last_mark_s_ = t;
+}
+
+StatusOr<std::vector<ProfileSpan>> DeviceKernels::end_profile() {
+  profiling_ = false;
+  return std::move(spans_);
+}
+
+StatusOr<double> DeviceKernels::copy_bandwidth_gbps() {
+  return Status::unsupported(name() + " does not measure its copy bandwidth");
+}
 
 }  // namespace tunableop::llm

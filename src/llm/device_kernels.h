@@ -9,7 +9,8 @@
 //   gate_up row  [gate (I) | up (I)]
 //   pointers     device memory from alloc(), except where a comment says host
 // Fusion points (issue 13): a call that a device may implement as one kernel has a default
-// that composes the plain calls (residual_add_rmsnorm = add_residual + rmsnorm).
+// that composes the plain calls: project() = rmsnorm + linear + (residual add | gated activation
+// | argmax).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "llm/config.h"
 #include "llm/kv_cache.h"
 #include "llm/linear_op.h"
+#include "llm/profile.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
@@ -62,6 +64,34 @@ struct DeviceWeights {
   int64_t bytes = 0;  // as stored: what one decode step reads at least once
 };
 
+// One projection y = input W^T with the element-wise work around it in a layer, as one call so
+// that a device can fuse it (issue 13): the input is `input` (E) or rmsnorm(x, norm) of the
+// fp32 residual stream; the output is stored, added to the residual stream, gated, or reduced
+// to each row's argmax. Every buffer is [rows, width] in the layouts above.
+struct Projection {
+  enum class Epilogue {
+    kStore,        // y
+    kAddResidual,  // residual += y (width H; after the all-reduce when row-parallel)
+    kGated,        // gated = act(y[:, :out/2]) * y[:, out/2:] (the gate_up row layout)
+    kArgmax,       // y (the logits) and ids = each row's argmax
+  };
+  const char* name = "";  // "qkv", "o", "gate_up", "down", "lm_head": profiles and tuning
+  Phase phase = Phase::kPrefill;
+  int64_t rows = 0, in = 0, out = 0;
+  const void* w = nullptr;      // [out, in] E
+  bool row_parallel = false;    // o, down: tensor parallelism all-reduces y before the epilogue
+  const void* input = nullptr;  // [rows, in] E, when norm is null
+  const float* x = nullptr;     // [rows, in] fp32, when norm is set: input = rmsnorm(x, norm)
+  const void* norm = nullptr;   // [in] E
+  void* normed = nullptr;       // [rows, in] E: where an unfused device puts rmsnorm(x)
+  Epilogue epilogue = Epilogue::kStore;
+  void* y = nullptr;          // [rows, out] E (kAddResidual, kGated: scratch of an unfused device)
+  float* residual = nullptr;  // kAddResidual: [rows, out] fp32
+  void* gated = nullptr;      // kGated: [rows, out / 2] E
+  int32_t* ids = nullptr;     // kArgmax: [rows]
+  int64_t weight_bytes(size_t elem) const { return in * out * int64_t(elem); }
+};
+
 class DeviceKernels {
  public:
   explicit DeviceKernels(ModelConfig config) : config_(std::move(config)) {}
@@ -94,8 +124,6 @@ class DeviceKernels {
   virtual Status rmsnorm(const float* x, const void* w, int64_t rows, void* out) = 0;
   // x += y (y in E).
   virtual Status add_residual(float* x, const void* y, int64_t rows) = 0;
-  // x += y; out = rmsnorm(x, w). A fusion point; the default is the two calls.
-  virtual Status residual_add_rmsnorm(float* x, const void* y, const void* w, int64_t rows, void* out);
   // Rotate-half RoPE on the q and k heads of each qkv row (in place, at its position), then k and
   // v into the cache at (seq, position) for this layer.
   virtual Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) = 0;
@@ -113,13 +141,40 @@ class DeviceKernels {
   virtual Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) = 0;
   // Index of each row's largest logit, the first one on ties (torch.argmax).
   virtual Status argmax(const void* logits, int64_t rows, int32_t* out) = 0;
+  // A projection and its neighbours (see Projection). The default composes the calls above with
+  // `linear` (rmsnorm, linear, after_row_parallel_linear, add_residual | gated_activation |
+  // argmax); a device overrides it to run fused kernels where they are faster.
+  virtual Status project(const Projection& p, LinearOp& linear);
 
   // --- How a decode step runs: the default calls `step`; the CUDA device captures it once per
   // (batch, TunableOp on/off) as a graph and replays it, crediting `linear` with its GEMMs.
   virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step);
 
+  // --- Profiling one step (eagerly). Between begin_profile() and end_profile(), mark(label)
+  // closes a span: the work queued since the previous mark. The default times on the host
+  // (devices whose calls are synchronous); the CUDA device records events and queues the step
+  // behind a busy kernel, so the spans are GPU time, not the host's launch rate.
+  virtual Status begin_profile();
+  virtual StatusOr<std::vector<ProfileSpan>> end_profile();
+  bool profiling() const { return profiling_; }
+  // `part` is appended to `label` after a dot when given; a no-op unless profiling.
+  void mark(const char* label, const char* part = nullptr, int64_t bytes = 0, bool matmul = false) {
+    if (profiling_) record_mark(part ? std::string(label) + "." + part : std::string(label), bytes, matmul);
+  }
+
+  // --- The memory ceiling: a large copy, bytes read + written per second (GB/s), measured now.
+  virtual StatusOr<double> copy_bandwidth_gbps();
+  // Kernel choices made by measurement (e.g. fused projections), one per line; default none.
+  virtual std::string kernel_choices() const { return ""; }
+
+ protected:
+  virtual void record_mark(std::string label, int64_t bytes, bool matmul);
+  std::vector<ProfileSpan> spans_;  // of the profile in progress
+
  private:
   ModelConfig config_;
+  bool profiling_ = false;
+  double last_mark_s_ = 0;  // host clock of the default profiler
 };
 
 }  // namespace tunableop::llm

@@ -14,6 +14,7 @@
 #include "llm/config.h"
 #include "llm/kv_cache.h"
 #include "llm/linear_op.h"
+#include "llm/profile.h"
 #include "llm/random_model.h"
 #include "llm/weights.h"
 #include "tunableop/context.h"
@@ -35,6 +36,20 @@ struct EngineOptions {
   DType dtype = DType::kBF16;
   // CUDA only: capture the decode step once per batch size and replay it.
   bool cuda_graph = true;
+  // CUDA only (issue 13): fused decode projections (rmsnorm prologue, residual / gated / argmax
+  // epilogue in the GEMV). kAuto: with TunableOp on, each projection of the first decode step
+  // times the fused kernel shapes against the unfused path (tuned GEMM + element-wise kernels)
+  // and keeps the fastest; with TunableOp off, unfused (the seed's untuned baseline). kOn: fused
+  // wherever supported, first shape (tests). kOff: never.
+  enum class Fusion { kOff, kAuto, kOn };
+  Fusion fusion = Fusion::kAuto;
+  // CUDA only: programmatic dependent launch between the engine's kernels (sm_90 and newer).
+  bool pdl = true;
+  // CUDA only: how decode steps are built, as an index into cuda::step_variants() (fused or not,
+  // PDL mode, L2 prefetch); -1: timed and chosen per batch size when the projections are tuned
+  // (kAuto with TunableOp on), else the default (fused where chosen, PDL early). For A/B runs
+  // and tests.
+  int step_variant = -1;
   // Static (max_batch x max_seq positions up front) or paged (pages handed out as sequences grow).
   KvCacheOptions kv_cache;
 };
@@ -64,6 +79,16 @@ class Engine {
   virtual KvCacheStats kv_cache_stats() const = 0;
 
   virtual LinearOp& linear() = 0;
+
+  // decode(), run eagerly with each kernel timed (issue 13's breakdown): the spans of the step
+  // in the order they ran (see DeviceKernels::begin_profile).
+  virtual StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
+                                                            std::vector<int32_t>* next) = 0;
+  // The device's memory ceiling, measured now: a large copy's bytes read + written per second.
+  virtual StatusOr<double> copy_bandwidth_gbps() = 0;
+  // Kernel choices the device made by measurement (fused decode projections), one per line;
+  // empty when it made none.
+  virtual std::string kernel_choices() const = 0;
 };
 
 // Rounds n up to a multiple of m (m >= 1).

@@ -162,6 +162,36 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
   return out;
 }
 
+StatusOr<StepProfile> profile_decode_steps(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int warm,
+                                           int steps) {
+  if (steps < 1 || warm < 0) return Status::invalid_argument("profile: steps must be >= 1 and warm-up >= 0");
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+  if (longest + warm + steps > engine.options().max_seq) {
+    return Status::invalid_argument("profile: prompt + " + std::to_string(warm + steps) +
+                                    " decode steps do not fit the KV cache of " +
+                                    std::to_string(engine.options().max_seq) + " positions");
+  }
+  std::vector<int32_t> next;
+  TUNABLEOP_RETURN_IF_ERROR(engine.prefill(prompts, &next));
+  for (int i = 0; i < warm; ++i) {
+    std::vector<int32_t> in = next;
+    TUNABLEOP_RETURN_IF_ERROR(engine.decode(in, &next));
+  }
+  std::vector<std::vector<ProfileSpan>> all;
+  const auto lengths = engine.sequence_lengths();
+  const int64_t position = lengths.empty() ? 0 : lengths[0];
+  for (int i = 0; i < steps; ++i) {
+    std::vector<int32_t> in = next;
+    auto spans = engine.profile_decode(in, &next);
+    if (!spans.is_ok()) return spans.status();
+    all.push_back(std::move(spans.value()));
+  }
+  StepProfile p = summarize_profile(all);
+  p.position = position;
+  return p;
+}
+
 std::string format_report(const BenchmarkReport& r) {
   int prefill = 0, decode = 0;
   for (const auto& p : r.gemm_problems) {
@@ -178,9 +208,11 @@ std::string format_report(const BenchmarkReport& r) {
   s += buf;
   if (r.new_tokens > 1) {
     std::snprintf(buf, sizeof(buf),
-                  "  TPOT: %.3f ms (%.1f tokens/s per sequence while decoding)\n"
+                  "  TPOT: %.3f ms (%.1f tokens/s per sequence, %.1f in total over the batch of %lld, while "
+                  "decoding)\n"
                   "  Latency: %.3f ms = TTFT + TPOT x %lld\n",
-                  r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.latency_ms, (long long)(r.new_tokens - 1));
+                  r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.decode_tokens_per_s, (long long)r.batch,
+                  r.latency_ms, (long long)(r.new_tokens - 1));
   } else {
     std::snprintf(buf, sizeof(buf), "  TPOT: none (1 new token)\n  Latency: %.3f ms = TTFT\n", r.latency_ms);
   }

@@ -58,6 +58,12 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
                                                                      const BenchmarkOptions& o,
                                                                      const std::function<void(bool tuned)>& set_mode);
 
+// Where one decode step's time goes: prefill `prompts`, `warm` ordinary decode steps (any tuning
+// and graph capture happen there), then `steps` decode steps run eagerly with each kernel timed
+// (Engine::profile_decode), summarised per kernel.
+StatusOr<StepProfile> profile_decode_steps(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int warm,
+                                           int steps);
+
 std::string format_report(const BenchmarkReport& r);  // the human-readable block
 // "KV cache: static, 256.0 MiB ..." / "KV cache: paged (pages of 64 positions), peak ..."
 std::string format_kv_cache(const KvCacheStats& kv, int64_t batch);

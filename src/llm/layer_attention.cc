@@ -1,5 +1,9 @@
 #include "llm/layer_attention.h"
 
+#include <memory>
+
+#include "ops/attention/dispatch.h"
+
 namespace tunableop::llm {
 
 StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, const Pass& p, int64_t layer,
@@ -46,6 +50,23 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
     o.kv_lens = p.seq_lens;
   }
   return a;
+}
+
+StatusOr<std::string> tune_decode_attention(Context& ctx, const AttentionParams& params, void* stream) {
+  const AttentionParams p = params.with_defaults();
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());
+  const std::string op = attention_op_signature(p), sig = attention_params_signature(p);
+  auto valid = [&](const std::string& name) { return AttentionDispatch::cached_candidate(ctx, p, name) != nullptr; };
+  std::unique_ptr<ops::OpBuffers<AttentionOp>> random;  // lives until the tuning is done
+  auto make = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
+    auto b = ops::OpBuffers<AttentionOp>::random(ctx, p, 1, stream);
+    if (!b.is_ok()) return b.status();
+    random = std::move(*b);
+    return AttentionDispatch::make_problem(ctx, random->params(), random->operands());
+  };
+  // The context's decision, as a dispatch makes it (results loaded, a hit, Default when off or
+  // not tuning), except that a miss is tuned on the random operands.
+  return ctx.choose(op, sig, valid, make);
 }
 
 }  // namespace tunableop::llm

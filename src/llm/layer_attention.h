@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "llm/config.h"
 #include "llm/device_kernels.h"
 #include "llm/kv_cache.h"
 #include "tunableop/attention.h"
+#include "tunableop/context.h"
 
 namespace tunableop::llm {
 
@@ -24,5 +26,15 @@ struct LayerAttention {
 
 StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, const Pass& p, int64_t layer,
                                          const void* qkv, KvCache& cache, void* out);
+
+// Decode attention is one problem for every step (lengths read on the device), so tuned on its
+// first call it would be timed at the prompt's end, while later steps read up to kv_len keys.
+// With TunableOp on and tuning on, a problem not in the results is tuned here first on random
+// operands at full length (every sequence at kv_len, valid page tables: what `tunableop tune`
+// does) and recorded; the first call then finds it. Returns the solution name: the context's
+// decision (Context::choose: "Default" when TunableOp is off; with tuning off, the stored
+// solution or "Default"). Allocates and synchronizes `stream` when it tunes: not while a CUDA
+// graph is being captured.
+StatusOr<std::string> tune_decode_attention(Context& ctx, const AttentionParams& p, void* stream);
 
 }  // namespace tunableop::llm

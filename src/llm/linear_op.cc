@@ -1,12 +1,56 @@
 #include "llm/linear_op.h"
 
+#include <deque>
+#include <memory>
+
 #include "tunableop/attention.h"
 
 namespace tunableop::llm {
 
+namespace {
+
+// The engine's linear layers through plans (the framework's hot path: a served call is one
+// generation check and the chosen candidate, no strings, no locks): one plan per distinct shape,
+// made at the shape's first call. A model has a handful of shapes, so a short list beats a map.
+class LinearPlans {
+ public:
+  explicit LinearPlans(Context& ctx) : ctx_(ctx) {}
+
+  Status run(DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
+             void* stream) {
+    const GemmPlan* plan = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // uncontended: the engine calls from one thread
+      for (const Entry& e : plans_) {
+        if (e.dtype == dtype && e.tokens == tokens && e.in == in && e.out == out) plan = &e.plan;
+      }
+      if (plan == nullptr) {
+        auto made = make_plan(ctx_, linear_params(dtype, tokens, in, out));
+        if (!made.is_ok()) return made.status();
+        plans_.push_back({dtype, tokens, in, out, std::move(*made)});
+        plan = &plans_.back().plan;
+      }
+    }
+    return plan->run(GemmOperands{w, x, y, stream});
+  }
+
+ private:
+  struct Entry {
+    DType dtype;
+    int64_t tokens, in, out;
+    GemmPlan plan;
+  };
+  Context& ctx_;
+  std::mutex mu_;
+  std::deque<Entry> plans_;  // a deque: entries never move, so a found plan stays valid
+};
+
+}  // namespace
+
 LinearOp::Fn tunableop_linear(Context& ctx) {
-  return [&ctx](DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
-                void* stream) { return tunableop::linear(ctx, dtype, tokens, in, out, x, w, y, stream); };
+  auto plans = std::make_shared<LinearPlans>(ctx);
+  return [plans](DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
+                 void* stream) { return plans->run(dtype, tokens, in, out, x, w, y, stream); };
 }
 
 LinearOp::GemmFn tunableop_gemm(Context& ctx) {
@@ -40,9 +84,36 @@ void LinearOp::count(std::vector<Problem>& list, Phase phase, std::string op, st
 
 Status LinearOp::operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
                             const void* w, void* y, void* stream) {
-  const GemmParams p = linear_params(dtype, tokens, in, out);
-  count(problems_, phase, gemm_op_signature(p), gemm_params_signature(p), p.flops());
+  count_linear(phase, dtype, tokens, in, out);
   return fn_(dtype, tokens, in, out, x, w, y, stream);
+}
+
+void LinearOp::count_linear(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out) {
+  // Strings only at a shape's first call: after that a call is counted by its index.
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t index = problems_.size();
+  for (const LinearShape& s : linear_shapes_) {
+    if (s.dtype == dtype && s.tokens == tokens && s.in == in && s.out == out && s.index < problems_.size()) {
+      index = s.index;
+      break;
+    }
+  }
+  if (index == problems_.size()) {
+    const GemmParams p = linear_params(dtype, tokens, in, out);
+    const std::string op = gemm_op_signature(p), params = gemm_params_signature(p);
+    for (size_t i = 0; i < problems_.size(); ++i) {
+      if (problems_[i].params == params && problems_[i].op == op) index = i;
+    }
+    if (index == problems_.size()) {
+      problems_.push_back({op, params});
+      problems_.back().flops = p.flops();
+    }
+    linear_shapes_.push_back({dtype, tokens, in, out, index});
+  }
+  Problem& found = problems_[index];
+  (phase == Phase::kPrefill ? found.in_prefill : found.in_decode) = true;
+  ++found.calls;
+  if (phase == Phase::kPrefill) ++found.prefill_calls;
 }
 
 Status LinearOp::gemm(Phase phase, const GemmParams& p, const GemmOperands& ops) {
@@ -126,6 +197,7 @@ int64_t LinearOp::calls() const {
 void LinearOp::reset_counts() {
   std::lock_guard<std::mutex> lock(mu_);
   problems_.clear();
+  linear_shapes_.clear();
   attention_problems_.clear();
 }
 

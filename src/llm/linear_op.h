@@ -1,8 +1,9 @@
 // The seam every matmul of the model goes through: y[tokens, out] = x[tokens, in] * W[out, in]^T
 // (tunableop::linear on the engine's context, so each GEMM problem is tuned once, recorded in
 // the results file and served from it afterwards), plus the other GEMMs of the forward pass
-// and attention, each call counted by distinct problem. Later the framework's plan
-// handles slot in behind the same two functions.
+// and attention, each call counted by distinct problem. tunableop_linear holds one plan per
+// shape (the framework's hot path); counting a linear call builds no strings after its shape's
+// first call.
 #pragma once
 
 #include <cstdint>
@@ -64,11 +65,18 @@ class LinearOp {
 
  private:
   void count(std::vector<Problem>& list, Phase phase, std::string op, std::string params, double flops);
+  void count_linear(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out);
+  struct LinearShape {
+    DType dtype;
+    int64_t tokens, in, out;
+    size_t index;  // into problems_
+  };
   Fn fn_;
   GemmFn gemm_fn_;
   AttentionFn attention_fn_;
   mutable std::mutex mu_;
   std::vector<Problem> problems_, attention_problems_;
+  std::vector<LinearShape> linear_shapes_;
 };
 
 // tunableop::linear(ctx, ...) and tunableop::gemm(ctx, ...): tuned, recorded and reused

@@ -44,10 +44,6 @@ Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::ve
   return Status::ok();
 }
 
-// How a projection's weight is split under tensor parallelism: column-parallel (output features
-// split, nothing to combine) or row-parallel (input features split: partial sums all-reduced).
-enum class Split { kColumn, kRow };
-
 // Activations for `rows` tokens. Prefill and decode keep separate sets: decode's are allocated
 // once for max_batch rows and never move, which a captured CUDA graph relies on.
 struct Activations {
@@ -152,6 +148,46 @@ class Model final : public Engine {
   }
 
   Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
+    const Pass p = pass(Phase::kDecode, 1, dec_);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
+    return finish_decode(next);
+  }
+
+  // decode(), run eagerly with every op timed (not through run_decode_step's graph).
+  StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
+                                                    std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
+    Status st = forward(pass(Phase::kDecode, 1, dec_), dec_);
+    auto spans = dev_->end_profile();  // ends the profile whatever happened
+    TUNABLEOP_RETURN_IF_ERROR(st);
+    if (!spans.is_ok()) return spans.status();
+    TUNABLEOP_RETURN_IF_ERROR(finish_decode(next));
+    return spans;
+  }
+
+  std::string kernel_choices() const override { return dev_->kernel_choices(); }
+
+  StatusOr<double> copy_bandwidth_gbps() override {
+    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+    return dev_->copy_bandwidth_gbps();
+  }
+
+  Status last_logits(std::vector<float>* out) override {
+    const size_t n = size_t(batch_ * c_.vocab_size);
+    out->resize(n);
+    if (n == 0) return Status::ok();  // nothing ran yet
+    if (dev_->dtype() == DType::kF32) return dev_->download(out->data(), logits_.get(), n * 4);
+    std::vector<uint16_t> raw(n);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->download(raw.data(), logits_.get(), n * 2));
+    for (size_t i = 0; i < n; ++i) (*out)[i] = to_float(bf16{raw[i]});
+    return Status::ok();
+  }
+
+ private:
+  // Checks one token per sequence and room in the cache, then uploads ids, positions and lengths.
+  Status prepare_decode(const std::vector<int32_t>& tokens) {
     if (int64_t(tokens.size()) != batch_ || batch_ == 0) {
       return Status::invalid_argument("decode: got " + std::to_string(tokens.size()) + " tokens for a batch of " +
                                       std::to_string(batch_) + " (call prefill first)");
@@ -177,25 +213,16 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.ids.get(), ids, size_t(batch_) * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.pos.get(), pos, size_t(batch_) * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.lens.get(), lens, size_t(batch_) * 4));
-    const Pass p = pass(Phase::kDecode, 1, dec_);
-    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
+    return Status::ok();
+  }
+
+  // After a decode step: the next tokens to the host, every sequence one longer.
+  Status finish_decode(std::vector<int32_t>* next) {
     TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
     for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
     return Status::ok();
   }
 
-  Status last_logits(std::vector<float>* out) override {
-    const size_t n = size_t(batch_ * c_.vocab_size);
-    out->resize(n);
-    if (n == 0) return Status::ok();  // nothing ran yet
-    if (dev_->dtype() == DType::kF32) return dev_->download(out->data(), logits_.get(), n * 4);
-    std::vector<uint16_t> raw(n);
-    TUNABLEOP_RETURN_IF_ERROR(dev_->download(raw.data(), logits_.get(), n * 2));
-    for (size_t i = 0; i < n; ++i) (*out)[i] = to_float(bf16{raw[i]});
-    return Status::ok();
-  }
-
- private:
   Status ensure(Buffer& b, size_t bytes) {
     if (b.bytes() >= bytes) return Status::ok();
     b.reset();
@@ -241,45 +268,66 @@ class Model final : public Engine {
     return Status::ok();
   }
 
-  // y[rows, out] = x[rows, in] W^T: every projection goes through the LinearOp seam (tuned
-  // GEMMs). With tensor parallelism a row-parallel one is followed by the device's all-reduce.
-  Status linear(const Pass& p, Split split, int64_t rows, int64_t in, int64_t out, const void* x, const void* w,
-                void* y) {
-    TUNABLEOP_RETURN_IF_ERROR(linear_(p.phase, dev_->dtype(), rows, in, out, x, w, y, dev_->stream()));
-    if (split == Split::kRow) return dev_->after_row_parallel_linear(y, rows, out);
-    return Status::ok();
-  }
-
   // One pass; leaves the logits of each sequence's last real row in logits_ and their argmax in
   // next_ (both on the device).
   Status forward(const Pass& p, Activations& a) {
     DeviceKernels& d = *dev_;
     const DeviceWeights& w = d.weights();
     const int64_t rows = p.rows(), H = c_.hidden_size, I = c_.intermediate_size, Q = c_.q_dim(), QKV = c_.qkv_dim();
-    const int64_t L = c_.num_layers;
     float* x = a.x.as<float>();
+    // Every projection goes through the device's project(): LinearOp (tuned GEMMs) with the
+    // rmsnorm before it and the residual add, gated activation or argmax after it, which a
+    // device may fuse. o and down are row-parallel (tensor parallelism all-reduces them).
+    auto proj = [&](const char* name, int64_t r, int64_t in, int64_t out, const void* weight) {
+      Projection pr;
+      pr.name = name;
+      pr.phase = p.phase;
+      pr.rows = r;
+      pr.in = in;
+      pr.out = out;
+      pr.w = weight;
+      return pr;
+    };
+    auto normed_input = [&](Projection& pr, const float* src, const void* norm, void* normed) {
+      pr.x = src;
+      pr.norm = norm;
+      pr.normed = normed;
+    };
 
     TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
-    TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(x, w.layers[0].attn_norm, rows, a.xn.get()));
-    for (int64_t l = 0; l < L; ++l) {
-      const DeviceWeights::Layer& lw = w.layers[size_t(l)];
-      // attention block
-      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kColumn, rows, H, QKV, a.xn.get(), lw.wqkv, a.qkv.get()));
+    d.mark("embedding");
+    for (const DeviceWeights::Layer& lw : w.layers) {
+      const int64_t l = &lw - w.layers.data();
+      // attention block: qkv = rmsnorm(x) Wqkv; rope + cache; attention; x += attn Wo
+      Projection qkv = proj("qkv", rows, H, QKV, lw.wqkv);
+      normed_input(qkv, x, lw.attn_norm, a.xn.get());
+      qkv.y = a.qkv.get();
+      TUNABLEOP_RETURN_IF_ERROR(d.project(qkv, linear_));
       TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
+      d.mark("rope_kv");
       TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
-      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kRow, rows, Q, H, a.attn.get(), lw.wo, a.tmp.get()));
-      TUNABLEOP_RETURN_IF_ERROR(d.residual_add_rmsnorm(x, a.tmp.get(), lw.mlp_norm, rows, a.xn.get()));
-      // MLP block
-      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kColumn, rows, H, 2 * I, a.xn.get(), lw.w_gate_up, a.gate_up.get()));
-      TUNABLEOP_RETURN_IF_ERROR(d.gated_activation(a.gate_up.get(), rows, a.act.get()));
-      TUNABLEOP_RETURN_IF_ERROR(linear(p, Split::kRow, rows, I, H, a.act.get(), lw.w_down, a.tmp.get()));
-      // The residual add joins the next layer's attention norm (the last layer's, nothing).
-      if (l + 1 < L) {
-        TUNABLEOP_RETURN_IF_ERROR(
-            d.residual_add_rmsnorm(x, a.tmp.get(), w.layers[size_t(l + 1)].attn_norm, rows, a.xn.get()));
-      } else {
-        TUNABLEOP_RETURN_IF_ERROR(d.add_residual(x, a.tmp.get(), rows));
-      }
+      d.mark("attention");
+      Projection o = proj("o", rows, Q, H, lw.wo);
+      o.row_parallel = true;
+      o.input = a.attn.get();
+      o.epilogue = Projection::Epilogue::kAddResidual;
+      o.y = a.tmp.get();
+      o.residual = x;
+      TUNABLEOP_RETURN_IF_ERROR(d.project(o, linear_));
+      // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
+      Projection gate_up = proj("gate_up", rows, H, 2 * I, lw.w_gate_up);
+      normed_input(gate_up, x, lw.mlp_norm, a.xn.get());
+      gate_up.epilogue = Projection::Epilogue::kGated;
+      gate_up.y = a.gate_up.get();
+      gate_up.gated = a.act.get();
+      TUNABLEOP_RETURN_IF_ERROR(d.project(gate_up, linear_));
+      Projection down = proj("down", rows, I, H, lw.w_down);
+      down.row_parallel = true;
+      down.input = a.act.get();
+      down.epilogue = Projection::Epilogue::kAddResidual;
+      down.y = a.tmp.get();
+      down.residual = x;
+      TUNABLEOP_RETURN_IF_ERROR(d.project(down, linear_));
     }
     // Only the last real position of each sequence needs logits: the lm_head GEMM then has
     // `batch` rows in prefill as in decode, one problem instead of one per prompt length.
@@ -287,13 +335,16 @@ class Model final : public Engine {
     const float* last = x;
     if (p.phase == Phase::kPrefill) {
       TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+      d.mark("gather_rows");
       last = last_x_.as<float>();
     }
-    TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(last, w.final_norm, batch_, last_norm_.get()));
     // Tensor parallel (issue 14): lm_head splits by vocabulary, the shards gathered before argmax.
-    TUNABLEOP_RETURN_IF_ERROR(
-        linear(p, Split::kColumn, batch_, H, c_.vocab_size, last_norm_.get(), w.lm_head, logits_.get()));
-    return d.argmax(logits_.get(), batch_, next_.as<int32_t>());
+    Projection head = proj("lm_head", batch_, H, c_.vocab_size, w.lm_head);
+    normed_input(head, last, w.final_norm, last_norm_.get());
+    head.epilogue = Projection::Epilogue::kArgmax;
+    head.y = logits_.get();
+    head.ids = next_.as<int32_t>();
+    return d.project(head, linear_);
   }
 
   std::unique_ptr<DeviceKernels> dev_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "llm/engine.h"
 #include "llm/generate.h"
@@ -42,15 +43,19 @@ struct GpuRun {
     var.engine = std::move(_e.value());                                                                       \
   }
 
-EngineOptions opts(DType dtype, int64_t batch = 1, int64_t pad = 8, bool graph = true) {
+EngineOptions opts(DType dtype, int64_t batch = 1, int64_t pad = 8, bool graph = true,
+                   EngineOptions::Fusion fusion = EngineOptions::Fusion::kAuto) {
   EngineOptions o;
   o.max_batch = batch;
   o.max_seq = 96;
   o.pad_multiple = pad;
   o.dtype = dtype;
   o.cuda_graph = graph;
+  o.fusion = fusion;
   return o;
 }
+constexpr auto kFused = EngineOptions::Fusion::kOn;
+constexpr auto kUnfused = EngineOptions::Fusion::kOff;
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
@@ -101,9 +106,10 @@ TEST(LlmCuda, Bf16IsCloseToFp32) {
 
 // A replayed graph computes exactly what the eager step computes.
 TEST(LlmCuda, GraphReplayEqualsEagerDecode) {
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    MAKE_GPU_ENGINE(graph, builtin("tiny-gemma"), 2, opts(dt, 2, 8, true));
-    MAKE_GPU_ENGINE(eager, builtin("tiny-gemma"), 2, opts(dt, 2, 8, false));
+  using Mode = std::pair<DType, EngineOptions::Fusion>;
+  for (auto [dt, fusion] : {Mode{DType::kF32, kUnfused}, Mode{DType::kBF16, kUnfused}, Mode{DType::kBF16, kFused}}) {
+    MAKE_GPU_ENGINE(graph, builtin("tiny-gemma"), 2, opts(dt, 2, 8, true, fusion));
+    MAKE_GPU_ENGINE(eager, builtin("tiny-gemma"), 2, opts(dt, 2, 8, false, fusion));
     const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
     auto a = generate(*graph.engine, prompts, 12);
     auto b = generate(*eager.engine, prompts, 12);
@@ -140,6 +146,136 @@ TEST(LlmCuda, CountsAttentionProblems) {
   ASSERT_EQ(attention.size(), 2u);
   EXPECT_EQ(attention[0].op, "AttentionTunableOp_BFloat16_causal");
   EXPECT_EQ(attention[1].params, "b1_q1_k96_h8_kv2_d64_vk_qs768");
+}
+
+// Fused decode projections (rmsnorm prologue, residual / gated / argmax epilogue) against the
+// unfused path: fp32 to rounding (same tokens), bf16 close; batches of 1 and 3 (n = 1, 3).
+TEST(LlmCuda, FusedProjectionsMatchUnfused) {
+  for (const std::string preset : {"tiny", "tiny-gemma"}) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (int64_t batch : {int64_t(1), int64_t(3)}) {
+        SCOPED_TRACE(preset + (dt == DType::kF32 ? " fp32" : " bf16") + " batch " + std::to_string(batch));
+        MAKE_GPU_ENGINE(fused, builtin(preset), 2, opts(dt, batch, 8, true, kFused));
+        MAKE_GPU_ENGINE(plain, builtin(preset), 2, opts(dt, batch, 8, true, kUnfused));
+        std::vector<std::vector<int32_t>> prompts(size_t(batch), kPrompt);
+        if (batch > 1) prompts[1] = {3, 4, 5};
+        std::vector<int32_t> nf, np;
+        ASSERT_TRUE(fused.engine->prefill(prompts, &nf).is_ok());
+        ASSERT_TRUE(plain.engine->prefill(prompts, &np).is_ok());
+        ASSERT_EQ(nf, np);  // prefill is never fused
+        for (int step = 0; step < 6; ++step) {
+          ASSERT_TRUE(fused.engine->decode(np, &nf).is_ok());
+          std::vector<int32_t> in = np;
+          ASSERT_TRUE(plain.engine->decode(in, &np).is_ok());
+          std::vector<float> lf, lp;
+          ASSERT_TRUE(fused.engine->last_logits(&lf).is_ok());
+          ASSERT_TRUE(plain.engine->last_logits(&lp).is_ok());
+          EXPECT_LT(relative_error(lf, lp), dt == DType::kF32 ? 1e-5 : 2e-2) << "step " << step;
+          if (dt == DType::kF32) {
+            EXPECT_EQ(nf, np) << "step " << step;
+          }
+          np = nf;  // both continue from the same tokens
+        }
+        EXPECT_NE(fused.engine->kernel_choices().find(": fused Default"), std::string::npos)
+            << "kOn with TunableOp off: the op's Default\n"
+            << fused.engine->kernel_choices();
+      }
+    }
+  }
+}
+
+// With TunableOp on, kAuto times the fused shapes against the unfused path once per
+// projection, keeps the fastest, and computes the same tokens (fp32).
+TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
+  const auto dir = std::filesystem::temp_directory_path() / "tunableop_llm_auto_fusion";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  MAKE_GPU_ENGINE(plain, builtin("tiny-gemma"), 2, opts(DType::kF32, 1, 8, true, kUnfused));
+  GpuRun tuned;
+  tuned.ctx = std::make_unique<Context>(Device::cuda(0), Config::defaults_only());
+  ASSERT_TRUE(tuned.ctx->config().set(Setting::kEnabled, true).is_ok());
+  ASSERT_TRUE(tuned.ctx->config().set(Setting::kTuning, true).is_ok());
+  ASSERT_TRUE(tuned.ctx->config().set(Setting::kFilename, (dir / "results.csv").string()).is_ok());
+  auto e = make_cuda_engine(builtin("tiny-gemma"), 7, 2, opts(DType::kF32), *tuned.ctx);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  tuned.engine = std::move(e.value());
+  auto a = generate(*tuned.engine, {kPrompt}, 8);
+  auto b = generate(*plain.engine, {kPrompt}, 8);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(a->tokens, b->tokens);
+  const std::string choices = tuned.engine->kernel_choices();
+  for (const char* site : {"qkv", "o ", "gate_up", "down", "lm_head"}) {
+    EXPECT_NE(choices.find(site), std::string::npos) << site << " in\n" << choices;
+  }
+  EXPECT_NE(choices.find("unfused"), std::string::npos) << "the unfused path is a timed candidate\n" << choices;
+  EXPECT_NE(choices.find("decode step, batch 1:"), std::string::npos) << "step variants timed\n" << choices;
+  // The fused projections' shapes were tuned as FusedLinear problems, into the results file.
+  std::ifstream results(dir / "results.csv");
+  std::stringstream text;
+  text << results.rdbuf();
+  EXPECT_NE(text.str().find("FusedLinearTunableOp_float,out_"), std::string::npos) << text.str();
+  // So was decode attention, at full length, before the first capture.
+  EXPECT_NE(text.str().find("AttentionTunableOp_float_causal,b1_q1_k96_"), std::string::npos) << text.str();
+  std::filesystem::remove_all(dir);
+}
+
+// Every step variant (fused or not, PDL off / early / late, L2 prefetch) computes what the eager
+// step of its kind computes, bit for bit: launch order and prefetches change no arithmetic.
+TEST(LlmCuda, EveryStepVariantReplaysTheEagerStep) {
+  const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+  std::vector<float> want[2];
+  std::vector<std::vector<int32_t>> want_tokens[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    MAKE_GPU_ENGINE(eager, builtin("tiny-gemma"), 2, opts(DType::kBF16, 2, 8, false, fused ? kFused : kUnfused));
+    auto g = generate(*eager.engine, prompts, 8);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    want_tokens[fused] = g->tokens;
+    ASSERT_TRUE(eager.engine->last_logits(&want[fused]).is_ok());
+  }
+  for (int v = 0; v < 11; ++v) {
+    for (int fused = 0; fused < 2; ++fused) {
+      EngineOptions o = opts(DType::kBF16, 2, 8, true, fused ? kFused : kUnfused);
+      o.step_variant = v;
+      MAKE_GPU_ENGINE(gpu, builtin("tiny-gemma"), 2, o);
+      auto g = generate(*gpu.engine, prompts, 8);
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      std::vector<float> logits;
+      ASSERT_TRUE(gpu.engine->last_logits(&logits).is_ok());
+      // An unfused variant of a fused engine runs the unfused kernels.
+      const bool variant_fused = gpu.engine->device_name().find("step: fused") != std::string::npos;
+      EXPECT_EQ(variant_fused, fused == 1 && v >= 2) << gpu.engine->device_name();  // on sm_90: 0, 1 unfused
+      EXPECT_EQ(g->tokens, want_tokens[variant_fused ? 1 : 0]) << "variant " << v << " fused engine " << fused;
+      EXPECT_EQ(logits, want[variant_fused ? 1 : 0]) << "variant " << v << " fused engine " << fused;
+    }
+  }
+}
+
+// A profiled step names each kernel; with fused projections the projections are one kernel each.
+TEST(LlmCuda, ProfileNamesTheKernelsOfAStep) {
+  for (auto fusion : {kUnfused, kFused}) {
+    MAKE_GPU_ENGINE(gpu, builtin("tiny-gemma"), 2, opts(DType::kBF16, 1, 8, true, fusion));
+    auto prof = profile_decode_steps(*gpu.engine, {kPrompt}, 2, 3);
+    ASSERT_TRUE(prof.is_ok()) << prof.status().to_string();
+    EXPECT_EQ(prof->steps, 3);
+    EXPECT_EQ(prof->position, int64_t(kPrompt.size()) + 2);
+    std::string labels;
+    for (const auto& r : prof->rows) labels += r.label + ";";
+    for (const char* want : {"embedding", "rope_kv", "attention", "qkv", "gate_up", "lm_head"}) {
+      EXPECT_NE(labels.find(want), std::string::npos) << want << " in " << labels;
+    }
+    EXPECT_EQ(labels.find("fused") != std::string::npos, fusion == kFused) << labels;
+    EXPECT_GT(prof->matmul_ms, 0);
+    EXPECT_GT(prof->other_ms, 0);
+    for (const auto& r : prof->rows) EXPECT_GE(r.ms, 0) << r.label;
+  }
+}
+
+TEST(LlmCuda, MeasuresTheCopyBandwidth) {
+  MAKE_GPU_ENGINE(gpu, builtin("tiny"), 1, opts(DType::kBF16));
+  auto bw = gpu.engine->copy_bandwidth_gbps();
+  ASSERT_TRUE(bw.is_ok()) << bw.status().to_string();
+  EXPECT_GT(*bw, 50.0);  // any GPU of this decade
 }
 
 EngineOptions paged(EngineOptions o, int64_t page_size) {
@@ -226,12 +362,17 @@ TEST(LlmCuda, TunedAttentionMatchesDefaultOnBothCaches) {
     }
     EXPECT_GE(agree, total - 2) << "greedy choices differ beyond near-ties";
     EXPECT_EQ(tuned.linear().attention_problems().size(), 2u);
+    // Decode attention was tuned before the step was captured: the graph is on, and its choice
+    // is reported (tuned at full length, tune_decode_attention).
+    EXPECT_NE(tuned.device_name().find("CUDA graph decode"), std::string::npos) << tuned.device_name();
+    EXPECT_NE(tuned.kernel_choices().find("decode attention b3_q1_k96_"), std::string::npos) << tuned.kernel_choices();
   }
 }
 
 // The Hugging Face fixtures on the GPU, in fp32 (attention: Default's math path; the fixtures'
-// head dims 16-32 have no flash kernel), static and paged caches: greedy tokens exactly, logits
-// within 1e-3 of the largest (cuBLAS's summation order differs from torch's CPU one).
+// head dims 16-32 have no flash kernel), static and paged caches, decode projections unfused
+// and fused: greedy tokens exactly, logits within 1e-3 of the largest (cuBLAS's summation order
+// differs from torch's CPU one).
 TEST(LlmCuda, MatchesTransformersFixtures) {
   const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
   const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
@@ -243,22 +384,27 @@ TEST(LlmCuda, MatchesTransformersFixtures) {
     nlohmann::json ref = nlohmann::json::parse(in);
     ModelSpec spec;
     spec.dir = dir;
-    for (int64_t page : {int64_t(0), int64_t(4)}) {
-      MAKE_GPU_ENGINE(gpu, spec, 0, page ? paged(opts(DType::kF32), page) : opts(DType::kF32));
-      const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
-      const auto want_logits = ref["last_logits"].get<std::vector<double>>();
-      const auto want_ids = ref["greedy_ids"].get<std::vector<int32_t>>();
-      std::vector<int32_t> next;
-      ASSERT_TRUE(gpu.engine->prefill({prompt}, &next).is_ok());
-      std::vector<float> got;
-      ASSERT_TRUE(gpu.engine->last_logits(&got).is_ok());
-      double scale = 1, worst = 0;
-      for (double v : want_logits) scale = std::max(scale, std::abs(v));
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want_logits[i]));
-      EXPECT_LE(worst, 1e-3 * scale) << name;
-      auto g = generate(*gpu.engine, {prompt}, int64_t(want_ids.size()));
-      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-      EXPECT_EQ(g->tokens[0], want_ids) << name << (page ? " paged" : " static");
+    for (auto fusion : {kUnfused, kFused}) {
+      for (int64_t page : {int64_t(0), int64_t(4)}) {
+        SCOPED_TRACE(std::string(fusion == kFused ? "fused decode projections" : "unfused") +
+                     (page ? ", paged" : ", static"));
+        const EngineOptions o = opts(DType::kF32, 1, 8, true, fusion);
+        MAKE_GPU_ENGINE(gpu, spec, 0, page ? paged(o, page) : o);
+        const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+        const auto want_logits = ref["last_logits"].get<std::vector<double>>();
+        const auto want_ids = ref["greedy_ids"].get<std::vector<int32_t>>();
+        std::vector<int32_t> next;
+        ASSERT_TRUE(gpu.engine->prefill({prompt}, &next).is_ok());
+        std::vector<float> got;
+        ASSERT_TRUE(gpu.engine->last_logits(&got).is_ok());
+        double scale = 1, worst = 0;
+        for (double v : want_logits) scale = std::max(scale, std::abs(v));
+        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want_logits[i]));
+        EXPECT_LE(worst, 1e-3 * scale) << name;
+        auto g = generate(*gpu.engine, {prompt}, int64_t(want_ids.size()));
+        ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+        EXPECT_EQ(g->tokens[0], want_ids) << name << (page ? " paged" : " static");
+      }
     }
     ++ran;
   }

@@ -272,19 +272,8 @@ int count_result_lines(const std::string& path) {
 TEST(LlmEngine, TunesEachProblemOnceAndReusesTheResultsFile) {
   ScratchDir dir("tuned");
   const std::string file = dir.path() + "/results.csv";
-  auto tuned_context = [&] {
-    Config cfg = Config::defaults_only();
-    EXPECT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
-    EXPECT_TRUE(cfg.set(Setting::kTuning, true).is_ok());
-    EXPECT_TRUE(cfg.set(Setting::kFilename, file.c_str()).is_ok());
-    // Tiny budgets: this checks the plumbing, not the choice.
-    EXPECT_TRUE(cfg.set(Setting::kMaxTuningDurationMs, int64_t(1)).is_ok());
-    EXPECT_TRUE(cfg.set(Setting::kMaxWarmupDurationMs, int64_t(1)).is_ok());
-    EXPECT_TRUE(cfg.set(Setting::kMaxTuningIterations, int64_t(2)).is_ok());
-    EXPECT_TRUE(cfg.set(Setting::kMaxWarmupIterations, int64_t(1)).is_ok());
-    EXPECT_TRUE(cfg.set(Setting::kRotatingBufferSize, int64_t(0)).is_ok());
-    return std::make_unique<Context>(Device::cpu(), std::move(cfg));
-  };
+  // Tiny budgets: this checks the plumbing, not the choice.
+  auto tuned_context = [&] { return std::make_unique<Context>(Device::cpu(), testing::quick_tuning_config(file)); };
   const ModelConfig c = testing::small_gemma();
   std::vector<int32_t> tokens_first;
   std::string results_path;

@@ -152,3 +152,16 @@ TEST(LlmKernels, EmbeddingGatherArgmax) {
 
 }  // namespace
 }  // namespace tunableop::llm::cpu
+
+namespace tunableop::llm::cpu {
+namespace {
+
+// The streaming-bandwidth probe the CPU device reports (bench --measure-bandwidth): a rate, and
+// a clear zero for a size it cannot use.
+TEST(LlmCpuKernels, CopyBandwidthIsARate) {
+  EXPECT_GT(copy_bandwidth_gbps(size_t(8) << 20), 0.1);
+  EXPECT_EQ(copy_bandwidth_gbps(1000), 0.0);  // under one 1 MiB chunk
+}
+
+}  // namespace
+}  // namespace tunableop::llm::cpu

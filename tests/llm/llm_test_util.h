@@ -11,6 +11,7 @@
 #include "llm/config.h"
 #include "llm/engine.h"
 #include "llm/random_model.h"
+#include "tunableop/config.h"
 
 namespace tunableop::llm::testing {
 
@@ -32,6 +33,21 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// TunableOp on with results in `file`, tuning on or off, tiny budgets and no rotating buffers:
+// for tests of the plumbing (what is tuned, stored and reused), not of the choice.
+inline Config quick_tuning_config(const std::string& file, bool tuning = true) {
+  Config cfg = Config::defaults_only();
+  EXPECT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kTuning, tuning).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kFilename, file.c_str()).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kMaxTuningDurationMs, int64_t(1)).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kMaxWarmupDurationMs, int64_t(1)).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kMaxTuningIterations, int64_t(2)).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kMaxWarmupIterations, int64_t(1)).is_ok());
+  EXPECT_TRUE(cfg.set(Setting::kRotatingBufferSize, int64_t(0)).is_ok());
+  return cfg;
+}
 
 inline EngineOptions options(int64_t max_batch, int64_t max_seq, int64_t pad_multiple) {
   EngineOptions o;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "llm/cpu/cpu_device.h"
+#include "llm/generate.h"
 #include "llm/kv_cache.h"
 #include "llm/model.h"
 #include "llm_test_util.h"
@@ -43,9 +44,6 @@ class RecordingDevice final : public DeviceKernels {
   }
   Status add_residual(float* x, const void* y, int64_t rows) override {
     return note("add_residual", [&] { return inner_->add_residual(x, y, rows); });
-  }
-  Status residual_add_rmsnorm(float* x, const void* y, const void* w, int64_t rows, void* out) override {
-    return note("residual_add_rmsnorm", [&] { return inner_->residual_add_rmsnorm(x, y, w, rows, out); });
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
     return note("rope_kv", [&] { return inner_->rope_kv(p, layer, qkv, cache); });
@@ -102,17 +100,17 @@ Recorded make_recorded(const ModelConfig& c, const std::string& fail_at = "", in
   return r;
 }
 
-// The layer list as the device sees it: the same calls in prefill and decode, attention one
-// call per layer, the tensor-parallel hook after each row-parallel projection (o and down),
-// the residual add joined with the next norm.
+// The layer list as the device sees it, through project()'s default composition: the same
+// calls in prefill and decode, each projection's rmsnorm before it and its residual add / gated
+// activation / argmax after it, attention one call per layer, the tensor-parallel hook after
+// each row-parallel projection (o and down).
 std::vector<std::string> expected_pass(int64_t layers, bool prefill) {
-  std::vector<std::string> v = {"embedding", "rmsnorm"};
+  std::vector<std::string> v = {"embedding"};
   for (int64_t l = 0; l < layers; ++l) {
-    for (const char* op : {"rope_kv", "attention", "after_row_parallel_linear", "residual_add_rmsnorm",
-                           "gated_activation", "after_row_parallel_linear"}) {
+    for (const char* op : {"rmsnorm", "rope_kv", "attention", "after_row_parallel_linear", "add_residual", "rmsnorm",
+                           "gated_activation", "after_row_parallel_linear", "add_residual"}) {
       v.push_back(op);
     }
-    v.push_back(l + 1 < layers ? "residual_add_rmsnorm" : "add_residual");
   }
   if (prefill) v.push_back("gather_rows");
   for (const char* op : {"rmsnorm", "argmax"}) v.push_back(op);
@@ -158,6 +156,76 @@ TEST(LlmModel, WrappedDeviceComputesTheSame) {
     ASSERT_TRUE(r.engine->decode(a, &a).is_ok());
     ASSERT_TRUE((*plain)->decode(b, &b).is_ok());
   }
+}
+
+// A profiled decode step (issue 13's breakdown): one span per kernel in the order they ran, the
+// GEMMs marked with the bytes of weights they read; the step itself is an ordinary decode step.
+TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
+  const ModelConfig c = testing::small_llama();
+  Recorded r = make_recorded(c);
+  Recorded plain = make_recorded(c);
+  std::vector<int32_t> next, want;
+  ASSERT_TRUE(r.engine->prefill({{1, 2, 3}}, &next).is_ok());
+  ASSERT_TRUE(plain.engine->prefill({{1, 2, 3}}, &want).is_ok());
+  auto spans = r.engine->profile_decode(next, &next);
+  ASSERT_TRUE(spans.is_ok()) << spans.status().to_string();
+  ASSERT_TRUE(plain.engine->decode(want, &want).is_ok());
+  EXPECT_EQ(next, want);
+  std::vector<std::string> expected = {"embedding"};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    for (const char* s : {"qkv.norm", "qkv.gemm", "rope_kv", "attention", "o.gemm", "o.residual", "gate_up.norm",
+                          "gate_up.gemm", "gate_up.act", "down.gemm", "down.residual"}) {
+      expected.push_back(s);
+    }
+  }
+  for (const char* s : {"lm_head.norm", "lm_head.gemm", "lm_head.argmax"}) expected.push_back(s);
+  std::vector<std::string> labels;
+  for (const ProfileSpan& s : *spans) {
+    labels.push_back(s.label);
+    EXPECT_GE(s.ms, 0) << s.label;
+    EXPECT_EQ(s.matmul, s.label.find(".gemm") != std::string::npos) << s.label;
+    if (s.label == "lm_head.gemm") {
+      EXPECT_EQ(s.bytes, c.hidden_size * c.vocab_size * 4);
+    }
+  }
+  EXPECT_EQ(labels, expected);
+  const StepProfile p = summarize_profile({*spans, *spans});
+  EXPECT_EQ(p.steps, 2);
+  ASSERT_FALSE(p.rows.empty());
+  EXPECT_EQ(p.rows[1].label, "qkv.norm");
+  EXPECT_DOUBLE_EQ(p.rows[1].calls, double(c.num_layers));
+  EXPECT_NE(format_profile(p, 1.0).find("matmul kernels"), std::string::npos);
+
+  // The benchmark's profile: decode steps up to a position first, then the profiled ones.
+  auto q = profile_decode_steps(*r.engine, {{1, 2, 3}}, 4, 2);
+  ASSERT_TRUE(q.is_ok()) << q.status().to_string();
+  EXPECT_EQ(q->steps, 2);
+  EXPECT_EQ(q->position, 3 + 4);  // the prompt, then 4 decoded tokens
+  EXPECT_NE(format_profile(*q, 0).find("at position 7"), std::string::npos);
+  EXPECT_FALSE(profile_decode_steps(*r.engine, {{1, 2, 3}}, 40, 2).is_ok()) << "past the cache: refused";
+}
+
+// project() refuses a projection whose shape does not fit its epilogue (a wrong model, not data).
+TEST(LlmModel, ProjectionShapeMustFitItsEpilogue) {
+  const ModelConfig c = testing::small_llama();
+  auto w = std::make_shared<const ModelWeights>(make_random_weights(c, 5));
+  auto dev = make_cpu_device(w, 16);
+  Context ctx(Device::cpu(), Config::defaults_only());
+  LinearOp linear(tunableop_linear(ctx));
+  std::vector<float> x(size_t(c.hidden_size)), y(size_t(c.hidden_size) + 1);
+  Projection p;
+  p.name = "o";
+  p.rows = 1;
+  p.in = c.hidden_size;
+  p.out = c.hidden_size + 1;  // the residual stream is hidden_size wide
+  p.w = w->layers[0].wo.data();
+  p.input = x.data();
+  p.epilogue = Projection::Epilogue::kAddResidual;
+  p.y = y.data();
+  p.residual = x.data();
+  Status st = dev->project(p, linear);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("project o"), std::string::npos) << st.message();
 }
 
 // A device error ends the pass and comes back as the device's Status.

@@ -188,6 +188,9 @@ TEST_F(LlmCommandText, OptionsOfTheOtherModeAreRefused) {
       {"--model " + dir_ + " --prompt a --temperature 0 --top-k 4", "--temperature 0 is greedy"},
       {"--model " + dir_ + " --prompt a --top-p 1.5", "top-p must be in (0, 1]", true},
       {"--model " + dir_ + " --prompt-file /nonexistent/prompts.txt", "/nonexistent/prompts.txt"},
+      {"--model " + dir_ + " --prompt Hello --profile-decode 2", "--mode bench"},
+      {"--model " + dir_ + " --prompt Hello --measure-bandwidth", "--mode bench"},
+      {"--prompt-ids 1,2 --fusion sometimes", "--fusion"},
   };
   for (const auto& c : cases) {
     Result r = llm(*scratch_, c.args);
@@ -195,6 +198,20 @@ TEST_F(LlmCommandText, OptionsOfTheOtherModeAreRefused) {
     EXPECT_LT(r.rc, 128) << c.args;
     if (c.after_tokenizer && !tokenizer_available()) continue;  // refused earlier, for want of SentencePiece
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+// After a benchmark, --profile-decode prints where a decode step's time goes, kernel by kernel,
+// at the benchmark's mean position (issue 13), and the TPOT line gives tokens/s in total.
+TEST_F(LlmCommandText, ProfileDecodeAfterABenchmark) {
+  Result r = llm(*scratch_, "--model builtin:tiny --layers 1 --total-tokens 24 --iterations 1 --warmup 0 --no-tune "
+                            "--batch 2 --profile-decode 2");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("in total over the batch of 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Decode step breakdown"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at position 11"), std::string::npos) << r.out;  // prompt 3 + 16 new / 2
+  for (const char* kernel : {"qkv.gemm *", "attention", "gate_up.act", "lm_head.argmax", "matmul kernels (*)"}) {
+    EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
   }
 }
 

@@ -120,6 +120,13 @@ class CpuKernels final : public DeviceKernels {
     cpu::argmax_rows(f(logits), rows, config().vocab_size, out);
     return Status::ok();
   }
+  // 2 x 512 MiB: past the last-level cache of the machines this runs on, so it is the DRAM rate
+  // that a decode step of a model larger than the cache sees.
+  StatusOr<double> copy_bandwidth_gbps() override {
+    const double gbps = cpu::copy_bandwidth_gbps(size_t(512) << 20);
+    if (gbps <= 0) return Status::device_error("cannot allocate 1 GiB to measure the copy bandwidth");
+    return gbps;
+  }
 
  private:
   static float* f(void* p) { return static_cast<float*>(p); }

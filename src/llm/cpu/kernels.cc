@@ -1,8 +1,11 @@
 #include "llm/cpu/kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace tunableop::llm::cpu {
 
@@ -158,6 +161,35 @@ void unpermute_heads(const float* o_perm, int64_t seqs, int64_t n_kv_heads, int6
                   o_perm + (((seq * n_kv_heads + g) * tokens + t) * group + i) * head_dim, bytes);
     }
   }
+}
+
+double copy_bandwidth_gbps(size_t bytes) {
+  constexpr size_t kChunk = size_t(1) << 20;
+  const int64_t chunks = int64_t(bytes / kChunk);
+  if (chunks < 1) return 0;
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> src(static_cast<char*>(std::aligned_alloc(64, size_t(chunks) * kChunk)));
+  std::unique_ptr<char, Free> dst(static_cast<char*>(std::aligned_alloc(64, size_t(chunks) * kChunk)));
+  if (!src || !dst) return 0;
+  char* s = src.get();
+  char* d = dst.get();
+  // First touch on the threads that copy (pages land near them), then the copies.
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::memset(s + c * kChunk, int(c & 0x7f), kChunk);
+    std::memset(d + c * kChunk, 0, kChunk);
+  }
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) std::memcpy(d + c * kChunk, s + c * kChunk, kChunk);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, t);  // rep 0 warms up
+  }
+  return 2.0 * double(chunks) * double(kChunk) / best / 1e9;
 }
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }

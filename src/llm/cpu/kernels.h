@@ -64,6 +64,11 @@ void gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t cou
 // Index of the largest value of each row; the first one on ties (as torch.argmax).
 void argmax_rows(const float* x, int64_t rows, int64_t width, int32_t* out);
 
+// Streaming bandwidth: a copy of `bytes` (a multiple of 1 MiB) between two fresh buffers on the
+// OpenMP threads the engine uses, bytes read + written per second (GB/s), the best of 3 copies
+// after one warm-up. 0 when the buffers cannot be allocated.
+double copy_bandwidth_gbps(size_t bytes);
+
 float silu(float x);
 float gelu_tanh(float x);
 float gelu_erf(float x);

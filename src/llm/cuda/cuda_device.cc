@@ -8,17 +8,22 @@
 // CUDA graph and replayed.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
+#include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
 #include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
 #include "llm/model.h"
 #include "llm/rope.h"
+#include "tunableop/fused_linear.h"
 
 namespace tunableop::llm {
 namespace {
@@ -48,6 +53,11 @@ class CudaKernels final : public DeviceKernels {
     cudaDeviceProp prop{};
     TUNABLEOP_CUDA_TRY(cudaGetDeviceProperties(&prop, ctx_.device().ordinal));
     device_desc_ = ctx_.device().to_string() + " (" + dtype_name(o_.dtype) + ", " + prop.name + ")";
+    pdl_capable_ = o_.pdl && prop.major >= 9;
+    variant_.pdl = pdl_capable_ ? 1 : 0;
+    l2_bytes_ = prop.l2CacheSize;
+    TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
+    TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
     const int64_t hd = config().head_dim;
     TUNABLEOP_RETURN_IF_ERROR(load_weights(spec, seed));
     RopeTable rope = make_rope_table(hd, config().rope_theta, o_.max_seq);
@@ -57,9 +67,14 @@ class CudaKernels final : public DeviceKernels {
   }
 
   std::string name() const override {
-    return device_desc_ + (o_.cuda_graph
-                               ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
-                               : ", eager decode");
+    return device_desc_ +
+           (o_.cuda_graph ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
+                          : ", eager decode") +
+           (launch_pdl() ? ", PDL" : "") +
+           (o_.fusion == EngineOptions::Fusion::kOff  ? ", unfused"
+            : o_.fusion == EngineOptions::Fusion::kOn ? ", fused projections"
+                                                      : ", fused projections when tuned") +
+           (o_.fusion != EngineOptions::Fusion::kOff ? ", step: " + variant_.name() : "");
   }
   DType dtype() const override { return o_.dtype; }
   void* stream() const override { return stream_.get(); }
@@ -91,17 +106,17 @@ class CudaKernels final : public DeviceKernels {
 
   Status embedding(const Pass& p, float scale, float* x) override {
     TUNABLEOP_CUDA_TRY(
-        cuda::embedding(e_, p.ids, p.rows(), view_.embed, config().hidden_size, scale, x, stream_.get()));
+        cuda::embedding(e_, p.ids, p.rows(), view_.embed, config().hidden_size, scale, x, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status rmsnorm(const float* x, const void* w, int64_t rows, void* out) override {
     const ModelConfig& c = config();
-    TUNABLEOP_CUDA_TRY(
-        cuda::rmsnorm(e_, x, w, rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), out, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::rmsnorm(e_, x, w, rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), out,
+                                     stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status add_residual(float* x, const void* y, int64_t rows) override {
-    TUNABLEOP_CUDA_TRY(cuda::add_residual(e_, x, y, rows * config().hidden_size, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::add_residual(e_, x, y, rows * config().hidden_size, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status rope_kv(const Pass& p, int64_t layer, void* qkv, KvCache& cache) override {
@@ -132,7 +147,7 @@ class CudaKernels final : public DeviceKernels {
       r.v_cache = (*sc)->v(layer);
       r.max_seq = (*sc)->max_seq();
     }
-    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status attention(const Pass& p, int64_t layer, const void* qkv, KvCache& cache, LinearOp& linear,
@@ -140,6 +155,7 @@ class CudaKernels final : public DeviceKernels {
     auto a = layer_attention(config(), o_.dtype, p, layer, qkv, cache, out);
     if (!a.is_ok()) return a.status();
     a->operands.stream = stream_.get();
+    if (p.phase == Phase::kDecode) TUNABLEOP_RETURN_IF_ERROR(prepare_decode_attention(a->params));
     return linear.attention(p.phase, a->params, a->operands);
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
@@ -147,7 +163,8 @@ class CudaKernels final : public DeviceKernels {
     const cuda::Act act = a == Activation::kSilu       ? cuda::Act::kSilu
                           : a == Activation::kGeluTanh ? cuda::Act::kGeluTanh
                                                        : cuda::Act::kGeluErf;
-    TUNABLEOP_CUDA_TRY(cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get()));
+    TUNABLEOP_CUDA_TRY(
+        cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
@@ -155,8 +172,77 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {
-    TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get(), launch_pdl()));
     return Status::ok();
+  }
+
+  // Decode projections: the FusedLinear op (its shape tuned by TunableOp) where it beat the
+  // unfused composition for this site, else the composition.
+  Status project(const Projection& p, LinearOp& linear) override {
+    if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
+    const std::string site = fmt_site(p);
+    const cuda::FusionChoice* choice = fusion_.find(site);
+    if (!choice) {
+      auto made = choose(site, p, linear);
+      if (!made.is_ok()) return made.status();
+      choice = *made;
+    }
+    if (!choice->best.fused) return DeviceKernels::project(p, linear);
+    const FusedLinearPlan& plan = plans_.at(site);
+    TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
+    if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
+    return Status::ok();
+  }
+
+  // The fused projections' choices and steps, then each decode attention problem's solution.
+  std::string kernel_choices() const override {
+    std::string s = fusion_.report();
+    for (const PreparedAttention& d : decode_attention_) {
+      s += "decode attention " + attention_params_signature(d.params) + ": " + d.solution + "\n";
+    }
+    return s;
+  }
+
+  // Events around each span; the step is queued behind a busy kernel first, so each span is the
+  // GPU's time for its kernels, not the host's launch rate.
+  Status begin_profile() override {
+    TUNABLEOP_RETURN_IF_ERROR(DeviceKernels::begin_profile());
+    TUNABLEOP_CUDA_TRY(cuda::spin(20'000'000, stream_.get()));
+    auto e = new_event();
+    if (!e.is_ok()) return e.status();
+    TUNABLEOP_CUDA_TRY(cudaEventRecord(*e, stream_.get()));
+    return Status::ok();
+  }
+  StatusOr<std::vector<ProfileSpan>> end_profile() override {
+    Status st = cuda_status(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+    for (size_t i = 0; st.is_ok() && i < spans_.size() && i + 1 < profile_events_.size(); ++i) {
+      float ms = 0;
+      st = cuda_status(cudaEventElapsedTime(&ms, profile_events_[i], profile_events_[i + 1]), "cudaEventElapsedTime");
+      spans_[i].ms = ms;
+    }
+    for (cudaEvent_t e : profile_events_) cudaEventDestroy(e);
+    profile_events_.clear();
+    auto spans = DeviceKernels::end_profile();
+    if (!st.is_ok()) return st;
+    return spans;
+  }
+
+  // A device-to-device copy of 2 x 1 GiB (far past the L2): bytes read + written per second.
+  StatusOr<double> copy_bandwidth_gbps() override {
+    const size_t bytes = size_t(1) << 30;
+    DeviceBuffer a, b;
+    TUNABLEOP_RETURN_IF_ERROR(a.ensure(bytes));
+    TUNABLEOP_RETURN_IF_ERROR(b.ensure(bytes));
+    TUNABLEOP_CUDA_TRY(cudaMemsetAsync(a.get(), 1, bytes, stream_.get()));
+    std::vector<std::function<Status()>> runs = {[&]() -> Status {
+      TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+      return Status::ok();
+    }};
+    std::vector<double> us;
+    TUNABLEOP_RETURN_IF_ERROR(
+        cuda::DecodeFusion::time_candidates(runs, 7, a.get(), 16, flush_sink(), stream_.get(), &us));
+    if (us.empty() || us[0] <= 0) return Status::device_error("copy bandwidth: no time measured");
+    return 2.0 * double(bytes) / (us[0] * 1e-6) / 1e9;
   }
 
   // A graph holds the GEMM solutions chosen when it was captured: one per batch size and
@@ -170,13 +256,189 @@ class CudaKernels final : public DeviceKernels {
       return Status::ok();
     }
     // First step of this kind runs eagerly: any tuning, workspace growth or attribute setup
-    // happens here, outside capture. Then the step is captured for the next ones.
+    // happens here, outside capture. Then the step is captured for the next ones. With the
+    // fused projections tuned (TunableOp on), one graph per step variant, timed as whole steps.
+    const auto all = cuda::step_variants(pdl_capable_);
+    const bool variants = o_.step_variant < 0 && o_.cuda_graph && graph_error_.empty() &&
+                          o_.fusion == EngineOptions::Fusion::kAuto && fusion_on();
+    if (variants) variant_ = cuda::StepVariant{true, pdl_capable_ ? 1 : 0, 0};  // the sites choose here
+    if (o_.step_variant >= 0) variant_ = all[std::min(size_t(o_.step_variant), all.size() - 1)];
     TUNABLEOP_RETURN_IF_ERROR(step());
+    if (variants) return choose_step_variant(key, linear, step);
     if (o_.cuda_graph && graph_error_.empty()) capture(key, linear, step);
     return Status::ok();
   }
 
  private:
+  void record_mark(std::string label, int64_t bytes, bool matmul) override {
+    if (timing_) return;  // a projection's first decode times its candidates: not the step's work
+    auto e = new_event();
+    if (e.is_ok()) (void)cudaEventRecord(*e, stream_.get());
+    spans_.push_back({std::move(label), 0, bytes, matmul});
+  }
+  StatusOr<cudaEvent_t> new_event() {
+    cudaEvent_t e = nullptr;
+    TUNABLEOP_CUDA_TRY(cudaEventCreate(&e));
+    profile_events_.push_back(e);
+    return e;
+  }
+
+  // Fused projections: always (kOn), or with TunableOp on (kAuto, chosen by measurement).
+  bool fusion_on() const {
+    return o_.fusion == EngineOptions::Fusion::kOn ||
+           (o_.fusion == EngineOptions::Fusion::kAuto && ctx_.config().snapshot().enabled);
+  }
+
+  std::string fmt_site(const Projection& p) const {
+    return std::string(p.name) + " " + dtype_name(o_.dtype) + " " + std::to_string(p.out) + "x" + std::to_string(p.in) +
+           " n" + std::to_string(p.rows);
+  }
+
+  // The projection as a FusedLinear problem (its input and output kinds from the model's config).
+  FusedLinearParams fused_params(const Projection& p) const {
+    using E = Projection::Epilogue;
+    const ModelConfig& c = config();
+    FusedLinearParams f;
+    f.dtype = o_.dtype;
+    f.out = p.out;
+    f.in = p.in;
+    f.tokens = p.rows;
+    f.input = !p.norm ? FusedInput::kPlain : c.norm_adds_one() ? FusedInput::kRmsNormPlusOne : FusedInput::kRmsNorm;
+    f.eps = c.rms_norm_eps;
+    f.output = p.epilogue == E::kStore                 ? FusedOutput::kStore
+               : p.epilogue == E::kAddResidual         ? FusedOutput::kAddResidual
+               : p.epilogue == E::kArgmax              ? FusedOutput::kArgmax
+               : c.activation == Activation::kSilu     ? FusedOutput::kGatedSilu
+               : c.activation == Activation::kGeluTanh ? FusedOutput::kGatedGeluTanh
+                                                       : FusedOutput::kGatedGeluErf;
+    return f;
+  }
+
+  FusedLinearOperands fused_operands(const Projection& p) {
+    const ModelConfig& c = config();
+    FusedLinearOperands o;
+    o.w = p.w;
+    o.input = p.input;
+    o.x = p.x;
+    o.norm = p.norm;
+    o.y = p.y;
+    o.residual = p.residual;
+    o.gated = p.gated;
+    o.ids = p.ids;
+    o.stream = stream_.get();
+    o.pdl = launch_pdl() ? variant_.pdl : 0;
+    // L2 prefetch: the qkv kernel fetches o's weights (and the head of gate_up's) for after
+    // RoPE and attention; lm_head fetches the next step's first qkv for after the host's turn.
+    const std::string_view name = p.name;
+    const int64_t layer = name == "qkv" ? layer_of(p.w) : -1;
+    if (variant_.prefetch >= 1 && layer >= 0) {
+      const DeviceWeights::Layer& lw = view_.layers[size_t(layer)];
+      o.prefetch[0] = lw.wo;
+      o.prefetch_bytes[0] = c.hidden_size * c.q_dim() * int64_t(esize_);
+      if (variant_.prefetch >= 2) {
+        o.prefetch[1] = lw.w_gate_up;
+        o.prefetch_bytes[1] =
+            std::min<int64_t>(int64_t(16) << 20, 2 * c.intermediate_size * c.hidden_size * int64_t(esize_));
+      }
+    }
+    if (variant_.prefetch >= 2 && name == "lm_head" && !view_.layers.empty()) {
+      o.prefetch[0] = view_.layers[0].wqkv;
+      o.prefetch_bytes[0] = c.qkv_dim() * c.hidden_size * int64_t(esize_);
+    }
+    return o;
+  }
+
+  // A projection's first decode: the FusedLinear op against the unfused composition. The op's
+  // first run picks its shape (tuned, with TunableOp on, and kept in the results file; else its
+  // Default). kOn then takes the op; kAuto times both (L2 evicted before each run, median of
+  // several) and keeps the faster. Timing runs write a copy of the residual, so the step's state
+  // is untouched; the unfused runs' GEMM calls are not counted. Where the op does not apply
+  // (more than 8 tokens, a width it cannot load), the composition.
+  StatusOr<const cuda::FusionChoice*> choose(const std::string& site, const Projection& p, LinearOp& linear) {
+    static const cuda::FusionChoice unfused{{"unfused", false, 0}, {}};
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return &unfused;  // no tuning inside a graph; not kept
+    auto plan = make_plan(ctx_, fused_params(p));
+    if (!plan.is_ok()) return &fusion_.set(site, unfused);
+    plans_[site] = *plan;
+    Projection q = p;
+    FusedLinearOperands qo = fused_operands(p);
+    if (p.epilogue == Projection::Epilogue::kAddResidual) {
+      const size_t bytes = size_t(p.rows * p.out) * 4;
+      TUNABLEOP_RETURN_IF_ERROR(tune_residual_.ensure(bytes));
+      TUNABLEOP_CUDA_TRY(
+          cudaMemcpyAsync(tune_residual_.get(), p.residual, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+      q.residual = qo.residual = tune_residual_.as<float>();
+    }
+    const auto before = linear.problems();
+    timing_ = true;
+    Status st = plan->run(qo);  // the op tunes here (or takes its Default)
+    const cuda::FusionCandidate fused{"fused " + plan->solution(), true, 0};
+    std::vector<cuda::FusionCandidate> cands = {unfused.best, fused};
+    std::vector<double> us;
+    const bool timed = st.is_ok() && o_.fusion != EngineOptions::Fusion::kOn;
+    if (timed) {
+      std::vector<std::function<Status()>> runs = {[this, &q, &linear] { return DeviceKernels::project(q, linear); },
+                                                   [&plan, &qo] { return plan->run(qo); }};
+      st = runs[0]();  // warm-up: the GEMM may tune here
+      if (st.is_ok()) st = flush_buffer();
+      if (st.is_ok()) {
+        st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
+                                                 stream_.get(), &us);
+      }
+    }
+    timing_ = false;
+    linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
+    if (!st.is_ok()) {
+      ctx_.log().warn("llm: " + site + ": the fused projection is not used: " + st.to_string());
+      return &fusion_.set(site, unfused);
+    }
+    cuda::FusionChoice choice;
+    choice.best = fused;
+    if (timed) {
+      cands[0].us = us[0];
+      cands[1].us = us[1];
+      if (cands[1].us < cands[0].us) std::swap(cands[0], cands[1]);
+      choice.best = cands[0];
+      choice.timed = std::move(cands);
+    }
+    return &fusion_.set(site, std::move(choice));
+  }
+
+  // A decode attention problem's first call (the first decode step, run eagerly): tuned at full
+  // length before any graph of it is captured (tune_decode_attention), so split-KV, cuDNN or
+  // Default is chosen for the positions the steps will read, and the capture only replays it.
+  // Again only when the context changed since (settings, results): e.g. --compare's untuned
+  // runs first, then the tuned ones.
+  Status prepare_decode_attention(const AttentionParams& ap) {
+    const AttentionParams p = ap.with_defaults();
+    for (const PreparedAttention& d : decode_attention_) {
+      if (d.params == p && d.generation == ctx_.generation()) return Status::ok();
+    }
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return Status::ok();  // prepared by the eager step before
+    auto chosen = tune_decode_attention(ctx_, p, stream_.get());
+    if (!chosen.is_ok()) return chosen.status();
+    auto same = [&p](const PreparedAttention& d) { return d.params == p; };
+    auto it = std::find_if(decode_attention_.begin(), decode_attention_.end(), same);
+    if (it == decode_attention_.end()) it = decode_attention_.insert(it, PreparedAttention{p, 0, ""});
+    it->generation = ctx_.generation();
+    it->solution = *chosen;
+    return Status::ok();
+  }
+
+  // Twice the L2: reading it all evicts whatever the L2 held.
+  Status flush_buffer() {
+    const size_t bytes = size_t(std::max(l2_bytes_, 1 << 20)) * 2;
+    if (flush_.bytes() >= bytes) return Status::ok();
+    TUNABLEOP_RETURN_IF_ERROR(flush_.ensure(bytes));
+    TUNABLEOP_CUDA_TRY(cudaMemsetAsync(flush_.get(), 0, bytes, stream_.get()));
+    return Status::ok();
+  }
+  float* flush_sink() { return scratch_.as<float>(); }
+
   struct Graph {
     GraphExec exec;
     std::vector<LinearOp::Problem> calls, attention_calls;
@@ -187,6 +449,16 @@ class CudaKernels final : public DeviceKernels {
   // The GEMMs a replay runs are not called through LinearOp: the calls made while capturing
   // are kept and credited to it on each replay.
   void capture(const std::pair<int64_t, bool>& key, LinearOp& linear, const std::function<Status()>& step) {
+    auto g = capture_graph(linear, step);
+    if (!g.is_ok()) {
+      graph_error_ = g.status().message();
+      ctx_.log().warn("llm: decode runs without a CUDA graph: " + g.status().to_string());
+      return;
+    }
+    graphs_[key] = std::move(g.value());
+  }
+
+  StatusOr<Graph> capture_graph(LinearOp& linear, const std::function<Status()>& step) {
     const auto before = linear.problems();
     const auto attention_before = linear.attention_problems();
     Status st =
@@ -201,14 +473,61 @@ class CudaKernels final : public DeviceKernels {
     if (st.is_ok() && !fwd.is_ok()) st = fwd;
     if (!st.is_ok()) {
       (void)cudaGetLastError();  // capture errors are not sticky; clear them
-      graph_error_ = st.message();
-      ctx_.log().warn("llm: decode runs without a CUDA graph: " + st.to_string());
-      return;
+      return st;
     }
     g.calls = captured;
     g.attention_calls = attention_captured;
-    graphs_[key] = std::move(g);
+    return g;
   }
+
+  // One graph per step variant, each replayed a few times (a decode step replays identically:
+  // same inputs, same cache slot), the fastest median kept; the others are dropped.
+  Status choose_step_variant(const std::pair<int64_t, bool>& key, LinearOp& linear,
+                             const std::function<Status()>& step) {
+    std::vector<cuda::StepVariant> ok;
+    std::vector<Graph> graphs;
+    std::string error;
+    for (const cuda::StepVariant& v : cuda::step_variants(pdl_capable_)) {
+      variant_ = v;
+      auto g = capture_graph(linear, step);
+      if (!g.is_ok()) {
+        error = v.name() + ": " + g.status().message();
+        continue;
+      }
+      ok.push_back(v);
+      graphs.push_back(std::move(g.value()));
+    }
+    if (graphs.empty()) {
+      graph_error_ = error;
+      ctx_.log().warn("llm: decode runs without a CUDA graph: " + error);
+      return Status::ok();
+    }
+    std::vector<std::function<Status()>> runs;
+    for (const Graph& g : graphs) runs.push_back([&g, this] { return g.exec.launch(stream_.get()); });
+    for (auto& run : runs) TUNABLEOP_RETURN_IF_ERROR(run());  // first launches upload the graphs
+    std::vector<double> us;
+    TUNABLEOP_RETURN_IF_ERROR(
+        cuda::DecodeFusion::time_candidates(runs, 7, scratch_.as<char>() + 16, 16, flush_sink(), stream_.get(), &us));
+    size_t best = 0;
+    std::vector<std::pair<cuda::StepVariant, double>> timed;
+    for (size_t i = 0; i < ok.size(); ++i) {
+      timed.emplace_back(ok[i], us[i]);
+      if (us[i] < us[best]) best = i;
+    }
+    fusion_.set_step(key.first, timed, best);
+    variant_ = ok[best];
+    graphs_[key] = std::move(graphs[best]);
+    return Status::ok();
+  }
+
+  // The layer whose qkv weight this is (-1: none).
+  int64_t layer_of(const void* wqkv) const {
+    for (size_t l = 0; l < view_.layers.size(); ++l) {
+      if (view_.layers[l].wqkv == wqkv) return int64_t(l);
+    }
+    return -1;
+  }
+  bool launch_pdl() const { return pdl_capable_ && variant_.pdl > 0; }
 
   Status copy_to_device(DeviceBuffer& dst, const void* src, size_t bytes) {
     TUNABLEOP_RETURN_IF_ERROR(dst.ensure(bytes));
@@ -294,6 +613,20 @@ class CudaKernels final : public DeviceKernels {
   std::vector<LayerBuffers> layers_;
   DeviceWeights view_;
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
+  bool pdl_capable_ = false, timing_ = false;
+  cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
+  int l2_bytes_ = 0;
+  cuda::DecodeFusion fusion_;
+  DeviceBuffer scratch_;                          // zero: a timing sink and a 16-byte buffer the timer reads
+  std::map<std::string, FusedLinearPlan> plans_;  // per decode projection site
+  DeviceBuffer tune_residual_, flush_;            // fused-projection timing scratch
+  std::vector<cudaEvent_t> profile_events_;
+  struct PreparedAttention {
+    AttentionParams params;
+    uint64_t generation = 0;  // the context's when prepared
+    std::string solution;     // what tune_decode_attention chose
+  };
+  std::vector<PreparedAttention> decode_attention_;
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Launchers for the non-GEMM kernels of the CUDA forward pass. Plain C++17 with no library
 // headers, so that kernels.cu compiles under any CMake/nvcc dialect; every launcher returns the
-// launch's cudaError_t for the engine to check.
+// launch's cudaError_t for the engine to check. `pdl`: launched with programmatic dependent
+// launch (sm_90; cuda_common/pdl.cuh): every kernel here waits for the previous kernel of the
+// stream first, so the flag only lets its launch overlap that kernel's tail.
 //
 // Element type E of the GEMM operands (weights, normalised activations, q/k/v, KV cache,
 // logits) is fp32 or bf16; the residual stream stays fp32 in both (more accurate than keeping
@@ -13,10 +15,12 @@
 
 #include <cstdint>
 
+#include "cuda_common/gated_act.h"
+
 namespace tunableop::llm::cuda {
 
 enum class Elem { kF32, kBF16 };
-enum class Act { kSilu, kGeluTanh, kGeluErf };
+using Act = ::tunableop::cuda::GatedAct;  // kSilu, kGeluTanh, kGeluErf
 
 // dst[i] = E(offset + scale * random_uniform(seed, stream_id, i)): the host generator's values.
 cudaError_t fill_random(Elem e, void* dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale, float offset,
@@ -27,12 +31,12 @@ cudaError_t convert_f32(Elem e, const float* src, void* dst, int64_t n, cudaStre
 // x[r] = E(table[ids[r]] * scale) widened to fp32 (transformers rounds Gemma's scaled
 // embedding to the model dtype before the first layer).
 cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* table, int64_t width, float scale, float* x,
-                      cudaStream_t s);
+                      cudaStream_t s, bool pdl = false);
 // out (E) = x / sqrt(mean(x^2) + eps) * w  (or * (1 + w) when add_one)
 cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
-                    void* out, cudaStream_t s);
+                    void* out, cudaStream_t s, bool pdl = false);
 // x (fp32) += y (E)
-cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s);
+cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s, bool pdl = false);
 
 struct RopeStoreArgs {
   void* qkv = nullptr;  // [rows, row_stride]
@@ -52,16 +56,7 @@ struct RopeStoreArgs {
   const int32_t* seq_lens = nullptr;  // device, [seq]
 };
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
-cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s);
-
-// Decode attention: one query per sequence (qkv row b) against cache positions
-// 0..positions[b]; out [batch, n_heads * head_dim]. Positions are read on the device, so a
-// captured graph replays correctly as sequences grow.
-cudaError_t decode_attention(Elem e, const void* qkv, int64_t batch, int64_t row_stride, int64_t n_heads,
-                             int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const void* k_cache,
-                             const void* v_cache, int64_t max_seq, float scale, void* out, cudaStream_t s);
-// Largest max_seq decode_attention supports on this device (scores live in shared memory).
-int64_t decode_attention_max_seq(Elem e, int64_t head_dim);
+cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl = false);
 
 // Prefill: scores [mats][rows][cols] (E) -> causal softmax in place; row r is query token
 // r / group and sees columns 0..r / group (padding sits after the real tokens, so causality
@@ -77,10 +72,18 @@ cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t s
 
 // out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
-                             cudaStream_t s);
+                             cudaStream_t s, bool pdl = false);
 // out[i] = x[rows[i]] (fp32 rows of `width`; rows on the device)
 cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out, cudaStream_t s);
 // First index of each row's maximum (torch.argmax's tie rule).
-cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s);
+cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s,
+                        bool pdl = false);
+
+// Keeps the stream busy for `ns` nanoseconds: a profile queues a whole step behind it, so the
+// step's event timings are the GPU's, not the rate at which the host launches.
+cudaError_t spin(int64_t ns, cudaStream_t s);
+// Reads `bytes` (a multiple of 16) of buf, writing nothing: evicts the L2 before timing a
+// kernel on weights that decode streams from memory.
+cudaError_t touch(const void* buf, int64_t bytes, float* sink, cudaStream_t s);
 
 }  // namespace tunableop::llm::cuda

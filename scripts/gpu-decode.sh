@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The one device call for issue 13 (decode at the bandwidth limit), H100 or H200, about 9 minutes
+# at most including the build. In order:
+#   1. build for sm_90 only what it runs (the CLI and two GPU test programs; cuDNN SDPA when the
+#      PyTorch wheel's headers are there), ninja -j16;
+#   2. the GPU tests: test_cuda_fused_linear (the fused kernel vs fp64) and test_llm_cuda (CUDA
+#      engine vs CPU engine, fused vs unfused, every step variant's graph vs the eager step,
+#      paged cache, tuned attention vs Default, the Hugging Face fixtures fused and unfused);
+#   3. the decode benchmark, Gemma-2B and Llama-2-7B shapes (random weights, bf16, 256 tokens),
+#      each with the copy ceiling measured in the same process (--measure-bandwidth) and a
+#      per-kernel breakdown at the benchmark's mean position (--profile-decode): batch 1 before
+#      (--fusion off --no-pdl: unfused projections, no PDL; attention through the tuned op as in
+#      main) and after (fused projections and step variant chosen by measurement, PDL);
+#   4. the Hugging Face peer line (bench/interpose/hf_gemma_generate.py, compiled and eager);
+#   5. batch 4 and 16, after then before.
+# Later steps are skipped once the budget is spent (said in the output). Logs are packed into
+# $OUT/decode_logs.tgz after every step (a run cut short still returns what it did); the tuned
+# results file is $OUT/results_0.csv; the table (scripts/decode_summary.py) is printed last and
+# kept as $OUT/summary.md.
+#
+#   bash scripts/gpu-decode.sh                 # everything ($OUT set by the device tool)
+#   DECODE_HF=0                                # no Hugging Face runs
+#   DECODE_TESTS=0                             # no tests (and their targets not built)
+#   DECODE_BATCHES="4 16"                      # the batch sizes of step 5 (default "4 16")
+#   DECODE_BUDGET=510                          # seconds from the start; later steps skipped past it
+#   DECODE_DRY=1                               # no GPU: print the commands instead of running them
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+OUT=${OUT:-$ROOT/gpu-decode-out}
+BUILD=${DECODE_BUILD:-$ROOT/build-decode}
+LOGS=${DECODE_LOGS:-/tmp/gpu-decode-logs}
+DRY=${DECODE_DRY:-0}
+rm -rf "$LOGS"
+mkdir -p "$LOGS" "$OUT"
+[ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
+start=$(date +%s)
+BUDGET=${DECODE_BUDGET:-510}
+pack() { tar czf "$OUT/decode_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null; }
+stamp() {
+  pack
+  echo "[$(($(date +%s) - start))s] $*"
+}
+# Seconds a step wanting $1 may run (0: skip it): what is left of the budget, at most $1.
+left() {
+  local rest=$((BUDGET - ($(date +%s) - start) - 5))
+  if [ "$rest" -lt 15 ]; then echo 0; elif [ "$rest" -lt "$1" ]; then echo "$rest"; else echo "$1"; fi
+}
+# Runs "$@" with a timeout, or prints it (DECODE_DRY=1).
+go() {
+  if [ "$DRY" = 1 ]; then echo "  would run: $*"; return 0; fi
+  timeout "$@"
+}
+
+{
+  date -u +%Y-%m-%dT%H:%MZ
+  git -C "$ROOT" log --oneline -1 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv 2>&1
+  nvcc --version 2>&1 | tail -1
+} >"$LOGS/machine.txt"
+stamp "machine: $(grep -m1 -E 'NVIDIA|H100|H200' "$LOGS/machine.txt" || echo 'no GPU found')"
+
+# cuDNN from the PyTorch wheel (headers for the SDPA candidate, the library opened at run time).
+# shellcheck source=scripts/cudnn-env.sh
+. "$ROOT/scripts/cudnn-env.sh"
+stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-none}"
+
+stamp "configure + build (sm_90)"
+targets="tunableop_cli"
+[ "${DECODE_TESTS:-1}" = 1 ] && targets="$targets test_llm_cuda test_cuda_fused_linear"
+if [ "$DRY" = 1 ]; then
+  echo "  would build: $targets in $BUILD"
+else
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTUNABLEOP_WITH_BLIS=OFF \
+    -DTUNABLEOP_WITH_ONEDNN=OFF -DTUNABLEOP_BUILD_BENCH=OFF ${cudnn_inc:+-DTUNABLEOP_CUDNN_INCLUDE_DIR=$cudnn_inc} \
+    >"$LOGS/configure.log" 2>&1 || { tail -20 "$LOGS/configure.log"; echo "gpu-decode: configure failed"; pack; exit 1; }
+  # shellcheck disable=SC2086
+  ninja -C "$BUILD" -j 16 $targets >"$LOGS/build.log" 2>&1 ||
+    { grep -E "error|FAILED" "$LOGS/build.log" | head -20; echo "gpu-decode: build failed"; pack; exit 1; }
+fi
+stamp "built"
+
+if [ "${DECODE_TESTS:-1}" = 1 ]; then
+  for t in backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:170; do
+    prog=${t%%:*} want=${t##*:} name=$(basename "${t%%:*}")
+    secs=$(left "$want")
+    if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; continue; fi
+    stamp "test $name"
+    TUNABLEOP_SOURCE_DIR="$ROOT" go "$secs" "$BUILD/tests/$prog" >"$LOGS/$name.log" 2>&1
+    rc=$?
+    echo "$name: exit $rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
+    grep -E "^\[  FAILED|Failure|error:" "$LOGS/$name.log" | head -12
+  done
+fi
+
+bin="$BUILD/tools/tunableop"
+export TUNABLEOP_FILENAME="$OUT/results_%d.csv"  # one results file: each problem tuned once
+run() {  # name, seconds wanted, args...
+  local name=$1 secs
+  secs=$(left "$2")
+  shift 2
+  if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; return; fi
+  stamp "llm $name"
+  go "$secs" "$bin" llm --device cuda --tune "$@" >"$LOGS/$name.txt" 2>&1 ||
+    echo "gpu-decode: $name exited $? (see $name.txt)"
+}
+common=(--total-tokens 256 --iterations 3 --warmup 1 --measure-bandwidth --profile-decode 3)
+before=(--fusion off --no-pdl)
+for m in gemma-2b llama-2-7b; do
+  run "${m}_before_b1" 90 --model "builtin:$m" "${common[@]}" "${before[@]}"
+  run "${m}_after_b1" 90 --model "builtin:$m" "${common[@]}"
+done
+
+hf() {  # model, mode, seconds wanted
+  local secs flags="--warmup 1 --batches 2"
+  [ "$2" = eager ] && flags="--eager --warmup 1 --batches 1"
+  secs=$(left "$3")
+  if [ "$secs" = 0 ]; then echo "gpu-decode: hf $1 $2 skipped (budget)"; return; fi
+  stamp "hf $1 $2"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 go "$secs" python3 bench/interpose/hf_gemma_generate.py --model "$1" $flags \
+    >"$LOGS/hf_$1_$2.txt" 2>&1 || echo "gpu-decode: hf $1 $2 exited $?"
+}
+if [ "${DECODE_HF:-1}" = 1 ]; then
+  for m in gemma-2b llama-2-7b; do hf "$m" compiled 120; done
+  for m in gemma-2b llama-2-7b; do hf "$m" eager 60; done
+fi
+
+for b in ${DECODE_BATCHES:-4 16}; do
+  for m in gemma-2b llama-2-7b; do run "${m}_after_b$b" 60 --model "builtin:$m" "${common[@]}" --batch "$b"; done
+done
+for b in ${DECODE_BATCHES:-4 16}; do
+  for m in gemma-2b llama-2-7b; do
+    run "${m}_before_b$b" 60 --model "builtin:$m" "${common[@]}" "${before[@]}" --batch "$b"
+  done
+done
+
+cp "$OUT"/results_*.csv "$LOGS/" 2>/dev/null
+rm -f "$OUT"/results_*.csv.stats
+stamp "done"
+echo "== decode step breakdowns, batch 1 (before: unfused, no PDL; after: fused + PDL, chosen by measurement)"
+for m in gemma-2b llama-2-7b; do
+  for r in before after; do
+    f="$LOGS/${m}_${r}_b1.txt"
+    [ -f "$f" ] || continue
+    echo "-- $m $r"
+    sed -n '/Decode step breakdown/,$p' "$f" | head -18
+  done
+done
+echo "== kernels chosen by measurement (fused projections, step variants, decode attention)"
+grep -h -E "decode step, batch|decode attention" "$LOGS"/*_b*.txt 2>/dev/null | cut -c1-300 | sort -u
+echo "== issue 13: decode, % of the copy ceiling measured in the same run"
+python3 "$ROOT/scripts/decode_summary.py" "$LOGS" | tee "$OUT/summary.md"
+pack
+exit 0

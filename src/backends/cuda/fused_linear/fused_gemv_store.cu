@@ -1,0 +1,10 @@
+// Fused decode projection, normalised input, stored output (qkv): see fused_gemv_kernel.cuh.
+#include "backends/cuda/fused_linear/fused_gemv_kernel.cuh"
+
+namespace tunableop::cuda {
+
+cudaError_t fused_gemv_store(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream) {
+  return fused::launch_elem<GemvIn::kNorm, GemvOut::kStore>(a, s, stream);
+}
+
+}  // namespace tunableop::cuda

@@ -1,0 +1,125 @@
+#include "llm/cuda/decode_fusion.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cuda_common/cuda_check.h"
+#include "llm/cuda/kernels.h"
+
+namespace tunableop::llm::cuda {
+
+namespace {
+
+// Events of one timing pass, destroyed on every path out.
+class EventPool {
+ public:
+  ~EventPool() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  StatusOr<cudaEvent_t> make() {
+    cudaEvent_t e = nullptr;
+    TUNABLEOP_CUDA_TRY(cudaEventCreate(&e));
+    events_.push_back(e);
+    return e;
+  }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+}  // namespace
+
+std::string StepVariant::name() const {
+  static const char* const kPdl[] = {"no PDL", "PDL early", "PDL late"};
+  return fmt::format("{}, {}{}", fused ? "fused" : "unfused", kPdl[pdl < 0 || pdl > 2 ? 0 : pdl],
+                     prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "");
+}
+
+std::vector<StepVariant> step_variants(bool pdl_capable) {
+  std::vector<StepVariant> v;
+  for (int pdl = 0; pdl <= (pdl_capable ? 1 : 0); ++pdl) v.push_back({false, pdl, 0});
+  for (int prefetch = 0; prefetch <= 2; ++prefetch) {
+    for (int pdl = 0; pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, prefetch});
+  }
+  return v;
+}
+
+void DecodeFusion::set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best) {
+  std::string s =
+      fmt::format("decode step, batch {}: {} ({:.1f} us;", batch, timed[best].first.name(), timed[best].second);
+  for (size_t i = 0; i < timed.size(); ++i) {
+    if (i != best) s += fmt::format(" {} {:.1f};", timed[i].first.name(), timed[i].second);
+  }
+  s.back() = ')';
+  steps_.push_back(std::move(s));
+}
+
+const FusionChoice* DecodeFusion::find(const std::string& site) const {
+  for (const auto& [name, choice] : sites_) {
+    if (name == site) return &choice;
+  }
+  return nullptr;
+}
+
+const FusionChoice& DecodeFusion::set(const std::string& site, FusionChoice choice) {
+  for (auto& [name, c] : sites_) {
+    if (name == site) return c = std::move(choice);
+  }
+  sites_.emplace_back(site, std::move(choice));
+  return sites_.back().second;
+}
+
+std::string DecodeFusion::report() const {
+  std::string s;
+  for (const auto& [name, c] : sites_) {
+    s += fmt::format("{}: {}", name, c.best.name);
+    if (!c.timed.empty()) {
+      s += " (";
+      for (size_t i = 0; i < c.timed.size() && i < 4; ++i) {
+        s += fmt::format("{}{} {:.1f} us", i ? ", " : "", c.timed[i].name, c.timed[i].us);
+      }
+      for (const auto& t : c.timed) {
+        if (!t.fused && &t - c.timed.data() >= 4) s += fmt::format(", unfused {:.1f} us", t.us);
+      }
+      s += ")";
+    }
+    s += "\n";
+  }
+  for (const auto& line : steps_) s += line + "\n";
+  return s;
+}
+
+Status DecodeFusion::time_candidates(const std::vector<std::function<Status()>>& runs, int reps, const void* flush,
+                                     int64_t flush_bytes, float* sink, cudaStream_t stream, std::vector<double>* us) {
+  EventPool pool;
+  std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> marks(runs.size());
+  for (int rep = 0; rep < reps; ++rep) {
+    for (size_t c = 0; c < runs.size(); ++c) {
+      auto a = pool.make();
+      if (!a.is_ok()) return a.status();
+      auto b = pool.make();
+      if (!b.is_ok()) return b.status();
+      TUNABLEOP_CUDA_TRY(touch(flush, flush_bytes, sink, stream));
+      TUNABLEOP_CUDA_TRY(cudaEventRecord(*a, stream));
+      TUNABLEOP_RETURN_IF_ERROR(runs[c]());
+      TUNABLEOP_CUDA_TRY(cudaEventRecord(*b, stream));
+      marks[c].emplace_back(*a, *b);
+    }
+  }
+  TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream));
+  us->clear();
+  for (const auto& m : marks) {
+    std::vector<double> t;
+    for (const auto& [a, b] : m) {
+      float ms = 0;
+      TUNABLEOP_CUDA_TRY(cudaEventElapsedTime(&ms, a, b));
+      t.push_back(double(ms) * 1e3);
+    }
+    std::sort(t.begin(), t.end());
+    us->push_back(t.empty() ? 0 : t[t.size() / 2]);
+  }
+  return Status::ok();
+}
+
+}  // namespace tunableop::llm::cuda

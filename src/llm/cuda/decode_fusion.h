@@ -1,0 +1,64 @@
+// Which kernels each projection of a decode step runs (issue 13): the FusedLinear op (one
+// kernel; its shape tuned by TunableOp and kept in the results file) or the unfused composition
+// (rmsnorm kernel, tuned GEMM, element-wise kernel), chosen by timing both on the device the
+// first time the projection runs; and how the whole step is built (StepVariant).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tunableop/status.h"
+
+namespace tunableop::llm::cuda {
+
+struct FusionCandidate {
+  std::string name;  // "unfused", "fused FusedLinear_r2_sk1"
+  bool fused = false;
+  double us = 0;  // median time measured (0: not timed)
+};
+
+struct FusionChoice {
+  FusionCandidate best;
+  std::vector<FusionCandidate> timed;  // fastest first
+};
+
+// How a whole decode step is built: its projections fused (each site's choice) or all unfused,
+// programmatic dependent launch off / early / late, and whether the qkv kernel prefetches the
+// next weights into the L2 while RoPE and attention leave the memory idle. Their effects depend
+// on each other and on the neighbouring kernels, so the engine captures one graph per variant
+// and times whole steps (with TunableOp on).
+struct StepVariant {
+  bool fused = true;
+  int pdl = 1;       // 0 off, 1 early trigger, 2 late trigger (FusedLinearOperands::pdl)
+  int prefetch = 0;  // 0 none; 1 o's weights; 2 also 16 MB of gate_up's and the next step's qkv
+  std::string name() const;
+};
+
+// The variants worth timing: unfused with and without PDL, fused with every PDL mode and prefetch.
+std::vector<StepVariant> step_variants(bool pdl_capable);
+
+class DecodeFusion {
+ public:
+  // The choice for a site ("qkv bf16 2560x2048 n1"), or null before it is made.
+  const FusionChoice* find(const std::string& site) const;
+  const FusionChoice& set(const std::string& site, FusionChoice choice);
+  // One line per site: the choice and the runner-up times; then the step variants timed.
+  std::string report() const;
+  void set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best);
+
+  // Times each of `runs` (each queues one candidate on `stream`) `reps` times, the candidates
+  // interleaved, each run after a read of `flush_bytes` of `flush` that evicts the L2 (decode
+  // streams the weights from memory, never from cache); median microseconds per candidate.
+  static Status time_candidates(const std::vector<std::function<Status()>>& runs, int reps, const void* flush,
+                                int64_t flush_bytes, float* sink, cudaStream_t stream, std::vector<double>* us);
+
+ private:
+  std::vector<std::pair<std::string, FusionChoice>> sites_;  // first-seen order
+  std::vector<std::string> steps_;                           // one line per batch size
+};
+
+}  // namespace tunableop::llm::cuda

@@ -1,0 +1,72 @@
+#include "llm/profile.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tunableop::llm {
+
+StepProfile summarize_profile(const std::vector<std::vector<ProfileSpan>>& steps) {
+  StepProfile p;
+  p.steps = int(steps.size());
+  if (steps.empty()) return p;
+  const double per = 1.0 / double(steps.size());
+  for (const auto& step : steps) {
+    for (const ProfileSpan& s : step) {
+      StepProfile::Row* row = nullptr;
+      for (auto& r : p.rows) {
+        if (r.label == s.label) row = &r;
+      }
+      if (!row) {
+        p.rows.push_back({s.label, s.matmul, 0, 0, 0});
+        row = &p.rows.back();
+      }
+      row->calls += per;
+      row->ms += s.ms * per;
+      row->bytes += s.bytes;  // divided below
+      (s.matmul ? p.matmul_ms : p.other_ms) += s.ms * per;
+    }
+  }
+  for (auto& r : p.rows) r.bytes /= int64_t(steps.size());
+  return p;
+}
+
+std::string format_profile(const StepProfile& p, double step_ms) {
+  const double total = p.total_ms();
+  std::string s = fmt::format("Decode step breakdown (eager, one event per kernel, mean of {} steps{}):\n", p.steps,
+                              p.position > 0 ? fmt::format(" at position {}", p.position) : "");
+  s += fmt::format("  {:<44} {:>6} {:>10} {:>6} {:>9}\n", "kernel", "calls", "us/step", "share", "GB/s");
+  for (const auto& r : p.rows) {
+    const std::string gbps =
+        r.bytes > 0 && r.ms > 0 ? fmt::format("{:.0f}", double(r.bytes) / (r.ms * 1e-3) / 1e9) : "";
+    s += fmt::format("  {:<44} {:>6.0f} {:>10.1f} {:>5.1f}% {:>9}\n", r.label + (r.matmul ? " *" : ""), r.calls,
+                     r.ms * 1e3, total > 0 ? 100 * r.ms / total : 0.0, gbps);
+  }
+  s += fmt::format("  matmul kernels (*): {:.1f} us ({:.1f}%), other kernels: {:.1f} us ({:.1f}%), sum {:.1f} us\n",
+                   p.matmul_ms * 1e3, total > 0 ? 100 * p.matmul_ms / total : 0.0, p.other_ms * 1e3,
+                   total > 0 ? 100 * p.other_ms / total : 0.0, total * 1e3);
+  if (step_ms > 0) {
+    s += fmt::format(
+        "  step as benchmarked (TPOT; a graph replay on CUDA): {:.1f} us; minus the sum: {:+.1f} us "
+        "(launch gaps, less any overlap)\n",
+        step_ms * 1e3, (step_ms - total) * 1e3);
+  }
+  return s;
+}
+
+std::string profile_json(const StepProfile& p, double step_ms) {
+  nlohmann::json j;
+  j["steps"] = p.steps;
+  j["position"] = p.position;
+  j["matmul_us"] = p.matmul_ms * 1e3;
+  j["other_us"] = p.other_ms * 1e3;
+  j["step_us"] = step_ms * 1e3;
+  j["kernels"] = nlohmann::json::array();
+  for (const auto& r : p.rows) {
+    j["kernels"].push_back(
+        {{"label", r.label}, {"matmul", r.matmul}, {"calls", r.calls}, {"us", r.ms * 1e3}, {"bytes", r.bytes}});
+  }
+  return j.dump();
+}
+
+}  // namespace tunableop::llm
