@@ -43,7 +43,12 @@ UNTUNED = ["GemmTunableOp_float_NN,nn_1024_512_2048", "GemmTunableOp_float_TN,tn
            "GemmAndBiasTunableOp_float_TN,tn_16_8_32_act_1",
            "GemmAndBiasTunableOp_BFloat16_NN,nn_16_8_32_ld_20_40_16_act_2",
            "GemmStridedBatchedTunableOp_float_NN,nn_4_4_4_B_288230376151711744",
-           "GemmTunableOp_float_NN,nn_64_64_64_ld_64_64_4611686018427387904"]
+           "GemmTunableOp_float_NN,nn_64_64_64_ld_64_64_4611686018427387904",
+           "FusedLinearTunableOp_BFloat16,out_2560_tokens_1_in_2048_input_1_eps_1e-06_output_0",
+           "FusedLinearTunableOp_float,out_16_tokens_4_in_64_input_0_eps_0_output_3",
+           "AttentionTunableOp_BFloat16_causal,b1_q512_k512_h32_kv32_d128",
+           "AttentionTunableOp_float_causal,b2_q1_k4096_h8_kv2_d64_p64_vk",
+           "AttentionTunableOp_Half_full,b1_q16_k64_h4_kv1_d256_ms128_qs2048"]
 put("untuned_signature", "untuned.csv", "\n".join(UNTUNED) + "\n")
 for i, line in enumerate(UNTUNED):
     put("untuned_signature", "line%d.csv" % i, line + "\n")

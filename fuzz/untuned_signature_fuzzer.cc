@@ -1,12 +1,14 @@
 // Fuzzes the untuned-file readers (UntunedFile::read and the offline-tuning problem list) and
-// the GEMM / GemmAndBias signature parsers behind them: no crash on any text, every problem
+// the GEMM / GemmAndBias / FusedLinear / Attention signature parsers behind them: no crash on any text, every problem
 // that parses is valid and its signature parses back to the same parameters.
 #include <cstdint>
 #include <string>
 
 #include "core/results_stats.h"
 #include "fuzz_util.h"
+#include "tunableop/attention.h"
 #include "tunableop/checked_size.h"
+#include "tunableop/fused_linear.h"
 #include "tunableop/gemm.h"
 #include "tunableop/gemm_and_bias.h"
 #include "tunableop/results.h"
@@ -30,6 +32,18 @@ void check_problem(const std::string& op, const std::string& params) {
     auto back = parse_gemm_signature(gemm_op_signature(*p), gemm_params_signature(*p));
     FUZZ_CHECK(back.is_ok() && same(*p, *back), "signature round trip failed for %s,%s -> %s,%s", op.c_str(),
                params.c_str(), gemm_op_signature(*p).c_str(), gemm_params_signature(*p).c_str());
+  }
+  if (auto p = parse_fused_linear_signature(op, params); p.is_ok()) {
+    FUZZ_CHECK(p->validate().is_ok(), "parsed but invalid: %s,%s", op.c_str(), params.c_str());
+    auto back = parse_fused_linear_signature(fused_linear_op_signature(*p), fused_linear_params_signature(*p));
+    FUZZ_CHECK(back.is_ok() && fused_linear_params_signature(*back) == fused_linear_params_signature(*p),
+               "FusedLinear signature round trip failed for %s,%s", op.c_str(), params.c_str());
+  }
+  if (auto p = parse_attention_signature(op, params); p.is_ok()) {
+    FUZZ_CHECK(p->validate().is_ok(), "parsed but invalid: %s,%s", op.c_str(), params.c_str());
+    auto back = parse_attention_signature(attention_op_signature(*p), attention_params_signature(*p));
+    FUZZ_CHECK(back.is_ok() && attention_params_signature(*back) == attention_params_signature(*p),
+               "Attention signature round trip failed for %s,%s", op.c_str(), params.c_str());
   }
   if (auto p = parse_gemm_and_bias_signature(op, params); p.is_ok()) {
     FUZZ_CHECK(p->validate().is_ok(), "parsed but invalid: %s,%s", op.c_str(), params.c_str());
