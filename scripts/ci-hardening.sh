@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The hardening jobs of CI (issue 9), each in its own build folder, CPU only:
 #   asan   ASan + UBSan build (gcc) running the whole CPU test suite
-#   tsan   TSan build (gcc) running the concurrency tests (results file, dispatch from many threads)
+#   tsan   TSan build (gcc) running the concurrency tests (results file, dispatch from many threads,
+#          the op framework's plans and slot table, the interposer serving from many threads)
 #   fuzz   the libFuzzer targets (clang, ASan + UBSan) for FUZZ_SECONDS (default 60) each on their
 #          committed seed corpora
 #   all    the three in order (the default); prints the wall time of each at the end
@@ -41,7 +42,8 @@ job_asan() {
 
 job_tsan() {
   CC=gcc CXX=g++ configure build-tsan -DTUNABLEOP_SANITIZE=thread
-  cmake --build build-tsan -j "$jobs" --target test_core test_core_results test_ops_gemm
+  cmake --build build-tsan -j "$jobs" --target test_core test_core_results test_ops_gemm test_ops_framework \
+    test_interpose
   ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R 'Concurren|Threads' --timeout 1800
 }
 
