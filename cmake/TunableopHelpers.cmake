@@ -14,6 +14,15 @@ function(tunableop_add_test name)
   if(NOT _labels)
     set(_labels cpu)
   endif()
+  list(GET _labels 0 _first)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${_labels}" ENVIRONMENT "TUNABLEOP_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+    PROPERTIES LABELS ${_first} ENVIRONMENT "TUNABLEOP_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  # Several labels (gpu multigpu): CMake 3.25 loses a list value on its way to discovered tests,
+  # so a file ctest reads after the discovery sets them all.
+  list(LENGTH _labels _count)
+  if(_count GREATER 1)
+    set(_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+    file(WRITE ${_file} "if(DEFINED ${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${_labels}\")\nendif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_file})
+  endif()
 endfunction()

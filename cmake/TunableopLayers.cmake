@@ -15,7 +15,8 @@ endforeach()
 
 set(TUNABLEOP_LAYER_ALLOW_core core/ ${_core_public})
 set(TUNABLEOP_LAYER_ALLOW_ops tunableop/ ops/)
-set(TUNABLEOP_LAYER_ALLOW_backend_cpu_kernels tunableop/ ops/ backends/cpu/kernels/ backends/cpu/attention/)
+set(TUNABLEOP_LAYER_ALLOW_backend_cpu_kernels tunableop/ ops/ backends/cpu/kernels/ backends/cpu/attention/
+  backends/cpu/all_reduce/)
 set(TUNABLEOP_LAYER_ALLOW_backend_cpu_shared tunableop/ ops/ backends/cpu/shared/)
 foreach(_p openblas blis onednn)
   set(TUNABLEOP_LAYER_ALLOW_backend_${_p} tunableop/ ops/ backends/cpu/shared/ backends/cpu/${_p}/)

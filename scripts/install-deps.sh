@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev python3-matplotlib
-      libsentencepiece-dev sentencepiece python3-numpy
+      libsentencepiece-dev sentencepiece python3-numpy libopenmpi-dev openmpi-bin
       # sanitizer and fuzz jobs (scripts/ci-hardening.sh): clang and its ASan/UBSan/TSan/libFuzzer
       # runtimes (OpenMP stays GCC's libgomp)
       clang libclang-rt-14-dev)

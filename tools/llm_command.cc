@@ -28,6 +28,7 @@
 #include "llm/text/text_stream.h"
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
+#include "llm_tp.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/safe_file.h"
 
@@ -67,6 +68,7 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
+  int tp = 1;  // tensor-parallel ranks (llm_tp.h)
   std::string fusion = "auto";
   bool no_pdl = false;
   int step_variant = -1;
@@ -288,10 +290,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
   }
 
   if (a.compare) {
-    auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) {
-      (void)ctx.config().set(Setting::kEnabled, tuned);
-      if (tuned) (void)ctx.config().set(Setting::kTuning, true);
-    });
+    auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) { set_tunableop_mode(engine, ctx, tuned); });
     if (!r.is_ok()) return fail(r.status());
     auto extras = bench_extras(a, engine, prompts, max_new);  // in the tuned mode, the last one set
     if (!extras.is_ok()) return fail(extras.status());
@@ -531,7 +530,11 @@ int run_llm(const LlmArgs& a) {
 
   std::unique_ptr<llm::Engine> engine;
   std::string model_desc;
-  if (dev.kind == DeviceKind::kCpu) {
+  if (a.tp > 1 && dev.kind == DeviceKind::kCuda) {
+    auto e = make_cli_tp_engine(a.tp, *spec, a.model_seed, a.layers, eo, ctx, nullptr);
+    if (!e.is_ok()) return fail(e.status());
+    engine = std::move(e.value());
+  } else if (dev.kind == DeviceKind::kCpu) {
     auto w = llm::load_or_generate(*spec, a.model_seed, a.layers);
     if (!w.is_ok()) return fail(w.status());
     if (!a.save_model.empty()) {
@@ -541,8 +544,9 @@ int run_llm(const LlmArgs& a) {
       fmt::print(stderr, "saved {} to {}\n", w->name, a.save_model);
     }
     auto shared = std::make_shared<const llm::ModelWeights>(std::move(w.value()));
-    auto e = llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx),
-                                  llm::tunableop_attention(ctx));
+    auto e = a.tp > 1 ? make_cli_tp_engine(a.tp, *spec, a.model_seed, a.layers, eo, ctx, shared)
+                      : llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx),
+                                             llm::tunableop_attention(ctx));
     if (!e.is_ok()) return fail(e.status());
     engine = std::move(e.value());
   } else {
@@ -640,6 +644,11 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
+  c->add_option("--tp", a->tp,
+                "tensor parallelism over this many GPUs (--gpu and the next ones; one thread per GPU, all-reduce "
+                "tuned like a GEMM) or CPU ranks")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   c->add_option("--fusion", a->fusion,
                 "cuda: fused decode projections (rmsnorm / residual add / gated activation / argmax in the GEMV): "
                 "auto = timed against the unfused path when TunableOp is on, on = always, off = never")

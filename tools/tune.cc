@@ -1,5 +1,6 @@
 // `tunableop tune FILE`: tune every problem of an untuned file (offline tuning), on one device
-// or on all GPUs at once (one process per GPU, each writing only its own results file).
+// or on all GPUs at once (one process per GPU, each writing only its own results file), or
+// across the ranks of an MPI job (tune_mpi.cc).
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,18 +12,11 @@
 #include "commands.h"
 #include "ops/gemm/dispatch.h"
 #include "tunableop/results.h"
+#include "tune.h"
 
 namespace tunableop::cli {
 
 namespace {
-
-struct TuneArgs {
-  std::string file, device = "cpu", gpus;
-  int gpu = 0;
-  bool retune = false;
-  int verbose = -1;
-  int shard = 0, shards = 1;  // internal: this process tunes lines i with i % shards == shard
-};
 
 void progress(size_t done, size_t total, double elapsed_s, const std::string& what, bool tty) {
   double eta = done ? elapsed_s / double(done) * double(total - done) : 0;
@@ -38,10 +32,10 @@ void progress(size_t done, size_t total, double elapsed_s, const std::string& wh
   if (done == total) fmt::print(stderr, "\n");
 }
 
-// Problems of an untuned file ("OP,PARAMS" lines; a results file's lines work too, their
-// Validator lines are skipped). A malformed line is reported with its number and skipped. The
-// file is read as every file is (tunableop/safe_file.h): never blocking on a FIFO, regular files only.
-StatusOr<std::vector<std::pair<std::string, std::string>>> read_problems(const std::string& path, int& bad) {
+}  // namespace
+
+StatusOr<std::vector<Problem>> read_problems(const std::string& path, int& bad) {
+  // Read as every file is (tunableop/safe_file.h): never blocking on a FIFO, regular files only.
   std::vector<std::string> malformed;
   auto out = UntunedFile::read_problems(path, &malformed);
   for (const auto& m : malformed) fmt::print(stderr, "tunableop tune: skipping malformed line {}\n", printable(m));
@@ -49,14 +43,7 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> read_problems(const s
   return out;
 }
 
-int tune_here(const TuneArgs& a, Device dev) {
-  int bad = 0;
-  auto read = read_problems(a.file, bad);
-  if (!read.is_ok()) {
-    fmt::print(stderr, "tunableop tune: {}\n", printable(read.status().message()));
-    return 2;
-  }
-  const auto& lines = *read;
+int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lines, int bad, int exit_after) {
   Context ctx(dev);
   if (a.verbose >= 0) (void)ctx.config().set(Setting::kVerbose, a.verbose);
   const DeviceRuntime* rt = ctx.registry().runtime(dev.kind);
@@ -96,6 +83,11 @@ int tune_here(const TuneArgs& a, Device dev) {
     }
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress(i + 1, mine.size(), el, printable(what), tty);
+    if (exit_after >= 0 && int(i + 1) >= exit_after) {
+      fmt::print(stderr, "tunableop tune: test hook: leaving after {} problems\n", i + 1);
+      std::fflush(stdout);
+      _exit(3);
+    }
   }
   size_t unsaved = 0;
   for (const auto& u : ctx.unsaved_results()) unsaved += !u.line_written;
@@ -110,14 +102,16 @@ int tune_here(const TuneArgs& a, Device dev) {
 // One child process per GPU, each with its own shard of the lines and its own results file;
 // then every GPU's file receives the others' results (same validators only), so no GPU has to
 // tune a problem another one already measured on identical hardware.
-int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus, const char* self) {
+int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus) {
+  const char* self = "tunableop";
   std::vector<pid_t> kids;
   for (size_t s = 0; s < gpus.size(); ++s) {
     pid_t pid = fork();
     if (pid == 0) {
       std::string shard = std::to_string(s), shards = std::to_string(gpus.size()), gpu = std::to_string(gpus[s]);
-      std::vector<const char*> argv = {self,        "tune",    a.file.c_str(), "--device", "cuda",        "--gpu",
-                                       gpu.c_str(), "--shard", shard.c_str(),  "--shards", shards.c_str()};
+      std::vector<const char*> argv = {self,          "tune",     a.file.c_str(), "--device",
+                                       "cuda",        "--gpu",    gpu.c_str(),    "--shard",
+                                       shard.c_str(), "--shards", shards.c_str(), "--fanout-child"};
       if (a.retune) argv.push_back("--retune");
       argv.push_back(nullptr);
       execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
@@ -159,48 +153,61 @@ int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus, const char* s
   return rc;
 }
 
-}  // namespace
+StatusOr<std::vector<int>> resolve_gpus(const std::string& list) {
+  if (list != "all") return parse_gpu_list(list);  // "--gpus: 'abc' is not a GPU ordinal ..."
+  std::vector<int> gpus;
+  Context probe(Device::cuda(0));
+  const DeviceRuntime* rt = probe.registry().runtime(DeviceKind::kCuda);
+  int count = rt ? rt->device_count() : 0;
+  for (int g = 0; g < count; ++g) gpus.push_back(g);
+  return gpus;
+}
 
 void add_tune_command(CLI::App& app) {
   auto a = std::make_shared<TuneArgs>();
   CLI::App* c = app.add_subcommand("tune", "Tune every problem of an untuned file (tunableop_untuned%d.csv)");
   c->add_option("FILE", a->file, "untuned problems, one 'op,params' line each")->required()->check(CLI::ExistingFile);
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
+  CLI::Option* gpu = c->add_option("--gpu", a->gpu, "CUDA device ordinal (MPI ranks: by local rank unless given)");
+  gpu->check(at_least(0))->capture_default_str();
   c->add_option("--gpus", a->gpus, "'all' or a comma list: one process per GPU, results merged");
   c->add_flag("--retune", a->retune, "tune problems that already have a result");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--shard", a->shard)->check(at_least(0))->group("");  // internal (multi-GPU children)
   c->add_option("--shards", a->shards)->check(at_least(1))->group("");
-  c->callback([a]() {
+  c->add_flag("--fanout-child", a->fanout_child)->group("");   // set by tune_all_gpus: never an MPI rank
+  c->add_option("--test-exit-rank", a->exit_rank)->group("");  // test hook (tune.h)
+  c->add_option("--test-exit-after", a->exit_after)->group("");
+  c->callback([a, gpu]() {
     int rc = 0;
-    if (!a->gpus.empty()) {
-      Context probe(Device::cuda(0));
-      const DeviceRuntime* rt = probe.registry().runtime(DeviceKind::kCuda);
-      int count = rt ? rt->device_count() : 0;
-      std::vector<int> gpus;
-      if (a->gpus == "all") {
-        for (int g = 0; g < count; ++g) gpus.push_back(g);
-      } else {
-        auto list = parse_gpu_list(a->gpus);
-        if (!list.is_ok()) {
-          fmt::print(stderr, "tunableop tune: {}\n", list.status().message());
-          std::exit(2);
-        }
-        gpus = *list;
+    a->gpu_given = gpu->count() > 0;
+    if (!a->fanout_child && mpi_launch_size() > 1) {
+      rc = tune_mpi(*a);  // one rank of `mpirun -np N tunableop tune FILE`
+    } else if (!a->gpus.empty()) {
+      auto list = resolve_gpus(a->gpus);
+      if (!list.is_ok()) {
+        fmt::print(stderr, "tunableop tune: {}\n", list.status().message());
+        std::exit(2);
       }
+      std::vector<int> gpus = *list;
       if (gpus.empty()) {
         fmt::print(stderr, "tunableop tune: --gpus {}: no CUDA device found\n", a->gpus);
         std::exit(2);
       }
-      rc = tune_all_gpus(*a, gpus, "tunableop");
+      rc = tune_all_gpus(*a, gpus);
     } else {
       Device dev = a->device == "cuda" ? Device::cuda(a->gpu) : Device::cpu();
       if (a->device != "cpu" && a->device != "cuda") {
         fmt::print(stderr, "tunableop tune: --device must be cpu or cuda\n");
         std::exit(2);
       }
-      rc = tune_here(*a, dev);
+      int bad = 0;
+      auto lines = read_problems(a->file, bad);
+      if (!lines.is_ok()) {
+        fmt::print(stderr, "tunableop tune: {}\n", printable(lines.status().message()));
+        std::exit(2);
+      }
+      rc = tune_problems(*a, dev, *lines, bad);
     }
     if (rc) std::exit(rc);
   });

@@ -5,6 +5,7 @@
 #include "backends/cpu_runtime.h"
 #include "tunableop/context.h"
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
+#include "backends/cpu/all_reduce/host_all_reduce.h"
 #include "backends/cpu/attention/cpu_attention.h"
 #include "backends/cpu/kernels/register.h"
 #endif
@@ -27,7 +28,8 @@ void register_all_backends(Registry& r) {
   register_cpu_runtime(r);
 #ifdef TUNABLEOP_HAVE_CPU_KERNELS
   register_cpu_kernels(r);
-  register_cpu_attention(r);  // its math path runs on our blocked GEMM kernel
+  cpu::register_host_all_reduce(r);  // the CPU's all-reduce communicator (host-thread ranks)
+  register_cpu_attention(r);         // its math path runs on our blocked GEMM kernel
 #endif
 #ifdef TUNABLEOP_HAVE_OPENBLAS
   register_openblas(r);

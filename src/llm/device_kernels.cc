@@ -78,7 +78,9 @@ Status DeviceKernels::project(const Projection& p, LinearOp& linear) {
   return Status::invalid_argument("project: unknown epilogue");
 }
 
-Status DeviceKernels::after_row_parallel_linear(void*, int64_t, int64_t) { return Status::ok(); }
+Status DeviceKernels::after_row_parallel_linear(void* y, int64_t rows, int64_t width) {
+  return tp_.world > 1 ? tp_.all_reduce(y, y, rows * width) : Status::ok();
+}
 
 Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step) { return step(); }
 

@@ -64,6 +64,18 @@ struct DeviceWeights {
   int64_t bytes = 0;  // as stored: what one decode step reads at least once
 };
 
+// Tensor parallelism (src/llm/parallel, docs/parallel.md): a device may hold one rank's shard
+// of the model; its config() is then the rank's (its heads, kv heads and MLP columns). The
+// forward pass all-reduces after each row-parallel projection (after_row_parallel_linear) and
+// gathers the lm_head's vocabulary shards; one device alone has world 1 and does neither.
+struct TensorParallelRank {
+  int rank = 0, world = 1;
+  int64_t vocab_begin = 0, vocab_rows = 0;  // the lm_head rows this rank holds
+  // out[i] = sum over the ranks of their in[i], `count` elements of dtype(), on stream(); every
+  // rank calls it at the same point of the forward pass. in == out is allowed.
+  std::function<Status(const void* in, void* out, int64_t count)> all_reduce;
+};
+
 // One projection y = input W^T with the element-wise work around it in a layer, as one call so
 // that a device can fuse it (issue 13): the input is `input` (E) or rmsnorm(x, norm) of the
 // fp32 residual stream; the output is stored, added to the residual stream, gated, or reduced
@@ -135,7 +147,8 @@ class DeviceKernels {
   // out[r, i] = act(gate[r, i]) * up[r, i] (SiLU, tanh GELU or erf GELU per config).
   virtual Status gated_activation(const void* gate_up, int64_t rows, void* out) = 0;
   // After a row-parallel projection (o, down): with tensor parallelism, the all-reduce of the
-  // partial sums y [rows, width] across the group. One device: nothing to do.
+  // partial sums y [rows, width] across the group (tensor_parallel().all_reduce). One device:
+  // nothing to do.
   virtual Status after_row_parallel_linear(void* y, int64_t rows, int64_t width);
   // out[i] = x[rows[i]] (fp32 rows of width H; `rows` in device memory).
   virtual Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) = 0;
@@ -149,6 +162,10 @@ class DeviceKernels {
   // --- How a decode step runs: the default calls `step`; the CUDA device captures it once per
   // (batch, TunableOp on/off) as a graph and replays it, crediting `linear` with its GEMMs.
   virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step);
+
+  // --- Tensor parallelism: set once, before the engine is built over this device.
+  void set_tensor_parallel(TensorParallelRank tp) { tp_ = std::move(tp); }
+  const TensorParallelRank& tensor_parallel() const { return tp_; }
 
   // --- Profiling one step (eagerly). Between begin_profile() and end_profile(), mark(label)
   // closes a span: the work queued since the previous mark. The default times on the host
@@ -173,6 +190,7 @@ class DeviceKernels {
 
  private:
   ModelConfig config_;
+  TensorParallelRank tp_;
   bool profiling_ = false;
   double last_mark_s_ = 0;  // host clock of the default profiler
 };

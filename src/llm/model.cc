@@ -73,6 +73,11 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(ensure(last_x_, size_t(B * H) * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure(last_norm_, size_t(B * H) * esize_));
     TUNABLEOP_RETURN_IF_ERROR(ensure(logits_, size_t(B * c_.vocab_size) * esize_));
+    if (dev_->tensor_parallel().world > 1) {  // zeroed once: only this rank's columns are ever written
+      TUNABLEOP_RETURN_IF_ERROR(ensure(logit_parts_, size_t(B * c_.vocab_size) * esize_));
+      const std::vector<uint8_t> zeros(logit_parts_.bytes(), 0);
+      TUNABLEOP_RETURN_IF_ERROR(dev_->upload(logit_parts_.get(), zeros.data(), zeros.size()));
+    }
     TUNABLEOP_RETURN_IF_ERROR(ensure(next_, size_t(B) * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
     TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
@@ -338,13 +343,30 @@ class Model final : public Engine {
       d.mark("gather_rows");
       last = last_x_.as<float>();
     }
-    // Tensor parallel (issue 14): lm_head splits by vocabulary, the shards gathered before argmax.
+    if (const TensorParallelRank& tp = d.tensor_parallel(); tp.world > 1) {
+      TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(last, w.final_norm, batch_, last_norm_.get()));
+      TUNABLEOP_RETURN_IF_ERROR(tensor_parallel_logits(p, tp));
+      d.mark("lm_head");
+      return d.argmax(logits_.get(), batch_, next_.as<int32_t>());
+    }
     Projection head = proj("lm_head", batch_, H, c_.vocab_size, w.lm_head);
     normed_input(head, last, w.final_norm, last_norm_.get());
     head.epilogue = Projection::Epilogue::kArgmax;
     head.y = logits_.get();
     head.ids = next_.as<int32_t>();
     return d.project(head, linear_);
+  }
+
+  // Tensor parallel: this rank's vocabulary rows write its columns of a [batch, V] buffer whose
+  // other columns stay zero, and an all-reduce of the disjoint shards gathers the whole logits on
+  // every rank (adding zeros is exact), so every rank takes the same argmax.
+  Status tensor_parallel_logits(const Pass& p, const TensorParallelRank& tp) {
+    GemmParams g = linear_params(dev_->dtype(), batch_, c_.hidden_size, tp.vocab_rows);
+    g.ldc = c_.vocab_size;
+    void* shard = logit_parts_.as<char>() + size_t(tp.vocab_begin) * esize_;
+    TUNABLEOP_RETURN_IF_ERROR(
+        linear_.gemm(p.phase, g, GemmOperands{dev_->weights().lm_head, last_norm_.get(), shard, dev_->stream()}));
+    return tp.all_reduce(logit_parts_.get(), logits_.get(), batch_ * c_.vocab_size);
   }
 
   std::unique_ptr<DeviceKernels> dev_;
@@ -356,6 +378,7 @@ class Model final : public Engine {
   std::unique_ptr<KvCache> cache_;
   Activations pre_, dec_;
   Buffer last_x_, last_norm_, logits_, next_, last_rows_;           // device
+  Buffer logit_parts_;                                              // tensor parallel: this rank's logit columns
   Buffer dec_ids_host_, dec_pos_host_, dec_lens_host_, next_host_;  // host staging
   std::vector<int64_t> seq_len_;
   int64_t batch_ = 0, padded_ = 0;

@@ -195,7 +195,7 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
   tuned.ctx = std::make_unique<Context>(Device::cuda(0), Config::defaults_only());
   ASSERT_TRUE(tuned.ctx->config().set(Setting::kEnabled, true).is_ok());
   ASSERT_TRUE(tuned.ctx->config().set(Setting::kTuning, true).is_ok());
-  ASSERT_TRUE(tuned.ctx->config().set(Setting::kFilename, (dir / "results.csv").string()).is_ok());
+  ASSERT_TRUE(tuned.ctx->config().set(Setting::kFilename, (dir / "results_%d.csv").string()).is_ok());
   auto e = make_cuda_engine(builtin("tiny-gemma"), 7, 2, opts(DType::kF32), *tuned.ctx);
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
   tuned.engine = std::move(e.value());
@@ -211,7 +211,8 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
   EXPECT_NE(choices.find("unfused"), std::string::npos) << "the unfused path is a timed candidate\n" << choices;
   EXPECT_NE(choices.find("decode step, batch 1:"), std::string::npos) << "step variants timed\n" << choices;
   // The fused projections' shapes were tuned as FusedLinear problems, into the results file.
-  std::ifstream results(dir / "results.csv");
+  std::ifstream results(dir / "results_0.csv");  // %d is the device ordinal
+  ASSERT_TRUE(results.good()) << "no results file in " << dir;
   std::stringstream text;
   text << results.rdbuf();
   EXPECT_NE(text.str().find("FusedLinearTunableOp_float,out_"), std::string::npos) << text.str();

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "llm/config.h"
 #include "llm/engine.h"
@@ -33,6 +36,16 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// sqrt(sum (got - want)^2 / sum want^2): logits of two engines compared as one vector.
+inline double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
 
 // TunableOp on with results in `file`, tuning on or off, tiny budgets and no rotating buffers:
 // for tests of the plumbing (what is tuned, stored and reused), not of the choice.

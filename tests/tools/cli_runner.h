@@ -18,6 +18,15 @@
 
 namespace tunableop::testing {
 
+// The entry lines of a results file's text (or of its .stats sidecar): every line but validators.
+inline std::vector<std::string> entry_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty() && l.rfind("Validator,", 0) != 0) out.push_back(l);
+  return out;
+}
+
 struct CliResult {
   int code = -1;  // exit code; -1 when it did not exit normally
   std::string out, err;
@@ -43,6 +52,8 @@ class CliRunner {
   }
   std::string file(const std::string& name) const { return (dir_ / name).string(); }
   void set_env(const std::string& k, const std::string& v) { env_[k] = v; }
+  // A program that runs the CLI (e.g. {"mpirun", "-np", "3"}): argv becomes launcher + CLI + args.
+  void set_launcher(std::vector<std::string> launcher) { launcher_ = std::move(launcher); }
   void write(const std::string& name, const std::string& text) const { std::ofstream(file(name)) << text; }
   std::string read(const std::string& name) const {
     std::ifstream in(file(name));
@@ -53,7 +64,8 @@ class CliRunner {
 
   // Starts the CLI; wait() collects it.
   pid_t start(const std::vector<std::string>& args) {
-    std::vector<std::string> argv_s = {TUNABLEOP_CLI_PATH};
+    std::vector<std::string> argv_s = launcher_;
+    argv_s.push_back(TUNABLEOP_CLI_PATH);
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     // This process's environment (library settings such as OPENBLAS_CORETYPE change the
     // validators: a results file must mean the same here and there), without its TUNABLEOP_*.
@@ -91,6 +103,7 @@ class CliRunner {
  private:
   std::filesystem::path dir_;
   std::map<std::string, std::string> env_;
+  std::vector<std::string> launcher_;
 };
 
 }  // namespace tunableop::testing

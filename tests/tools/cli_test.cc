@@ -16,6 +16,7 @@ namespace tunableop {
 namespace {
 
 using testing::CliRunner;
+using testing::entry_lines;
 
 const char* kUntuned =
     "GemmTunableOp_float_NN,nn_8_8_8\n"
@@ -25,14 +26,6 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-std::vector<std::string> entry_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty() && l.rfind("Validator,", 0) != 0) out.push_back(l);
-  return out;
 }
 
 TEST(CliTune, TunesEveryProblemOfAnUntunedFile) {

@@ -204,8 +204,9 @@ TEST_F(LlmCommandText, OptionsOfTheOtherModeAreRefused) {
 // After a benchmark, --profile-decode prints where a decode step's time goes, kernel by kernel,
 // at the benchmark's mean position (issue 13), and the TPOT line gives tokens/s in total.
 TEST_F(LlmCommandText, ProfileDecodeAfterABenchmark) {
-  Result r = llm(*scratch_, "--model builtin:tiny --layers 1 --total-tokens 24 --iterations 1 --warmup 0 --no-tune "
-                            "--batch 2 --profile-decode 2");
+  Result r = llm(*scratch_,
+                 "--model builtin:tiny --layers 1 --total-tokens 24 --iterations 1 --warmup 0 --no-tune "
+                 "--batch 2 --profile-decode 2");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("in total over the batch of 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Decode step breakdown"), std::string::npos) << r.out;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "backends/cuda/all_reduce/cuda_communicator.h"
 #include "backends/cuda/attention/candidates.h"
 #include "backends/cuda/cublas/default_gemm.h"
 #include "backends/cuda/cublaslt/lt_family.h"
@@ -39,6 +40,7 @@ void register_cuda(Registry& r) {
   for (auto& c : cuda::make_pad_ld_candidates()) list.push_back(std::move(c));
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
   cuda::register_cuda_gemm_and_bias(r);  // GemmAndBias: cuBLASLt epilogue Default, Split, Lt family
+  cuda::register_cuda_all_reduce(r);     // AllReduce: NCCL, our peer-memory kernels (a communicator per GPU group)
   cuda::register_cuda_fused_linear(r);   // FusedLinear: the fused decode-projection kernel's shapes
   // Attention: Default (math path), flash and split-KV kernels, cuDNN SDPA where built.
   for (auto& c : cuda::cuda_attention_candidates()) r.list<AttentionCandidate>().push_back(std::move(c));

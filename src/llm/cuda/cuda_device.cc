@@ -22,6 +22,8 @@
 #include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
 #include "llm/model.h"
+#include "llm/parallel/shard_kernels.h"
+#include "llm/parallel/tp_engine.h"
 #include "llm/rope.h"
 #include "tunableop/fused_linear.h"
 
@@ -40,9 +42,14 @@ struct LayerBuffers {
 
 class CudaKernels final : public DeviceKernels {
  public:
-  CudaKernels(const ModelConfig& c, const EngineOptions& o, Context& ctx) : DeviceKernels(c), o_(o), ctx_(ctx) {}
+  // `tp`: one rank's shard of the model (its config is the rank's; see llm/parallel/tp_layout.h).
+  CudaKernels(const ModelConfig& c, const EngineOptions& o, Context& ctx,
+              std::shared_ptr<const TensorParallelLayout> tp = nullptr, int rank = 0)
+      : DeviceKernels(tp ? tp->local_config(rank) : c), o_(o), ctx_(ctx), tp_(std::move(tp)), tp_rank_(rank) {}
 
-  Status init(const ModelSpec& spec, uint64_t seed) {
+  // `host`: the full model's host weights for a tensor-parallel rank of a Hugging Face model
+  // (loaded once for every rank); null otherwise.
+  Status init(const ModelSpec& spec, uint64_t seed, const ModelWeights* host = nullptr) {
     if (o_.dtype != DType::kBF16 && o_.dtype != DType::kF32) {
       return Status::invalid_argument("the CUDA engine computes in bf16 or fp32");
     }
@@ -59,7 +66,7 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
     TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
     const int64_t hd = config().head_dim;
-    TUNABLEOP_RETURN_IF_ERROR(load_weights(spec, seed));
+    TUNABLEOP_RETURN_IF_ERROR(tp_ ? load_shard(spec, seed, host) : load_weights(spec, seed));
     RopeTable rope = make_rope_table(hd, config().rope_theta, o_.max_seq);
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_cos_, rope.cos.data(), rope.cos.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_sin_, rope.sin.data(), rope.sin.size() * 4));
@@ -178,8 +185,12 @@ class CudaKernels final : public DeviceKernels {
 
   // Decode projections: the FusedLinear op (its shape tuned by TunableOp) where it beat the
   // unfused composition for this site, else the composition.
+  // Tensor parallel: a row-parallel projection (o, down) is all-reduced between its GEMM and
+  // its residual add, which no fused kernel does; it stays unfused (and untimed: timing it
+  // would run collectives on one rank alone).
   Status project(const Projection& p, LinearOp& linear) override {
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
+    if (p.row_parallel && tensor_parallel().world > 1) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
     if (!choice) {
@@ -259,8 +270,10 @@ class CudaKernels final : public DeviceKernels {
     // happens here, outside capture. Then the step is captured for the next ones. With the
     // fused projections tuned (TunableOp on), one graph per step variant, timed as whole steps.
     const auto all = cuda::step_variants(pdl_capable_);
+    // Not with tensor parallelism: each rank would time and keep its own variants, and a
+    // variant that captures on one rank but not the other would leave their collectives unpaired.
     const bool variants = o_.step_variant < 0 && o_.cuda_graph && graph_error_.empty() &&
-                          o_.fusion == EngineOptions::Fusion::kAuto && fusion_on();
+                          o_.fusion == EngineOptions::Fusion::kAuto && fusion_on() && tensor_parallel().world == 1;
     if (variants) variant_ = cuda::StepVariant{true, pdl_capable_ ? 1 : 0, 0};  // the sites choose here
     if (o_.step_variant >= 0) variant_ = all[std::min(size_t(o_.step_variant), all.size() - 1)];
     TUNABLEOP_RETURN_IF_ERROR(step());
@@ -553,6 +566,62 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
+  // Tensor parallel: only this rank's blocks of each tensor (tp_layout.h), generated on the GPU
+  // with the full model's values (built-in models) or cut from the full model's host weights.
+  Status load_shard(const ModelSpec& spec, uint64_t seed, const ModelWeights* host) {
+    const ModelConfig& full = tp_->full();
+    const int64_t H = full.hidden_size, V = full.vocab_size;
+    if (!spec.builtin && !host)
+      return Status::internal("a tensor-parallel rank of a model directory needs its weights");
+    DeviceBuffer staging;
+    auto whole = [](int64_t rows, int64_t cols) { return std::vector<TensorBlock>{{0, rows, 0, cols, cols}}; };
+    auto put = [&](DeviceBuffer& dst, RandomTensor t, int64_t layer, const std::vector<float>* src,
+                   const std::vector<TensorBlock>& blocks) -> Status {
+      if (host) return copy_weight(dst, take_blocks(*src, blocks), staging);
+      TUNABLEOP_RETURN_IF_ERROR(dst.ensure(size_t(shard_elements(blocks)) * esize_));
+      const RandomInit init = random_init(full, t);
+      size_t at = 0;
+      for (const TensorBlock& b : blocks) {
+        TUNABLEOP_CUDA_TRY(cuda::fill_random_block(e_ == cuda::Elem::kBF16, dst.as<char>() + at * esize_, b.rows,
+                                                   b.cols, b.full_cols, b.row0, b.col0, seed, random_stream(t, layer),
+                                                   init.scale, init.offset, stream_.get()));
+        at += size_t(b.rows * b.cols);
+      }
+      return Status::ok();
+    };
+    const bool tied = full.tie_word_embeddings;
+    const std::vector<float>* head = host ? (host->lm_head.empty() ? &host->embed : &host->lm_head) : nullptr;
+    TUNABLEOP_RETURN_IF_ERROR(put(embed_, RandomTensor::kEmbed, -1, host ? &host->embed : nullptr, whole(V, H)));
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(final_norm_, RandomTensor::kFinalNorm, -1, host ? &host->final_norm : nullptr, whole(1, H)));
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(lm_head_, tied ? RandomTensor::kEmbed : RandomTensor::kLmHead, -1, head, tp_->lm_head(tp_rank_)));
+    layers_.resize(size_t(full.num_layers));
+    for (int64_t l = 0; l < full.num_layers; ++l) {
+      const LayerWeights* h = host ? &host->layers[size_t(l)] : nullptr;
+      LayerBuffers& d = layers_[size_t(l)];
+      TUNABLEOP_RETURN_IF_ERROR(put(d.attn_norm, RandomTensor::kAttnNorm, l, h ? &h->attn_norm : nullptr, whole(1, H)));
+      TUNABLEOP_RETURN_IF_ERROR(put(d.wqkv, RandomTensor::kWqkv, l, h ? &h->wqkv : nullptr, tp_->wqkv(tp_rank_)));
+      TUNABLEOP_RETURN_IF_ERROR(put(d.wo, RandomTensor::kWo, l, h ? &h->wo : nullptr, tp_->wo(tp_rank_)));
+      TUNABLEOP_RETURN_IF_ERROR(put(d.mlp_norm, RandomTensor::kMlpNorm, l, h ? &h->mlp_norm : nullptr, whole(1, H)));
+      TUNABLEOP_RETURN_IF_ERROR(
+          put(d.w_gate_up, RandomTensor::kGateUp, l, h ? &h->w_gate_up : nullptr, tp_->gate_up(tp_rank_)));
+      TUNABLEOP_RETURN_IF_ERROR(put(d.w_down, RandomTensor::kDown, l, h ? &h->w_down : nullptr, tp_->down(tp_rank_)));
+    }
+    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    view_.embed = embed_.get();
+    view_.final_norm = final_norm_.get();
+    view_.lm_head = lm_head_.get();
+    view_.bytes = int64_t(embed_.bytes() + final_norm_.bytes() + lm_head_.bytes());
+    for (const LayerBuffers& d : layers_) {
+      view_.layers.push_back(
+          {d.attn_norm.get(), d.wqkv.get(), d.wo.get(), d.mlp_norm.get(), d.w_gate_up.get(), d.w_down.get()});
+      view_.bytes += int64_t(d.attn_norm.bytes() + d.wqkv.bytes() + d.wo.bytes() + d.mlp_norm.bytes() +
+                             d.w_gate_up.bytes() + d.w_down.bytes());
+    }
+    return Status::ok();
+  }
+
   Status load_weights(const ModelSpec& spec, uint64_t seed) {
     const ModelConfig& c = config();
     const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
@@ -605,6 +674,8 @@ class CudaKernels final : public DeviceKernels {
 
   EngineOptions o_;
   Context& ctx_;
+  std::shared_ptr<const TensorParallelLayout> tp_;
+  int tp_rank_ = 0;
   cuda::Elem e_ = cuda::Elem::kBF16;
   size_t esize_ = 2;
   Stream stream_;
@@ -631,14 +702,33 @@ class CudaKernels final : public DeviceKernels {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64_t seed, int64_t layers,
-                                                   EngineOptions options, Context& ctx) {
-  if (ctx.device().kind != DeviceKind::kCuda) return Status::invalid_argument("make_cuda_engine needs a CUDA context");
+namespace {
+
+Status check_cuda_context(const Context& ctx) {
+  if (ctx.device().kind != DeviceKind::kCuda) return Status::invalid_argument("the CUDA engine needs a CUDA context");
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count <= ctx.device().ordinal) {
     (void)cudaGetLastError();
     return Status::unsupported("no CUDA device " + std::to_string(ctx.device().ordinal) + " on this machine");
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DeviceKernels>> make_cuda_tp_device(const ModelSpec& spec, uint64_t seed,
+                                                             const EngineOptions& options, Context& ctx,
+                                                             std::shared_ptr<const TensorParallelLayout> layout,
+                                                             int rank, std::shared_ptr<const ModelWeights> host) {
+  TUNABLEOP_RETURN_IF_ERROR(check_cuda_context(ctx));
+  auto device = std::make_unique<CudaKernels>(layout->full(), options, ctx, layout, rank);
+  TUNABLEOP_RETURN_IF_ERROR(device->init(spec, seed, host.get()));
+  return std::unique_ptr<DeviceKernels>(std::move(device));
+}
+
+StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64_t seed, int64_t layers,
+                                                   EngineOptions options, Context& ctx) {
+  TUNABLEOP_RETURN_IF_ERROR(check_cuda_context(ctx));
   auto c = spec_config(spec, layers);
   if (!c.is_ok()) return c.status();
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(*c, spec.builtin ? "builtin:" + spec.preset : spec.dir, &options));

@@ -16,6 +16,7 @@
 //     static std::vector<BufferSpec> buffers(const Params&);        // every operand buffer
 //     static Operands bind(const Params&, const BoundBuffers&);     // buffers -> operands
 //     static std::vector<const void*> sources(const Operands&);     // caller's buffers, same order
+//       (or sources(const Params&, const Operands&) where the params decide which are used)
 //     static void* stream(const Operands&);
 //     static OutputLayout output(const Params&);                    // what numerics compares
 //     static double tolerance(const Params&);                       // vs the fp64 reference

@@ -83,6 +83,17 @@ class OpTuningProblem : public BufferedTuningProblem {
 
   // `source` holds the inputs to copy (device pointers of the problem's device). Candidates
   // must start with Default. Fails if memory cannot be had.
+  // The caller's buffers in the order of Def::buffers(p). An op whose operands may carry pointers
+  // its params do not use (FusedLinear: one operands struct for every input and output form)
+  // defines sources(p, o), so the params, not which pointers are set, decide the list.
+  static std::vector<const void*> sources(const Params& p, const Operands& o) {
+    if constexpr (requires { Def::sources(p, o); }) {
+      return Def::sources(p, o);
+    } else {
+      return Def::sources(o);
+    }
+  }
+
   static StatusOr<std::unique_ptr<OpTuningProblem>> create(const Params& p, const Operands& source,
                                                            std::vector<Candidate<Op>> candidates,
                                                            const DeviceRuntime& rt, const TuningPolicy& policy,
@@ -97,7 +108,7 @@ class OpTuningProblem : public BufferedTuningProblem {
     for (const auto& c : pr->cands_)
       if (c.workspace_bytes) d.workspace_bytes = std::max(d.workspace_bytes, c.workspace_bytes(p));
     d.host_check = [p](const std::vector<const void*>& host) { return Def::host_check(p, host); };
-    TUNABLEOP_RETURN_IF_ERROR(pr->setup(std::move(d), Def::sources(source), policy, log));
+    TUNABLEOP_RETURN_IF_ERROR(pr->setup(std::move(d), sources(p, source), policy, log));
     for (size_t s = 0; s < pr->rotation_count(); ++s)
       pr->bound_.push_back(
           Def::bind(p, BoundBuffers{pr->set(s), pr->stream(), pr->workspace(), pr->workspace_bytes()}));

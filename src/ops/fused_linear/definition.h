@@ -95,21 +95,23 @@ struct OpDefinition<FusedLinearOp> {
     o.workspace_bytes = bb.workspace_bytes;
     return o;
   }
-  static std::vector<const void*> sources(const O& o) {
+  // By the params, as buffers(p): the operands struct has a pointer for every form, and a caller
+  // may set pointers this form does not read.
+  static std::vector<const void*> sources(const P& p, const O& o) {
     std::vector<const void*> s = {o.w};
-    if (o.x) {
+    if (p.norm()) {
       s.push_back(o.x);
       s.push_back(o.norm);
     } else {
       s.push_back(o.input);
     }
-    if (o.residual) {
+    if (p.output == FusedOutput::kAddResidual) {
       s.push_back(o.residual);
-    } else if (o.gated) {
+    } else if (p.gated()) {
       s.push_back(o.gated);
     } else {
       s.push_back(o.y);
-      if (o.ids) s.push_back(o.ids);
+      if (p.output == FusedOutput::kArgmax) s.push_back(o.ids);
     }
     return s;
   }

@@ -72,7 +72,9 @@ TEST(FusedLinearSignature, LayoutAndRoundTrip) {
         EXPECT_EQ(fused_linear_params_signature(*r), fused_linear_params_signature(q));
         EXPECT_EQ(r->dtype, dt);
         EXPECT_EQ(r->output, FusedOutput(out));
-        if (q.norm()) EXPECT_DOUBLE_EQ(r->eps, 1e-5);
+        if (q.norm()) {
+          EXPECT_DOUBLE_EQ(r->eps, 1e-5);
+        }
       }
     }
   }
@@ -159,7 +161,13 @@ TEST(FusedLinearDefinition, BuffersBindAndCheck) {
   std::vector<void*> ptrs = {w.data(), x.data(), nw.data(), res.data()};
   FusedLinearOperands o = Def::bind(p, ops::BoundBuffers{ptrs, nullptr, nullptr, 0});
   EXPECT_EQ(o.residual, res.data());
-  EXPECT_EQ(Def::sources(o), (std::vector<const void*>{w.data(), x.data(), nw.data(), res.data()}));
+  EXPECT_EQ(Def::sources(p, o), (std::vector<const void*>{w.data(), x.data(), nw.data(), res.data()}));
+  // Pointers this form does not read change nothing: the params decide the list (a caller may
+  // fill every field of the operands struct).
+  FusedLinearOperands all = o;
+  float unused[4] = {};
+  all.input = unused, all.y = unused, all.gated = unused, all.ids = reinterpret_cast<int32_t*>(unused);
+  EXPECT_EQ(Def::sources(p, all), Def::sources(p, o));
   EXPECT_TRUE(Def::check_operands(p, o).is_ok());
   o.x = nullptr;
   EXPECT_FALSE(Def::check_operands(p, o).is_ok());

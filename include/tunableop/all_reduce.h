@@ -1,0 +1,149 @@
+// All-reduce (sum) across the ranks of a communicator: after it, every rank's output holds the
+// element-wise sum of every rank's input, the same bits on every rank. It is the collective of
+// tensor parallelism (after each row-parallel projection) and a tunable op like GEMM: its
+// candidates (NCCL and its algorithms, our one-shot and two-shot kernels over CUDA peer memory,
+// host threads on the CPU) are measured per message size and rank count, and the winner is
+// kept in the results file. docs/parallel.md explains the process model.
+//
+// A communicator is one process driving `world_size` devices (GPUs, or CPU "ranks" that are
+// host threads). It is used in one of two ways:
+//   group mode  (operands.rank = -1): one thread runs the collective for every rank (tuning,
+//               benchmarks, `tunableop allreduce`);
+//   rank mode   (operands.rank = r): each rank's own thread calls with its own buffers, every
+//               rank at once and in the same order (the tensor-parallel engine, one thread per
+//               GPU). The first call of a message size is a rendezvous: rank 0's context
+//               decides (results file, or tuning on the communicator's own buffers while the
+//               other ranks wait), and every rank runs that one candidate from then on.
+// Group-mode and rank-mode calls on one communicator must not run at the same time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tunableop/context.h"
+#include "tunableop/op.h"
+#include "tunableop/registry.h"
+#include "tunableop/timer.h"
+
+namespace tunableop {
+
+enum class ReduceOp { kSum = 0 };
+const char* reduce_op_name(ReduceOp op);  // "sum"
+
+struct AllReduceOp;
+
+struct AllReduceParams {
+  using Op = AllReduceOp;
+  DType dtype = DType::kBF16;  // sums are accumulated in fp32 (fp64 for kF64) and rounded once
+  int64_t count = 0;           // elements per rank
+  int world_size = 2;          // ranks of the communicator
+  ReduceOp op = ReduceOp::kSum;
+
+  bool operator==(const AllReduceParams&) const = default;
+  size_t bytes() const { return size_t(count) * dtype_size(dtype); }  // per rank
+  // Names the first bad field.
+  Status validate() const;
+};
+
+// Op "AllReduceTunableOp_<dtype>_<op>" (AllReduceTunableOp_BFloat16_sum); params
+// "n_<count>_ranks_<world_size>".
+std::string all_reduce_op_signature(const AllReduceParams& p);
+std::string all_reduce_params_signature(const AllReduceParams& p);
+StatusOr<AllReduceParams> parse_all_reduce_signature(const std::string& op, const std::string& params);
+
+class Communicator;
+constexpr int kMaxRanks = 8;
+
+struct AllReduceOperands {
+  Communicator* comm = nullptr;
+  int rank = -1;  // -1: group mode (every rank's entry below is used); r: rank mode (entry r)
+  // Per rank, memory of that rank's device; input may equal output (in place).
+  std::array<const void*, kMaxRanks> input{};
+  std::array<void*, kMaxRanks> output{};
+  std::array<void*, kMaxRanks> stream{};  // cudaStream_t on CUDA; null: the communicator's stream
+
+  // Rank r's own call (rank mode).
+  static AllReduceOperands for_rank(Communicator& comm, int rank, const void* input, void* output, void* stream);
+};
+
+struct AllReduceOp {
+  using Params = AllReduceParams;
+  using Operands = AllReduceOperands;
+};
+// Backends register these into Registry::list<AllReduceCandidate>() (Default first). A
+// candidate runs both modes; one that needs something the communicator lacks (NCCL not
+// loaded, no peer access) answers Unsupported when run.
+using AllReduceCandidate = Candidate<AllReduceOp>;
+
+// One process driving the devices of a tensor-parallel group. Device backends implement the
+// virtual part (memory, copies and streams per rank, a timer over every rank); the rank
+// barrier and the per-size decisions are common to all (src/ops/all_reduce/dispatch.cc).
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual DeviceKind device_kind() const = 0;
+  int world_size() const { return int(devices_.size()); }
+  int device(int rank) const { return devices_[size_t(rank)]; }  // ordinal of rank r's device
+  virtual std::string describe() const = 0;                      // for logs and tables
+
+  // --- For group-mode work from one thread (tuning, benchmarks): memory on rank r's device,
+  // synchronous copies to and from it, the communicator's own stream of rank r, and a timer
+  // whose regions cover a collective on every rank (the slowest rank's time).
+  virtual StatusOr<void*> alloc(int rank, size_t bytes) = 0;
+  virtual void free(int rank, void* p) = 0;
+  virtual Status copy_to_device(int rank, void* dst, const void* host, size_t bytes) = 0;
+  virtual Status copy_to_host(int rank, void* host, const void* src, size_t bytes) = 0;
+  virtual void* stream(int rank) = 0;
+  virtual std::unique_ptr<Timer> make_timer() = 0;
+  // Waits for the work queued on `stream` of rank r (null: the communicator's own stream).
+  virtual Status synchronize(int rank, void* stream) = 0;
+  // Whether `stream` of rank r is capturing a CUDA graph (no decision can be made then).
+  virtual bool capturing(int rank, void* stream) const { return false; }
+  virtual Status recover() { return Status::ok(); }
+
+  // --- Rank mode.
+  // Blocks until every rank's thread has called it (generation barrier); an error once
+  // abort() was called, so that no rank waits forever for one that failed.
+  Status barrier();
+  // Ends every barrier, now and later, with `why` (a rank failed).
+  void abort(const Status& why);
+  // Makes the barrier usable again after abort(); only while no rank's thread is inside it.
+  void clear_abort();
+
+  struct State;  // barrier and decisions (dispatch.cc)
+  State& state() { return *state_; }
+
+ protected:
+  explicit Communicator(std::vector<int> devices);
+
+ private:
+  std::vector<int> devices_;
+  std::unique_ptr<State> state_;
+};
+
+// How a backend makes communicators for its device kind (Registry::list<CommunicatorFactory>()).
+struct CommunicatorFactory {
+  DeviceKind device = DeviceKind::kCpu;
+  std::function<StatusOr<std::unique_ptr<Communicator>>(const std::vector<int>& devices, Logger& log)> make;
+};
+
+// A communicator over `devices` (CUDA ordinals; for the CPU, one entry per host-thread rank,
+// all 0) of ctx's device kind, from the backend that registered one.
+StatusOr<std::unique_ptr<Communicator>> make_communicator(Context& ctx, const std::vector<int>& devices);
+
+// The all-reduce through the op: the candidate this communicator decided on for p (a lookup
+// after the first call of this size), deciding first when it has not (see above). In rank mode
+// `ctx` matters only for rank 0, whose context decides and keeps the result.
+Status all_reduce(Context& ctx, const AllReduceParams& p, const AllReduceOperands& ops);
+
+// The candidate a communicator runs for p ("" before its first call of that size).
+std::string all_reduce_solution(Communicator& comm, const AllReduceParams& p);
+
+}  // namespace tunableop

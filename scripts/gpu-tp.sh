@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# One call on a two-GPU machine (nvidia-h200-x2) for tensor parallelism and the all-reduce op
+# (issue 14): configure for sm_90, build only the CLI and the multi-GPU tests, then
+#   1. the tests: CUDA all-reduce candidates (group mode, rank mode under graph replays, every
+#      rank on rank 0's decision) and the tensor-parallel engine (TP=2 greedy tokens == TP=1 on
+#      the Hugging Face fixtures in fp32 and on the random-weight models in bf16, 32 steps);
+#   2. `tunableop allreduce`: every candidate's time per message size (8K, 64K, 1M, 16M, bf16)
+#      and the op's tuned choice, kept in a results file;
+#   3. Llama-2-7B shape, bf16, batch 1, 256 tokens: tokens/s with TP=1 and TP=2, untuned
+#      (cuBLAS Default GEMMs, the op's all-reduce) and then tuned while time is left.
+# Everything must fit in one 9-minute call: each step gets a timeout from what is left.
+# Logs go to $OUT/logs (./gpu-tp-out elsewhere); a short table is printed last.
+#
+# NCCL: nccl.h from the CUDA toolkit when it has one, else from the PyTorch venv's
+# nvidia/nccl wheel (include/ and lib/), else from .nccl-include beside this checkout's root
+# (copied there by whoever sends the tree: cp /usr/local/cuda/include/nccl.h .nccl-include/).
+# The library is opened at run time: TUNABLEOP_NCCL_LIBRARY points at the wheel's libnccl.so.2.
+# Without a header the NCCL candidates are not built and the table says so.
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0; see docs/parallel.md).
+#
+# Knobs: TP_BUILD=dir (default ./build-tp), TP_BUDGET_S=seconds for the whole call (default 530).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-$ROOT/gpu-tp-out}
+LOGS="$OUT/logs"
+BUILD=${TP_BUILD:-$ROOT/build-tp}
+mkdir -p "$LOGS"
+[ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
+start=$(date +%s)
+deadline=$((start + ${TP_BUDGET_S:-530}))
+stamp() { echo "[$(($(date +%s) - start))s] $*"; }
+# Seconds a step may take: at most $1, and never into the $2 seconds kept for later steps.
+budget() {
+  local left=$((deadline - $(date +%s) - $2))
+  [ "$left" -gt "$1" ] && left=$1
+  echo $((left > 0 ? left : 0))
+}
+summary=()
+export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+
+{
+  date -u +%Y-%m-%dT%H:%MZ
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+  nvidia-smi topo -m 2>&1
+  nvcc --version 2>&1 | tail -1
+  git -C "$ROOT" log --oneline -1 2>/dev/null
+} >"$LOGS/machine.txt"
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+stamp "machine: $gpus GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs)"
+
+# NCCL header and library.
+nccl_inc="" nccl_lib_dir=""
+if [ -f /usr/local/cuda/include/nccl.h ]; then
+  nccl_inc=/usr/local/cuda/include
+fi
+for d in $(python3 -c 'import nvidia, sys; print(" ".join(nvidia.__path__))' 2>/dev/null) \
+  /opt/torch/.venv/lib/python3*/site-packages/nvidia; do
+  if [ -e "$d/nccl/lib/libnccl.so.2" ]; then
+    nccl_lib_dir="$d/nccl/lib"
+    [ -z "$nccl_inc" ] && [ -f "$d/nccl/include/nccl.h" ] && nccl_inc="$d/nccl/include"
+    break
+  fi
+done
+[ -z "$nccl_inc" ] && [ -f "$ROOT/.nccl-include/nccl.h" ] && nccl_inc="$ROOT/.nccl-include"
+if [ -n "$nccl_lib_dir" ]; then
+  export TUNABLEOP_NCCL_LIBRARY="$nccl_lib_dir/libnccl.so.2"
+fi
+stamp "NCCL header: ${nccl_inc:-none}; library: ${TUNABLEOP_NCCL_LIBRARY:-the toolkit's or the loader's}"
+
+stamp "configure"
+if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DTUNABLEOP_WITH_BLIS=OFF -DTUNABLEOP_WITH_ONEDNN=OFF -DTUNABLEOP_BUILD_BENCH=OFF \
+  ${nccl_inc:+-DTUNABLEOP_NCCL_INCLUDE_DIR=$nccl_inc} ${nccl_lib_dir:+-DTUNABLEOP_NCCL_LIBRARY_DIR=$nccl_lib_dir} \
+  >"$LOGS/configure.log" 2>&1; then
+  tail -30 "$LOGS/configure.log"
+  echo "gpu-tp: configure failed"
+  exit 1
+fi
+grep -E "tunableop:" "$LOGS/configure.log"
+
+stamp "build"
+targets="tunableop_cli test_cuda_all_reduce test_llm_parallel_cuda"
+# shellcheck disable=SC2086
+if ! timeout "$(budget 330 200)" ninja -C "$BUILD" -j32 -k 0 $targets >"$LOGS/build.log" 2>&1; then
+  grep -E "FAILED|error" "$LOGS/build.log" | head -20
+  echo "gpu-tp: build failed or ran out of time; continuing with what was built"
+fi
+stamp "built"
+
+T="$BUILD/tests"
+bin="$BUILD/tools/tunableop"
+run_test() {  # name, binary, cap seconds, seconds kept for later
+  local name=$1 exe=$2 cap=$3 keep=$4
+  [ -x "$exe" ] || { summary+=("$name: not built"); return; }
+  local t
+  t=$(budget "$cap" "$keep")
+  [ "$t" -gt 5 ] || { summary+=("$name: no time left"); return; }
+  stamp "test $name (up to ${t}s)"
+  TUNABLEOP_SOURCE_DIR="$ROOT" timeout "$t" "$exe" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  summary+=("$name: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/$name.log" | tr '\n' ' ') (rc $rc)")
+  grep -E "Failure|Skipped|^\[  FAILED|differ" "$LOGS/$name.log" | head -8
+}
+run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 45 170
+run_test tp_engine "$T/llm/test_llm_parallel_cuda" 120 120
+
+if [ -x "$bin" ]; then
+  t=$(budget 50 80)
+  stamp "allreduce table (up to ${t}s)"
+  TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
+    --dtype bf16 --sizes 8K,64K,1M,16M --iterations 100 --rounds 7 --effort 2 --tune >"$LOGS/allreduce.txt" 2>&1
+  summary+=("allreduce: rc $?")
+  cp "$OUT"/allreduce_results0.csv "$LOGS/" 2>/dev/null
+
+  # Llama-2-7B shape: TP=1 then TP=2, untuned first (quick: no tuning), tuned after.
+  llm() {  # name, cap, keep, args...
+    local name=$1 cap=$2 keep=$3
+    shift 3
+    local t
+    t=$(budget "$cap" "$keep")
+    [ "$t" -gt 10 ] || { echo "{}" >"$LOGS/$name.json"; summary+=("$name: no time left"); return; }
+    stamp "llm $name (up to ${t}s)"
+    TUNABLEOP_FILENAME="$OUT/llm_results_%d.csv" timeout "$t" "$bin" llm --device cuda --model builtin:llama-2-7b \
+      --dtype bf16 --mode bench --total-tokens 256 --json --print-ids "$@" >"$LOGS/$name.json" 2>"$LOGS/$name.err"
+    local rc=$?
+    summary+=("llm $name: rc $rc")
+    [ $rc = 0 ] || tail -3 "$LOGS/$name.err"
+  }
+  llm tp1_untuned 40 40 --no-tune --iterations 3 --warmup 1
+  llm tp2_untuned 40 0 --no-tune --iterations 3 --warmup 1 --tp 2
+  # Tuning budgets kept small (at most 3 s per problem; the same for TP=1 and TP=2) so that
+  # both tuned runs fit in what is left of the call.
+  export TUNABLEOP_MAX_TUNING_DURATION_MS=10 TUNABLEOP_MAX_WARMUP_DURATION_MS=5 TUNABLEOP_MAX_PROBLEM_DURATION_MS=3000
+  llm tp1_tuned 100 45 --tune --iterations 3 --warmup 1
+  llm tp2_tuned 100 0 --tune --iterations 3 --warmup 1 --tp 2
+  cp "$OUT"/llm_results_*.csv "$LOGS/" 2>/dev/null
+else
+  summary+=("tunableop CLI: not built")
+fi
+
+tar czf "$OUT/logs.tgz" -C "$OUT" logs 2>/dev/null
+stamp "done"
+echo
+echo "== gpu-tp summary =="
+printf '%s\n' "${summary[@]}"
+echo
+echo "== all-reduce, bf16, 2 GPUs (us per call; group mode, back to back) =="
+grep -E "^all-reduce|KiB|MiB|results file" "$LOGS/allreduce.txt" 2>/dev/null | head -60
+echo
+echo "== Llama-2-7B shape, bf16, batch 1, 256 tokens =="
+python3 - "$LOGS" <<'PY'
+import json, os, sys
+logs = sys.argv[1]
+def load(name):
+    try:
+        # NCCL prints its version line on stdout before ours: the JSON is the line starting "{",
+        # the ids the last line after it.
+        lines = [l for l in open(os.path.join(logs, name + ".json")).read().splitlines() if l.strip()]
+        at = next((i for i, l in enumerate(lines) if l.startswith("{")), None)
+        j = json.loads(lines[at]) if at is not None else {}
+        ids = lines[-1].split(",") if at is not None and len(lines) > at + 1 else []
+        return j, ids
+    except Exception:
+        return {}, []
+print(f"{'run':<14} {'tok/s':>9} {'TPOT ms':>9} {'TTFT ms':>9}  device")
+runs = {n: load(n) for n in ("tp1_untuned", "tp2_untuned", "tp1_tuned", "tp2_tuned")}
+for n, (j, _) in runs.items():
+    if j:
+        print(f"{n:<14} {j.get('tokens_per_s', 0):>9.1f} {j.get('tpot_ms', 0):>9.3f} {j.get('ttft_ms', 0):>9.2f}  {j.get('device', '')[:90]}")
+    else:
+        print(f"{n:<14} {'-':>9}   (no result: see logs/{n}.err)")
+for mode in ("untuned", "tuned"):
+    one, two = runs["tp1_" + mode], runs["tp2_" + mode]
+    if one[0] and two[0] and one[0].get("tokens_per_s"):
+        print(f"TP=2 / TP=1 ({mode}): {two[0]['tokens_per_s'] / one[0]['tokens_per_s']:.3f}x (target >= 1.5x)")
+    if one[1] and two[1]:
+        n = min(32, len(one[1]), len(two[1]))
+        same = one[1][:n] == two[1][:n]
+        print(f"first {n} greedy ids TP=2 vs TP=1 ({mode}): {'same' if same else 'DIFFERENT'}")
+PY

@@ -1,0 +1,193 @@
+// One-shot and two-shot all-reduce kernels over CUDA peer memory (peer_kernels.h explains the
+// protocol). Data moves in 16-byte packs; inputs and outputs of any alignment are read and
+// written element by element where a pack cannot be.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backends/cuda/all_reduce/peer_kernels.h"
+#include "cuda_common/elem.cuh"
+
+namespace tunableop::cuda {
+namespace {
+
+__device__ __forceinline__ void store_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Accumulation: fp32 for 16- and 32-bit types, fp64 for fp64.
+template <class T>
+struct AccOf {
+  using type = float;
+};
+template <>
+struct AccOf<double> {
+  using type = double;
+};
+// fp32, bf16 and fp16 widen and narrow as everywhere else (cuda_common/elem.cuh); fp64 stays.
+template <class T>
+__device__ __forceinline__ typename AccOf<T>::type widen(T x) {
+  return to_f<T>(x);
+}
+template <>
+__device__ __forceinline__ double widen<double>(double x) {
+  return x;
+}
+template <class T>
+__device__ __forceinline__ T narrow(typename AccOf<T>::type v) {
+  return from_f<T>(v);
+}
+template <>
+__device__ __forceinline__ double narrow<double>(double v) {
+  return v;
+}
+
+template <class T>
+union Pack {
+  static constexpr int kN = 16 / int(sizeof(T));
+  uint4 bits;
+  T v[kN];
+};
+
+// Pack j of `src` (count elements); elements past the end read as 0.
+template <class T>
+__device__ __forceinline__ uint4 load_input(const T* src, int64_t j, int64_t count, bool aligned) {
+  constexpr int N = Pack<T>::kN;
+  const int64_t base = j * N;
+  Pack<T> p;
+  if (aligned && base + N <= count) {
+    p.bits = *reinterpret_cast<const uint4*>(src + base);
+  } else {
+    for (int i = 0; i < N; ++i) p.v[i] = base + i < count ? src[base + i] : narrow<T>(0);
+  }
+  return p.bits;
+}
+
+template <class T>
+__device__ __forceinline__ void store_output(T* dst, int64_t j, int64_t count, bool aligned, uint4 bits) {
+  constexpr int N = Pack<T>::kN;
+  const int64_t base = j * N;
+  Pack<T> p;
+  p.bits = bits;
+  if (aligned && base + N <= count) {
+    *reinterpret_cast<uint4*>(dst + base) = p.bits;
+  } else {
+    for (int i = 0; i < N && base + i < count; ++i) dst[base + i] = p.v[i];
+  }
+}
+
+// Sum of pack j over every rank's buffer (rank order), rounded to T once. Peer data is read
+// with ld.global.cg: it bypasses L1, which may hold this address from two calls ago.
+template <class T>
+__device__ __forceinline__ uint4 sum_pack(const PeerCall& a, size_t offset, int64_t j) {
+  constexpr int N = Pack<T>::kN;
+  typename AccOf<T>::type acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = 0;
+  for (int q = 0; q < a.world; ++q) {
+    Pack<T> x;
+    x.bits = __ldcg(reinterpret_cast<const uint4*>(static_cast<const char*>(a.staging[q]) + offset) + j);
+    for (int i = 0; i < N; ++i) acc[i] += widen(x.v[i]);
+  }
+  Pack<T> out;
+  for (int i = 0; i < N; ++i) out.v[i] = narrow<T>(acc[i]);
+  return out.bits;
+}
+
+// Block b of every rank reaches `epoch` before any of them goes on; what each wrote before is
+// visible to the others after.
+__device__ __forceinline__ void block_barrier(const PeerCall& a, uint32_t epoch) {
+  __syncthreads();
+  if (int(threadIdx.x) < a.world) {
+    const int q = int(threadIdx.x);
+    __threadfence_system();
+    store_release_sys(a.flags[q] + size_t(blockIdx.x) * kPeerMaxRanks + size_t(a.rank), epoch);
+    const uint32_t* mine = a.flags[a.rank] + size_t(blockIdx.x) * kPeerMaxRanks + size_t(q);
+    while (int32_t(load_acquire_sys(mine) - epoch) < 0) {
+    }
+  }
+  __syncthreads();
+}
+
+template <class T, bool kTwoShot>
+__global__ void __launch_bounds__(kPeerThreads) peer_all_reduce_kernel(PeerCall a) {
+  constexpr int N = Pack<T>::kN;
+  uint32_t* counters = a.counters + 2 * size_t(blockIdx.x);
+  const uint32_t epoch = counters[0], call = counters[1] + 1;
+  const size_t parity = call & 1u;
+  const size_t in_offset = parity * a.chunk_bytes, result_offset = (2 + parity) * a.chunk_bytes;
+  const int64_t packs = (a.count + N - 1) / N;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const T* in = static_cast<const T*>(a.input);
+  T* out = static_cast<T*>(a.output);
+  const bool in_aligned = (reinterpret_cast<uintptr_t>(in) & 15u) == 0;
+  const bool out_aligned = (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
+  uint4* my_in = reinterpret_cast<uint4*>(static_cast<char*>(a.staging[a.rank]) + in_offset);
+
+  // This rank's input into its staging buffer (the same thread writes pack j of the output
+  // later, so in place is safe).
+  for (int64_t j = first; j < packs; j += stride) my_in[j] = load_input<T>(in, j, a.count, in_aligned);
+  block_barrier(a, epoch + 1);
+
+  if (!kTwoShot) {
+    for (int64_t j = first; j < packs; j += stride)
+      store_output<T>(out, j, a.count, out_aligned, sum_pack<T>(a, in_offset, j));
+    if (threadIdx.x == 0) {
+      counters[0] = epoch + 1;
+      counters[1] = call;
+    }
+    return;
+  }
+  // Two-shot: this rank's slice, summed once and kept for the others...
+  const int64_t slice = (packs + a.world - 1) / a.world;
+  const int64_t lo = slice * a.rank, hi = min(packs, lo + slice);
+  uint4* my_result = reinterpret_cast<uint4*>(static_cast<char*>(a.staging[a.rank]) + result_offset);
+  for (int64_t j = first; j < hi; j += stride) {
+    if (j < lo) continue;
+    const uint4 s = sum_pack<T>(a, in_offset, j);
+    my_result[j] = s;
+    store_output<T>(out, j, a.count, out_aligned, s);
+  }
+  block_barrier(a, epoch + 2);
+  // ... then every other slice from its owner.
+  for (int64_t j = first; j < packs; j += stride) {
+    const int owner = int(j / slice);
+    if (owner == a.rank) continue;
+    const uint4 s =
+        __ldcg(reinterpret_cast<const uint4*>(static_cast<const char*>(a.staging[owner]) + result_offset) + j);
+    store_output<T>(out, j, a.count, out_aligned, s);
+  }
+  if (threadIdx.x == 0) {
+    counters[0] = epoch + 2;
+    counters[1] = call;
+  }
+}
+
+template <class T>
+cudaError_t launch(PeerAlgo algo, const PeerCall& call, cudaStream_t s) {
+  if (algo == PeerAlgo::kTwoShot) {
+    peer_all_reduce_kernel<T, true><<<kPeerBlocks, kPeerThreads, 0, s>>>(call);
+  } else {
+    peer_all_reduce_kernel<T, false><<<kPeerBlocks, kPeerThreads, 0, s>>>(call);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t peer_all_reduce(PeerAlgo algo, const PeerCall& call, cudaStream_t stream) {
+  if (call.count <= 0) return cudaSuccess;
+  switch (call.dtype) {
+    case 0: return launch<float>(algo, call, stream);
+    case 1: return launch<double>(algo, call, stream);
+    case 2: return launch<__nv_bfloat16>(algo, call, stream);
+    case 3: return launch<__half>(algo, call, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tunableop::cuda

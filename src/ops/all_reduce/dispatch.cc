@@ -1,0 +1,245 @@
+// The all-reduce through the op framework: candidates from the registry (Dispatcher's lists and
+// lookup by stored name), the decision through Context::choose (results file, tuning on a
+// miss), and per communicator one frozen decision per message size, so that every rank of a
+// collective runs the same candidate (a per-thread plan could revalidate differently on two
+// ranks and leave them waiting for each other forever).
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <tuple>
+
+#include "ops/all_reduce/dispatch.h"
+
+#include "ops/all_reduce/definition.h"
+#include "ops/all_reduce/tuning_problem.h"
+#include "ops/framework/dispatch.h"
+
+namespace tunableop {
+
+using AllReduceDispatch = ops::Dispatcher<AllReduceOp>;
+
+struct Communicator::State {
+  // Barrier of the ranks' threads.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  uint64_t generation = 0;
+  Status aborted;
+  // One decision per (dtype, count): the candidate every rank runs.
+  struct Decision {
+    std::shared_ptr<const AllReduceCandidate> candidate;  // null: `error` says why nothing runs
+    Status error;
+  };
+  std::shared_mutex decisions_mu;
+  std::map<std::tuple<int, int64_t, int>, Decision> decisions;
+
+  static std::tuple<int, int64_t, int> key(const AllReduceParams& p) { return {int(p.dtype), p.count, int(p.op)}; }
+  const Decision* find(const AllReduceParams& p) {
+    std::shared_lock lock(decisions_mu);
+    auto it = decisions.find(key(p));
+    return it == decisions.end() ? nullptr : &it->second;
+  }
+  void store(const AllReduceParams& p, Decision d) {
+    std::unique_lock lock(decisions_mu);
+    decisions.emplace(key(p), std::move(d));
+  }
+};
+
+Communicator::Communicator(std::vector<int> devices) : devices_(std::move(devices)), state_(new State) {}
+Communicator::~Communicator() = default;
+
+Status Communicator::barrier() {
+  State& s = *state_;
+  std::unique_lock lock(s.mu);
+  if (!s.aborted.is_ok()) return s.aborted;
+  const uint64_t gen = s.generation;
+  if (++s.arrived == world_size()) {
+    s.arrived = 0;
+    ++s.generation;
+    s.cv.notify_all();
+    return Status::ok();
+  }
+  s.cv.wait(lock, [&] { return s.generation != gen || !s.aborted.is_ok(); });
+  return s.generation != gen ? Status::ok() : s.aborted;
+}
+
+void Communicator::abort(const Status& why) {
+  State& s = *state_;
+  std::lock_guard lock(s.mu);
+  if (s.aborted.is_ok())
+    s.aborted = why.is_ok() ? Status::internal("communicator aborted")
+                            : Status(why.code(), "another rank failed: " + why.message());
+  s.cv.notify_all();
+}
+
+std::vector<AllReduceCandidate> all_reduce_candidates_for(Context& ctx, const AllReduceParams& p, int search_effort) {
+  return AllReduceDispatch::candidates_for(ctx, p, search_effort);
+}
+
+StatusOr<AllReduceCandidate> find_all_reduce_candidate(Context& ctx, const AllReduceParams& p,
+                                                       const std::string& name) {
+  return AllReduceDispatch::find_candidate(ctx, p, name);
+}
+
+void Communicator::clear_abort() {
+  State& s = *state_;
+  std::lock_guard lock(s.mu);
+  s.aborted = Status::ok();
+  s.arrived = 0;
+  ++s.generation;
+}
+
+StatusOr<std::unique_ptr<Communicator>> make_communicator(Context& ctx, const std::vector<int>& devices) {
+  if (devices.empty() || int(devices.size()) > kMaxRanks)
+    return Status::invalid_argument(
+        fmt::format("a communicator needs 1 to {} ranks, got {}", kMaxRanks, devices.size()));
+  if (const auto* list = ctx.registry().find_list<CommunicatorFactory>())
+    for (const auto& f : *list)
+      if (f.device == ctx.device().kind) return f.make(devices, ctx.log());
+  return Status::unsupported(
+      fmt::format("no all-reduce communicator for {} in this build or on this machine", ctx.device().to_string()));
+}
+
+namespace {
+
+// `ctx` is checked only where it decides (group mode, rank 0).
+Status check(Context& ctx, const AllReduceParams& p, const AllReduceOperands& o) {
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());
+  if (!o.comm) return Status::invalid_argument("all-reduce: no communicator");
+  if (p.world_size != o.comm->world_size())
+    return Status::invalid_argument(
+        fmt::format("all-reduce params say {} ranks, the communicator has {}", p.world_size, o.comm->world_size()));
+  if (o.rank <= 0 && o.comm->device_kind() != ctx.device().kind)
+    return Status::invalid_argument(fmt::format("all-reduce on a {} communicator through a {} context",
+                                                device_kind_name(o.comm->device_kind()), ctx.device().to_string()));
+  if (o.rank >= p.world_size || o.rank < -1)
+    return Status::invalid_argument(fmt::format("all-reduce rank {} outside [-1, {})", o.rank, p.world_size));
+  if (p.count == 0) return Status::ok();
+  for (int r = 0; r < p.world_size; ++r) {
+    if (o.rank >= 0 && r != o.rank) continue;
+    if (!o.input[size_t(r)] || !o.output[size_t(r)])
+      return Status::invalid_argument(fmt::format("all-reduce: rank {}'s input or output is null", r));
+  }
+  return Status::ok();
+}
+
+// One collective of p in group mode on zeroed scratch buffers: does `c` run on this
+// communicator (a library it needs may be missing) before every rank commits to it?
+Status probe(Communicator& comm, const AllReduceParams& p, const AllReduceCandidate& c) {
+  AllReduceOperands o;
+  o.comm = &comm;
+  std::vector<void*> bufs;
+  std::vector<uint8_t> zeros(std::max<size_t>(p.bytes(), 16), 0);
+  Status st;
+  for (int r = 0; r < p.world_size && st.is_ok(); ++r) {
+    auto m = comm.alloc(r, zeros.size());
+    if (!m.is_ok()) {
+      st = m.status();
+      break;
+    }
+    bufs.push_back(*m);
+    st = comm.copy_to_device(r, *m, zeros.data(), zeros.size());
+    o.input[size_t(r)] = o.output[size_t(r)] = *m;
+    o.stream[size_t(r)] = comm.stream(r);
+  }
+  if (st.is_ok()) st = c.run(p, o);
+  for (int r = 0; r < p.world_size; ++r) {
+    Status s = comm.synchronize(r, nullptr);
+    if (st.is_ok()) st = s;
+  }
+  for (size_t r = 0; r < bufs.size(); ++r) comm.free(int(r), bufs[r]);
+  return st;
+}
+
+// Rank 0 (or the group-mode caller) decides for every rank: the results file, else tuning
+// (Context::choose); the chosen candidate must then survive one collective, else Default.
+void decide(Context& ctx, const AllReduceParams& p, Communicator& comm) {
+  const int effort = ctx.options().policy.search_effort;
+  auto cands = AllReduceDispatch::candidates_for(ctx, p, effort);
+  Communicator::State::Decision d;
+  if (cands.empty() || cands.front().name != "Default") {
+    d.error = Status::unsupported(fmt::format("no Default all-reduce on {} in this build", ctx.device().to_string()));
+    comm.state().store(p, std::move(d));
+    return;
+  }
+  auto is_valid = [&](const std::string& name) {
+    auto c = AllReduceDispatch::find_candidate(ctx, p, name);
+    return c.is_ok() && c->supports(p).is_ok();
+  };
+  auto make = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
+    auto pr = ops::AllReduceTuningProblem::create(comm, p, cands);
+    if (!pr.is_ok()) return pr.status();
+    return std::unique_ptr<TuningProblem>(std::move(*pr));
+  };
+  const std::string op = all_reduce_op_signature(p), params = all_reduce_params_signature(p);
+  auto chosen = ctx.choose(op, params, is_valid, make);
+  if (!chosen.is_ok()) ctx.log().warn(fmt::format("{}({}): {}; trying Default", op, params, chosen.status().message()));
+  Status last;
+  for (const std::string& name : {chosen.is_ok() ? *chosen : std::string("Default"), std::string("Default")}) {
+    auto c = AllReduceDispatch::find_candidate(ctx, p, name);
+    if (!c.is_ok()) {
+      last = c.status();
+      continue;
+    }
+    last = probe(comm, p, *c);
+    if (last.is_ok()) {
+      ctx.log().log(1, fmt::format("{}({}) on {}: {}", op, params, comm.describe(), name));
+      d.candidate = std::make_shared<const AllReduceCandidate>(std::move(*c));
+      break;
+    }
+    ctx.log().warn(fmt::format("{}({}): {} does not run on {}: {}", op, params, name, comm.describe(), last.message()));
+    (void)comm.recover();
+  }
+  if (!d.candidate)
+    d.error = Status(last.code(), fmt::format("no all-reduce runs on {}: {}", comm.describe(), last.message()));
+  comm.state().store(p, std::move(d));
+}
+
+}  // namespace
+
+Status all_reduce(Context& ctx, const AllReduceParams& params, const AllReduceOperands& ops) {
+  // A rank that fails here releases the others from the rendezvous they may be waiting in.
+  Status valid = check(ctx, params, ops);
+  if (!valid.is_ok()) {
+    if (ops.comm && ops.rank >= 0) ops.comm->abort(valid);
+    return valid;
+  }
+  if (params.count == 0) return Status::ok();
+  Communicator& comm = *ops.comm;
+  Communicator::State& s = comm.state();
+  const Communicator::State::Decision* d = s.find(params);
+  if (!d && ops.rank < 0) {
+    decide(ctx, params, comm);
+    d = s.find(params);
+  } else if (!d) {
+    // First sight in rank mode: every rank gets here with the same params, in the same order.
+    const int r = ops.rank;
+    Status st = comm.capturing(r, ops.stream[size_t(r)])
+                    ? Status::invalid_argument(fmt::format(
+                          "all-reduce of {} elements first met while a CUDA graph is being captured: run one "
+                          "step eagerly first, so that the ranks can agree on a candidate",
+                          params.count))
+                    : comm.synchronize(r, ops.stream[size_t(r)]);
+    if (!st.is_ok()) {
+      comm.abort(st);
+      return st;
+    }
+    TUNABLEOP_RETURN_IF_ERROR(comm.barrier());
+    if (r == 0) decide(ctx, params, comm);
+    TUNABLEOP_RETURN_IF_ERROR(comm.barrier());
+    d = s.find(params);
+  }
+  if (!d) return Status::internal("all-reduce: no decision after deciding");
+  if (!d->candidate) return d->error;
+  return d->candidate->run(params, ops);
+}
+
+std::string all_reduce_solution(Communicator& comm, const AllReduceParams& p) {
+  const auto* d = comm.state().find(p);
+  return d && d->candidate ? d->candidate->name : "";
+}
+
+}  // namespace tunableop

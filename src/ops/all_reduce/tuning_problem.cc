@@ -1,0 +1,99 @@
+#include "ops/all_reduce/tuning_problem.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "ops/all_reduce/reference.h"
+#include "ops/framework/elements.h"
+
+namespace tunableop::ops {
+
+StatusOr<std::unique_ptr<AllReduceTuningProblem>> AllReduceTuningProblem::create(
+    Communicator& comm, const AllReduceParams& p, std::vector<AllReduceCandidate> candidates) {
+  if (candidates.empty() || candidates.front().name != "Default")
+    return Status::internal("all-reduce candidates must start with Default");
+  if (p.world_size != comm.world_size())
+    return Status::invalid_argument(
+        fmt::format("all-reduce of {} ranks on a communicator of {}", p.world_size, comm.world_size()));
+  std::unique_ptr<AllReduceTuningProblem> pr(new AllReduceTuningProblem(comm, p, std::move(candidates)));
+  const size_t bytes = std::max<size_t>(p.bytes(), 16);
+  const int W = p.world_size;
+  pr->poison_.assign(bytes, 0);
+  for (int64_t i = 0; i < p.count; ++i)
+    store_from_double(p.dtype, pr->poison_.data(), i, std::numeric_limits<double>::quiet_NaN());
+  pr->out_of_place_.comm = pr->in_place_.comm = &comm;
+  std::vector<const void*> host_inputs;
+  for (int r = 0; r < W; ++r) {
+    std::mt19937_64 rng(0x5eed + uint64_t(r));
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    pr->host_in_.emplace_back(bytes, 0);
+    for (int64_t i = 0; i < p.count; ++i) store_from_double(p.dtype, pr->host_in_.back().data(), i, dist(rng));
+    host_inputs.push_back(pr->host_in_.back().data());
+    for (auto* list : {&pr->in_, &pr->out_}) {
+      auto m = comm.alloc(r, bytes);
+      if (!m.is_ok())
+        return Status(m.status().code(), fmt::format("all-reduce tuning needs 2 x {} bytes on rank {}: {}", bytes, r,
+                                                     m.status().message()));
+      list->push_back(*m);
+    }
+    TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_device(r, pr->in_[size_t(r)], pr->host_in_.back().data(), bytes));
+    const size_t ur = size_t(r);
+    pr->out_of_place_.input[ur] = pr->in_[ur];
+    pr->out_of_place_.output[ur] = pr->in_place_.output[ur] = pr->out_[ur];
+    pr->in_place_.input[ur] = pr->out_[ur];
+    pr->out_of_place_.stream[ur] = pr->in_place_.stream[ur] = comm.stream(r);
+  }
+  pr->ref_ = all_reduce_reference(p, host_inputs);
+  pr->timer_ = comm.make_timer();
+  return pr;
+}
+
+AllReduceTuningProblem::~AllReduceTuningProblem() {
+  (void)synchronize_all();
+  for (size_t r = 0; r < in_.size(); ++r) comm_.free(int(r), in_[r]);
+  for (size_t r = 0; r < out_.size(); ++r) comm_.free(int(r), out_[r]);
+}
+
+Status AllReduceTuningProblem::synchronize_all() {
+  for (int r = 0; r < comm_.world_size(); ++r) TUNABLEOP_RETURN_IF_ERROR(comm_.synchronize(r, nullptr));
+  return Status::ok();
+}
+
+Status AllReduceTuningProblem::check_outputs(size_t i, const AllReduceOperands& ops, const char* how) {
+  TUNABLEOP_RETURN_IF_ERROR(cands_[i].run(p_, ops));
+  TUNABLEOP_RETURN_IF_ERROR(synchronize_all());
+  const size_t bytes = p_.bytes();
+  std::vector<uint8_t> first(bytes), got(bytes);
+  const double tol = all_reduce_tolerance(p_);
+  for (int r = 0; r < comm_.world_size(); ++r) {
+    std::vector<uint8_t>& host = r == 0 ? first : got;
+    TUNABLEOP_RETURN_IF_ERROR(comm_.copy_to_host(r, host.data(), out_[size_t(r)], bytes));
+    const double err = all_reduce_error(p_, host.data(), ref_);
+    if (!(err <= tol))
+      return Status::numerics(
+          fmt::format("{} ({}): rank {} has relative error {:.3g} against the sum (tolerance {:.3g})", cands_[i].name,
+                      how, r, err, tol));
+    if (r > 0 && std::memcmp(first.data(), got.data(), bytes) != 0)
+      return Status::numerics(
+          fmt::format("{} ({}): ranks 0 and {} hold different sums (every rank must get the "
+                      "same bits, or tensor-parallel ranks drift apart)",
+                      cands_[i].name, how, r));
+  }
+  return Status::ok();
+}
+
+Status AllReduceTuningProblem::check_numerics(size_t i) {
+  const size_t bytes = p_.bytes();
+  if (bytes == 0) return Status::ok();
+  for (int r = 0; r < comm_.world_size(); ++r)
+    TUNABLEOP_RETURN_IF_ERROR(comm_.copy_to_device(r, out_[size_t(r)], poison_.data(), bytes));
+  TUNABLEOP_RETURN_IF_ERROR(check_outputs(i, out_of_place_, "out of place"));
+  for (int r = 0; r < comm_.world_size(); ++r)
+    TUNABLEOP_RETURN_IF_ERROR(comm_.copy_to_device(r, out_[size_t(r)], host_in_[size_t(r)].data(), bytes));
+  return check_outputs(i, in_place_, "in place");
+}
+
+}  // namespace tunableop::ops
