@@ -6,7 +6,8 @@
 
 # Public headers of core: the rest of include/tunableop (op.h, gemm.h, ...) belongs to ops.
 set(TUNABLEOP_CORE_PUBLIC_HEADERS
-  status.h types.h device.h config.h context.h log.h registry.h results.h timer.h tuner.h half.h cpu_info.h in_context.h)
+  status.h types.h device.h config.h context.h log.h registry.h results.h timer.h tuner.h half.h cpu_info.h in_context.h
+  checked_size.h safe_file.h status_boundary.h)
 set(_core_public "")
 foreach(_h IN LISTS TUNABLEOP_CORE_PUBLIC_HEADERS)
   list(APPEND _core_public tunableop/${_h})

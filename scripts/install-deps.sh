@@ -7,7 +7,10 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
       libblis-dev libblis4-openmp libblis-openmp-dev libdnnl-dev python3-matplotlib
-      libsentencepiece-dev sentencepiece python3-numpy libopenmpi-dev openmpi-bin)
+      libsentencepiece-dev sentencepiece python3-numpy libopenmpi-dev openmpi-bin
+      # sanitizer and fuzz jobs (scripts/ci-hardening.sh): clang and its ASan/UBSan/TSan/libFuzzer
+      # runtimes (OpenMP stays GCC's libgomp)
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -13,9 +12,11 @@
 #include "bench_loop.h"
 #include "bench_measure.h"
 #include "bench_suites.h"
+#include "cli_support.h"
 #include "commands.h"
 #include "ops/gemm/dispatch.h"
 #include "tunableop/cpu_info.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 
@@ -40,7 +41,7 @@ StatusOr<Device> parse_device(const std::string& d, int gpu) {
 }
 
 int fail(const Status& st) {
-  fmt::print(stderr, "tunableop bench: {}\n", st.to_string());
+  fmt::print(stderr, "tunableop bench: {}\n", printable(st.to_string()));
   return 2;
 }
 
@@ -80,7 +81,7 @@ int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   (void)ctx.config().set(Setting::kEnabled, true);
   if (int rc = measure("tuned"); rc) return rc;
   if (auto path = ctx.results_path(); !path.empty()) fmt::print("results file: {}\n", path);
-  return 0;
+  return report_unsaved(ctx, "bench") ? 1 : 0;
 }
 
 double geomean(const std::vector<double>& v) {
@@ -103,10 +104,19 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     if (shapes.empty())
       return fail(Status::invalid_argument("unknown suite '" + a.suite + "' (cpu-llm, llm, attention)"));
   }
+  const std::string suite_name = a.suite_file.empty() ? "suite " + a.suite : "suite file " + a.suite_file;
+  if (shapes.empty()) return fail(Status::invalid_argument(printable(suite_name) + " has no shapes"));
   if (!a.only.empty()) {
     std::vector<SuiteShape> kept;
-    for (auto& s : shapes)
+    std::string names;
+    for (auto& s : shapes) {
       if (s.name.find(a.only) != std::string::npos) kept.push_back(s);
+      names += (names.empty() ? "" : ", ") + s.name;
+    }
+    if (kept.empty()) {
+      return fail(Status::invalid_argument(fmt::format("--only {}: no shape of the {} matches (its shapes: {})",
+                                                       printable(a.only), printable(suite_name), printable(names))));
+    }
     shapes = kept;
   }
   // Tune into a fresh file so that tuning time is real, unless --results names one to keep.
@@ -190,25 +200,34 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     fmt::print("geomean speedup tuned vs {}: {:.3f}x over {} shapes\n", baseline, geomean(vs_base), vs_base.size());
   fmt::print("shapes where tuned is > 3% behind the best single candidate: {}\n", worse3);
 
+  int rc = 0;
   if (!a.csv.empty()) {
-    std::ofstream out(a.csv);
-    out << "shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms";
+    std::string out = "shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms";
     for (std::string f : families) {
       std::replace(f.begin(), f.end(), ' ', '_');
-      out << ",best_" << f << "_ms";
+      out += ",best_" + f + "_ms";
     }
-    out << "\n";
+    out += "\n";
     for (const auto& r : rows) {
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", r.s.name, r.s.p.m, r.s.p.n, r.s.p.k,
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", r.s.name, r.s.p.m, r.s.p.n, r.s.p.k,
                          dtype_name(r.s.p.dtype), r.def, r.tuned, r.chosen, r.best, r.best_name, r.base, r.floor,
                          r.tuning_ms);
-      for (const auto& f : families) out << "," << (r.family.count(f) ? fmt::format("{}", r.family.at(f)) : "");
-      out << "\n";
+      for (const auto& f : families) out += "," + (r.family.count(f) ? fmt::format("{}", r.family.at(f)) : "");
+      out += "\n";
     }
-    fmt::print("wrote {}\n", a.csv);
+    if (Status st = replace_regular_file(a.csv, out); !st.is_ok()) {
+      fmt::print(stderr, "tunableop bench: --csv {}\n", printable(st.message()));
+      rc = 1;
+    } else {
+      fmt::print("wrote {}\n", a.csv);
+    }
   }
-  if (!temp.empty()) std::filesystem::remove(temp);
-  return 0;
+  if (!temp.empty()) {
+    remove_temp_results(temp);
+  } else if (report_unsaved(ctx, "bench")) {
+    rc = 1;
+  }
+  return rc;
 }
 
 }  // namespace
@@ -216,21 +235,21 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* c = app.add_subcommand("bench", "Time a GEMM untuned vs tuned (seed Example 1), or an LLM shape suite");
-  c->add_option("-m", a->m, "rows of op(A) and C (column-major)")->capture_default_str();
-  c->add_option("-n", a->n, "columns of op(B) and C")->capture_default_str();
-  c->add_option("-k", a->k, "inner dimension")->capture_default_str();
+  c->add_option("-m", a->m, "rows of op(A) and C (column-major)")->check(at_least(0))->capture_default_str();
+  c->add_option("-n", a->n, "columns of op(B) and C")->check(at_least(0))->capture_default_str();
+  c->add_option("-k", a->k, "inner dimension")->check(at_least(0))->capture_default_str();
   c->add_option("--transA", a->transa, "N or T")->check(CLI::IsMember({"N", "T", "n", "t"}))->capture_default_str();
   c->add_option("--transB", a->transb, "N or T")->check(CLI::IsMember({"N", "T", "n", "t"}))->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, fp64, bf16 or fp16")->capture_default_str();
-  c->add_option("--batch", a->batch, "strided batch count")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--lda", a->lda, "leading dimension of A (default dense)");
-  c->add_option("--ldb", a->ldb, "leading dimension of B (default dense)");
-  c->add_option("--ldc", a->ldc, "leading dimension of C (default dense)");
+  c->add_option("--batch", a->batch, "strided batch count")->check(at_least(1))->capture_default_str();
+  c->add_option("--lda", a->lda, "leading dimension of A (default dense)")->check(at_least(0));
+  c->add_option("--ldb", a->ldb, "leading dimension of B (default dense)")->check(at_least(0));
+  c->add_option("--ldc", a->ldc, "leading dimension of C (default dense)")->check(at_least(0));
   c->add_option("--alpha", a->alpha)->capture_default_str();
   c->add_option("--beta", a->beta)->capture_default_str();
-  c->add_option("--iters", a->iters, "timed iterations (default: about two seconds' worth)");
+  c->add_option("--iters", a->iters, "timed iterations (default: about two seconds' worth)")->check(at_least(0));
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--suite", a->suite,
                 "run a shape suite: cpu-llm (CPU, fp32), llm (GPU, bf16) or attention (the Attention op on the "
@@ -241,7 +260,9 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--csv", a->csv, "suite: also write the table as CSV here");
   c->add_option("--results", a->results, "suite: tune into this results file (default: a temporary one)");
   c->add_option("--baseline", a->baseline, "suite: a candidate to compare with (CPU default: Gemm_Openblas_t<cores>)");
-  c->add_option("--rounds", a->rounds, "suite: interleaved measurement rounds per shape")->capture_default_str();
+  c->add_option("--rounds", a->rounds, "suite: interleaved measurement rounds per shape")
+      ->check(at_least(1))
+      ->capture_default_str();
   c->callback([a]() {
     auto dev = parse_device(a->device, a->gpu);
     if (!dev.is_ok()) std::exit(fail(dev.status()));

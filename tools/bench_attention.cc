@@ -10,11 +10,10 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "bench_measure.h"
+#include "cli_support.h"
 #include "ops/attention/dispatch.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 
@@ -70,13 +69,18 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
   std::vector<AttentionShape> shapes;
   for (auto& s : attention_shapes(ctx.device().kind))
     if (a.only.empty() || s.name.find(a.only) != std::string::npos) shapes.push_back(s);
-  if (shapes.empty()) return fail(Status::invalid_argument("no attention shape matches --only " + a.only));
+  if (shapes.empty()) return fail(Status::invalid_argument("no attention shape matches --only " + printable(a.only)));
+  // Outputs are checked before any work: a FIFO, a directory or a device is refused, not written.
+  for (const std::string* out : {&a.shapes_csv, &a.csv}) {
+    if (out->empty()) continue;
+    if (Status st = check_replaceable(*out); !st.is_ok()) return fail(st);
+  }
   if (!a.shapes_csv.empty()) {
-    std::ofstream out(a.shapes_csv);
-    out << "name,batch,q_len,kv_len,heads,kv_heads,head_dim,causal,page_size\n";
+    std::string out = "name,batch,q_len,kv_len,heads,kv_heads,head_dim,causal,page_size\n";
     for (const auto& s : shapes)
-      out << fmt::format("{},{},{},{},{},{},{},{},{}\n", s.name, s.p.batch, s.p.q_len, s.p.kv_len, s.p.heads,
+      out += fmt::format("{},{},{},{},{},{},{},{},{}\n", s.name, s.p.batch, s.p.q_len, s.p.kv_len, s.p.heads,
                          s.p.kv_heads, s.p.head_dim, s.p.causal ? 1 : 0, s.p.page_size);
+    if (Status st = replace_regular_file(a.shapes_csv, out); !st.is_ok()) return fail(st);
   }
   const std::string temp = tune_into_results(ctx, a.results);
   auto ceil = measure_ceilings(ctx, shapes.front().p.dtype, stream);
@@ -86,11 +90,7 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
   fmt::print(
       "| shape | signature | Default ms | tuned ms | chosen | speedup | TFLOP/s | % KV-bytes floor | best single | "
       "tuning s |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  std::ofstream csv;
-  if (!a.csv.empty()) {
-    csv.open(a.csv);
-    csv << "shape,params,default_ms,tuned_ms,chosen,best_ms,best_name,tflops,pct_kv_floor,tuning_ms\n";
-  }
+  std::string csv = "shape,params,default_ms,tuned_ms,chosen,best_ms,best_name,tflops,pct_kv_floor,tuning_ms\n";
   for (const auto& s : shapes) {
     auto rep = AttentionDispatch::tune(ctx, s.p, /*retune=*/true, stream);
     if (!rep.is_ok()) return fail(rep.status());
@@ -115,13 +115,19 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
                attention_params_signature(s.p), def, tuned, chosen, tuned > 0 ? def / tuned : 0, tflops,
                is_decode(s.p) ? fmt::format("{:.0f}%", pct) : "-", best, best_name, rep->winner.tuning_ms / 1e3);
     std::fflush(stdout);
-    if (csv)
-      csv << fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.name, attention_params_signature(s.p), def, tuned, chosen,
-                         best, best_name, tflops, pct, rep->winner.tuning_ms)
-          << std::flush;  // a shape that fails later keeps the rows before it
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.name, attention_params_signature(s.p), def, tuned, chosen,
+                       best, best_name, tflops, pct, rep->winner.tuning_ms);
+    // Written after every shape (replaced whole, never half-written): a shape that fails later
+    // keeps the rows before it.
+    if (!a.csv.empty()) {
+      if (Status st = replace_regular_file(a.csv, csv); !st.is_ok()) return fail(st);
+    }
   }
-  if (!temp.empty()) std::filesystem::remove(temp);
-  return 0;
+  if (!temp.empty()) {
+    remove_temp_results(temp);
+    return 0;
+  }
+  return report_unsaved(ctx, "bench") ? 1 : 0;
 }
 
 }  // namespace tunableop::cli

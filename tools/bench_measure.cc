@@ -34,6 +34,12 @@ std::string tune_into_results(Context& ctx, const std::string& results) {
   return results.empty() ? results_path_for(file, std::to_string(ctx.device().ordinal)) : "";
 }
 
+void remove_temp_results(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  std::filesystem::remove(path + ".stats", ec);
+}
+
 StatusOr<double> time_dispatch(Context& ctx, const GemmParams& p, const GemmOperands& ops, int rounds,
                                double ms_per_sample) {
   const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);

@@ -92,6 +92,8 @@ StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream);
 // Tuning on, into `results` (kept) or, when empty, a fresh temporary file (so that tuning time is
 // real); returns the path to remove afterwards ("" when the caller's file is kept).
 std::string tune_into_results(Context& ctx, const std::string& results);
+// Removes that temporary results file and its .stats sidecar (a failure to is harmless).
+void remove_temp_results(const std::string& path);
 
 // Memory floor in ms: each operand read once, C written once (and read when beta != 0).
 double bytes_moved(const GemmParams& p);

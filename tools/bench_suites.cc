@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
+#include "tunableop/checked_size.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 
@@ -64,33 +64,33 @@ std::vector<SuiteShape> suite_shapes(const std::string& suite) {
 }
 
 StatusOr<std::vector<SuiteShape>> read_suite_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::io_error("cannot open suite file " + path);
+  auto text = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
+  if (!text.is_ok()) return Status(text.status().code(), "suite file " + text.status().message());
   std::vector<SuiteShape> out;
-  std::string line;
-  int no = 0;
-  while (std::getline(in, line)) {
-    ++no;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    std::string f[7];
-    int i = 0;
-    while (i < 7 && std::getline(ls, f[i], ',')) ++i;
+  size_t start = text->rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 byte order mark
+  for (int no = 1; start < text->size(); ++no) {
+    size_t nl = text->find('\n', start);
+    std::string line = text->substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? text->size() : nl + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
+    std::vector<std::string> f;
+    for (size_t at = 0;;) {
+      size_t comma = line.find(',', at);
+      f.push_back(line.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
     auto bad = [&](const std::string& why) { return Status::parse_error(fmt::format("{}:{}: {}", path, no, why)); };
-    if (i != 7) return bad("expected name,dtype,transa,transb,m,n,k");
+    if (f.size() != 7) return bad("expected name,dtype,transa,transb,m,n,k");
     auto dt = parse_dtype(f[1]);
     if (!dt.is_ok()) return bad(dt.status().message());
     GemmParams p;
     p.dtype = *dt;
     p.transa = f[2].empty() ? '?' : f[2][0];
     p.transb = f[3].empty() ? '?' : f[3][0];
-    try {
-      p.m = std::stoll(f[4]);
-      p.n = std::stoll(f[5]);
-      p.k = std::stoll(f[6]);
-    } catch (...) {
-      return bad("m, n, k must be integers");
-    }
+    if (!parse_int64(f[4], &p.m, 0) || !parse_int64(f[5], &p.n, 0) || !parse_int64(f[6], &p.k, 0))
+      return bad("m, n, k must be non-negative integers");
     p = p.with_defaults();
     Status st = p.validate();
     if (!st.is_ok()) return bad(st.message());

@@ -18,6 +18,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "llm/engine.h"
 #include "llm/generate.h"
@@ -30,6 +31,8 @@
 #include "llm/weights.h"
 #include "llm_tp.h"
 #include "tunableop/in_context.h"
+#include "tunableop/checked_size.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
 
@@ -79,9 +82,13 @@ struct LlmArgs {
 };
 
 // A synthetic prompt of n tokens (the same ids --prompt-len uses).
-std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab) {
-  std::vector<int32_t> prompt;
-  for (int64_t i = 0; i < n; ++i) prompt.push_back(int32_t((1 + 7919 * i) % vocab));
+// Built before the engine checks its sizes: the prompt's own memory is checked first. `flag`
+// names the option that asked for it.
+StatusOr<std::vector<int32_t>> synthetic_prompt(int64_t n, int64_t vocab, const char* flag) {
+  TUNABLEOP_RETURN_IF_ERROR(
+      check_host_allocation(CheckedInt(n) * int64_t(sizeof(int32_t)), fmt::format("{} {}", flag, n)));
+  std::vector<int32_t> prompt(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) prompt[size_t(i)] = int32_t((1 + 7919 * i) % vocab);
   return prompt;
 }
 
@@ -112,7 +119,7 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 int fail(const Status& s) {
-  fmt::print(stderr, "tunableop llm: {}\n", s.to_string());
+  fmt::print(stderr, "tunableop llm: {}\n", printable(s.to_string()));
   return 2;
 }
 
@@ -129,15 +136,19 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
   std::vector<std::string> texts = a.prompts;
   if (!a.prompt_file.empty()) {
-    std::ifstream in(a.prompt_file, std::ios::binary);
-    if (!in) return Status::not_found("--prompt-file " + a.prompt_file + ": cannot open");
+    auto read = read_regular_file(a.prompt_file);  // never blocks on a FIFO; refuses directories
+    if (!read.is_ok()) {
+      if (read.status().code() == StatusCode::kNotFound)
+        return Status::not_found("--prompt-file " + a.prompt_file + ": cannot open");
+      return Status(read.status().code(), "--prompt-file " + read.status().message());
+    }
+    std::istringstream in(*read);
     std::string line;
     size_t before = texts.size();
     while (std::getline(in, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (!line.empty()) texts.push_back(line);
     }
-    if (in.bad()) return Status::io_error("--prompt-file " + a.prompt_file + ": read error");
     if (texts.size() == before) return Status::invalid_argument("--prompt-file " + a.prompt_file + ": no prompts");
   }
   return texts;
@@ -453,9 +464,15 @@ int run_llm(const LlmArgs& a) {
   } else if (!a.prompt_lens.empty()) {
     auto lens = parse_list(a.prompt_lens, "--prompt-lens", "positive length", 1, INT32_MAX);
     if (!lens.is_ok()) return fail(lens.status());
-    for (int64_t n : *lens) prompts.push_back(synthetic_prompt(n, cfg->vocab_size));
+    for (int64_t n : *lens) {
+      auto prompt = synthetic_prompt(n, cfg->vocab_size, "--prompt-lens");
+      if (!prompt.is_ok()) return fail(prompt.status());
+      prompts.push_back(std::move(*prompt));
+    }
   } else if (a.prompt_len > 0) {
-    prompts.push_back(synthetic_prompt(a.prompt_len, cfg->vocab_size));
+    auto prompt = synthetic_prompt(a.prompt_len, cfg->vocab_size, "--prompt-len");
+    if (!prompt.is_ok()) return fail(prompt.status());
+    prompts.push_back(std::move(*prompt));
   } else if (!a.interactive) {
     auto ids = parse_ids(a.prompt_ids);
     if (!ids.is_ok()) return fail(ids.status());
@@ -469,10 +486,16 @@ int run_llm(const LlmArgs& a) {
     }
     batch = int64_t(prompts.size());
   } else if (prompts.size() == 1) {
+    if (Status st = check_host_allocation(CheckedInt(int64_t(prompts[0].size())) * batch * int64_t(sizeof(int32_t)),
+                                          fmt::format("--batch {} prompts of {} tokens", batch, prompts[0].size()));
+        !st.is_ok())
+      return fail(st);
     prompts.assign(size_t(batch), prompts[0]);  // one prompt repeated (sampling: different answers)
   }
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+  if (!(CheckedInt(longest) + a.pad_multiple + a.max_new_tokens).ok())
+    return fail(Status::invalid_argument("--pad-multiple and --max-new-tokens are too large to count a sequence"));
   const int64_t padded = llm::round_up(longest, a.pad_multiple);
   int64_t max_new = generate && !a.o_max_new->count() ? kGenerateMaxNew : a.max_new_tokens;
   if (a.total_tokens > 0) {  // the seed's form: a fixed sequence length, prompt included
@@ -565,8 +588,11 @@ int run_llm(const LlmArgs& a) {
                            a.model, llm::architecture_name(c.arch), c.num_layers, c.hidden_size, c.num_heads,
                            c.num_kv_heads, c.vocab_size, double(c.parameter_count()) / 1e6);
 
-  if (generate) return run_generate(a, *engine, ctx, model_desc, tokenizer.get(), special, prompts, *texts, max_new);
-  return run_bench(a, *engine, ctx, model_desc, tokenizer.get(), prompts, padded, max_new);
+  int rc = generate ? run_generate(a, *engine, ctx, model_desc, tokenizer.get(), special, prompts, *texts, max_new)
+                    : run_bench(a, *engine, ctx, model_desc, tokenizer.get(), prompts, padded, max_new);
+  // Tuned results that could not be saved: said (with the lines) and exit 1.
+  if (report_unsaved(ctx, "llm") && rc == 0) rc = 1;
+  return rc;
 }
 
 }  // namespace
@@ -586,10 +612,11 @@ void add_llm_command(CLI::App& app) {
            presets + ")")
       ->capture_default_str();
   c->add_option("--model-seed", a->model_seed, "seed of a built-in model's random weights")->capture_default_str();
-  c->add_option("--layers", a->layers, "built-in models: override the number of layers");
+  c->add_option("--layers", a->layers, "built-in models: override the number of layers")->check(at_least(0));
   a->o_prompt_ids =
       c->add_option("--prompt-ids", a->prompt_ids, "prompt as comma-separated token ids")->capture_default_str();
-  c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids");
+  c->add_option("--prompt-len", a->prompt_len, "use a synthetic prompt of this many tokens instead of --prompt-ids")
+      ->check(at_least(0));
   c->add_option("--prompt-lens", a->prompt_lens,
                 "synthetic prompts of these comma-separated lengths, one sequence each (a batch of different lengths)");
   c->add_option("--prompt", a->prompts,
@@ -607,7 +634,7 @@ void add_llm_command(CLI::App& app) {
   a->o_max_new = c->add_option("--max-new-tokens", a->max_new_tokens,
                                "bench: tokens generated per sequence (exactly); generate: at most (default " +
                                    std::to_string(kGenerateMaxNew) + ")")
-                     ->check(CLI::PositiveNumber)
+                     ->check(at_least(1))
                      ->capture_default_str();
   a->o_temperature = c->add_option("--temperature", a->temperature,
                                    "generate: sample at this temperature (0 = greedy, the default; 1 when only "
@@ -618,28 +645,30 @@ void add_llm_command(CLI::App& app) {
   c->add_flag("--ignore-eos", a->ignore_eos, "generate: keep going past EOS to --max-new-tokens");
   c->add_flag("--no-echo", a->no_echo, "generate: print only the continuation, not the prompt before it");
   c->add_option("--total-tokens", a->total_tokens,
-                "generate up to this sequence length, padded prompt included (the seed's seq_len = 256)");
+                "generate up to this sequence length, padded prompt included (the seed's seq_len = 256)")
+      ->check(at_least(0));
   c->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
   a->o_batch = c->add_option("--batch", a->batch,
                              "sequences generated together: the prompt repeated (several --prompt: their number)")
-                   ->check(CLI::PositiveNumber)
+                   ->check(at_least(1))
                    ->capture_default_str();
   c->add_flag("--tune", a->tune, "TunableOp on with tuning: unseen GEMMs are tuned and appended to the results file");
   c->add_flag("--no-tune", a->no_tune, "TunableOp off: every GEMM runs Default (the untuned baseline)");
   c->add_flag("--compare", a->compare, "run untuned and tuned alternately in this process and print both");
   c->add_flag("--no-in-context-check", a->no_in_context_check,
               "keep every tuned choice: skip timing the whole generation tuned vs Default after the tuning warm-up");
-  c->add_option("--iterations", a->iterations, "timed generations")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--iterations", a->iterations, "timed generations")->check(at_least(1))->capture_default_str();
   c->add_option("--warmup", a->warmup, "untimed generations first (tuning happens here)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   c->add_option("--pad-multiple", a->pad_multiple, "pad prompts to a multiple of this (1 = no padding)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   c->add_option(
-      "--max-seq", a->max_seq,
-      "KV cache length (default: what this run needs; interactive: up to " + std::to_string(kInteractiveMaxSeq) + ")");
+       "--max-seq", a->max_seq,
+       "KV cache length (default: what this run needs; interactive: up to " + std::to_string(kInteractiveMaxSeq) + ")")
+      ->check(at_least(0));
   c->add_flag("--print-ids", a->print_ids, "print the generated ids (bench: of the first sequence), comma-separated");
   c->add_flag("--json", a->json, "print the metrics as one JSON object");
   c->add_option("--dtype", a->dtype, "cuda: bf16 or fp32 weights and activations (the CPU computes in fp32)")
@@ -663,7 +692,7 @@ void add_llm_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--profile-decode", a->profile_decode,
                 "bench: afterwards, time each kernel of this many decode steps (run eagerly) and print the breakdown")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   c->add_flag("--measure-bandwidth", a->measure_bandwidth,
               "bench: measure the device's copy bandwidth in this run and print decode traffic against it");
   c->add_option("--kv-cache", a->kv_cache,
@@ -676,7 +705,7 @@ void add_llm_command(CLI::App& app) {
                        ->capture_default_str();
   c->add_option("--kv-pages", a->kv_pages,
                 "paged cache: pages in the pool (default: what this run's sequences reach; interactive: a full cache)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--save-model", a->save_model, "also write the model as a Hugging Face directory here (CPU)");
   c->add_option("--save-dtype", a->save_dtype, "dtype of --save-model: fp32, bf16 or fp16")->capture_default_str();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "tunableop/results.h"
 
@@ -27,17 +28,18 @@ int merge(const MergeArgs& a) {
   // notices the replaced file and re-opens it.
   auto out = ResultsFileRewrite::begin(a.output);
   if (!out.is_ok()) {
-    fmt::print(stderr, "tunableop merge: {}\n", out.status().message());
+    fmt::print(stderr, "tunableop merge: -o: {}\n", printable(out.status().message()));
     return 2;
   }
   std::vector<ResultsFileContents> inputs;
   for (const auto& path : a.inputs) {
     auto in = out->read(path);
     if (!in.is_ok()) {
-      fmt::print(stderr, "tunableop merge: {}\n", in.status().message());
+      fmt::print(stderr, "tunableop merge: {}\n", printable(in.status().message()));
       return 2;
     }
-    for (const auto& m : in->report.malformed) fmt::print(stderr, "warning: skipping malformed line {}\n", m);
+    for (const auto& m : in->report.malformed)
+      fmt::print(stderr, "warning: skipping malformed line {}\n", printable(m));
     inputs.push_back(std::move(in).value());
   }
 
@@ -48,7 +50,7 @@ int merge(const MergeArgs& a) {
       if (first.empty() && (!in.report.validators.empty() || !in.report.entries.empty())) first = in.path;
     if (!a.force) {
       fmt::print(stderr, "tunableop merge: the inputs were tuned in different environments; validators differ:\n");
-      for (const auto& c : merged.conflicts) fmt::print(stderr, "  {}\n", c);
+      for (const auto& c : merged.conflicts) fmt::print(stderr, "  {}\n", printable(c));
       fmt::print(stderr,
                  "a solution fastest in one environment may be slow or invalid in another; "
                  "use --force to merge anyway (the output keeps the validators of {})\n",
@@ -60,13 +62,14 @@ int merge(const MergeArgs& a) {
   }
   for (const auto& in : inputs) {
     const auto& r = in.report;
-    fmt::print("{}: {} {} ({}){}\n", in.path, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries",
+    fmt::print("{}: {} {} ({}){}\n", printable(in.path), r.entries.size(), r.entries.size() == 1 ? "entry" : "entries",
                r.ours ? "tunableop" : "foreign",
                r.malformed.empty() ? "" : fmt::format(", {} malformed lines skipped", r.malformed.size()));
   }
+  // A failed write (disk full) leaves the old output whole: the inputs and it are all still there.
   if (Status st = out->replace(merged.validators, merged.entries); !st.is_ok()) {
-    fmt::print(stderr, "tunableop merge: {}\n", st.message());
-    return 2;
+    fmt::print(stderr, "tunableop merge: {}\n", printable(st.message()));
+    return 1;
   }
   fmt::print(
       "wrote {}: {} {} from {} files ({} duplicate {} resolved by keeping the faster time, {} of them from a "

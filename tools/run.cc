@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -81,6 +82,7 @@ int run(const RunArgs& a) {
   std::vector<char*> argv;
   for (const auto& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
+  std::signal(SIGXFSZ, SIG_DFL);  // main() ignores it for our own writes; the program gets its own
   execvp(argv[0], argv.data());
   int err = errno;
   fmt::print(stderr, "tunableop run: cannot run {}: {}\n", a.command[0], std::strerror(err));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "tunableop/results.h"
 
@@ -42,7 +43,7 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 int show(const ShowArgs& a) {
   auto file = read_results_file(a.file);
   if (!file.is_ok()) {
-    fmt::print(stderr, "tunableop show: {}\n", file.status().message());
+    fmt::print(stderr, "tunableop show: {}\n", printable(file.status().message()));
     return 2;
   }
   const LoadReport& r = file->report;
@@ -51,12 +52,14 @@ int show(const ShowArgs& a) {
                      : r.validators.empty() && r.entries.empty()
                          ? "no results"
                          : "foreign results (not written by tunableop, e.g. PyTorch TunableOp)";
-  fmt::print("{}: {}, {} {}\n", a.file, kind, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries");
+  fmt::print("{}: {}, {} {}\n", printable(a.file), kind, r.entries.size(), r.entries.size() == 1 ? "entry" : "entries");
   if (!r.validators.empty()) {
     fmt::print("\nvalidators{}:\n", r.ours ? "" : " (foreign)");
     size_t w = 0;
-    for (const auto& [k, v] : r.validators) w = std::max(w, k.size());
-    for (const auto& [k, v] : r.validators) fmt::print("  {:<{}}  {}\n", k, w, v);
+    // Everything read from the file is printed through printable(): a results file must not be
+    // able to send escape sequences to the terminal of whoever looks at it.
+    for (const auto& [k, v] : r.validators) w = std::max(w, printable(k).size());
+    for (const auto& [k, v] : r.validators) fmt::print("  {:<{}}  {}\n", printable(k), w, printable(v));
   }
 
   const bool have_stats = a.stats && file->has_stats;
@@ -66,7 +69,7 @@ int show(const ShowArgs& a) {
     if (have_stats) header.insert(header.end(), {"min_ms", "median_ms", "mean_ms", "std_ms", "runs", "tuning_ms"});
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : r.entries) {
-      std::vector<std::string> row = {e.op, e.params, e.solution, number(e.time_ms)};
+      std::vector<std::string> row = {printable(e.op), printable(e.params), printable(e.solution), number(e.time_ms)};
       if (have_stats) {
         if (e.stats) {  // the sidecar's last line for this problem and solution
           const Measurement& m = *e.stats;
@@ -84,13 +87,13 @@ int show(const ShowArgs& a) {
       for (const auto& e : r.entries)
         if (!e.note.empty()) fmt::print("note: {},{},{}: {}\n", e.op, e.params, e.solution, e.note);
   }
-  if (a.stats && !file->has_stats) fmt::print("\nno statistics: {} does not exist\n", file->stats_path);
+  if (a.stats && !file->has_stats) fmt::print("\nno statistics: {} does not exist\n", printable(file->stats_path));
 
   std::vector<std::string> malformed = r.malformed;
   if (a.stats) malformed.insert(malformed.end(), file->stats_malformed.begin(), file->stats_malformed.end());
   if (!malformed.empty()) {
     fmt::print("\n{} malformed {} (skipped):\n", malformed.size(), malformed.size() == 1 ? "line" : "lines");
-    for (const auto& m : malformed) fmt::print("  {}\n", m);
+    for (const auto& m : malformed) fmt::print("  {}\n", printable(m));
   }
   return 0;
 }

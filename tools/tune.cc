@@ -8,13 +8,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <set>
-#include <sstream>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "ops/gemm/dispatch.h"
 #include "tunableop/in_context.h"
+#include "tunableop/results.h"
 #include "tune.h"
 
 namespace tunableop::cli {
@@ -37,24 +36,12 @@ void progress(size_t done, size_t total, double elapsed_s, const std::string& wh
 
 }  // namespace
 
-std::vector<Problem> read_problems(const std::string& path, int& bad) {
-  std::vector<Problem> out;
-  std::set<std::pair<std::string, std::string>> seen;
-  std::ifstream in(path);
-  std::string line;
-  for (int no = 1; std::getline(in, line); ++no) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos || line.rfind("Validator,", 0) == 0) continue;
-    auto c1 = line.find(',');
-    auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
-    std::string op = line.substr(0, c1), params = c1 == std::string::npos ? "" : line.substr(c1 + 1, c2 - c1 - 1);
-    if (op.empty() || params.empty()) {
-      fmt::print(stderr, "tunableop tune: {}:{}: skipping malformed line '{}' (expected OP,PARAMS)\n", path, no, line);
-      ++bad;
-      continue;
-    }
-    if (seen.insert({op, params}).second) out.emplace_back(op, params);
-  }
+StatusOr<std::vector<Problem>> read_problems(const std::string& path, int& bad) {
+  // Read as every file is (tunableop/safe_file.h): never blocking on a FIFO, regular files only.
+  std::vector<std::string> malformed;
+  auto out = UntunedFile::read_problems(path, &malformed);
+  for (const auto& m : malformed) fmt::print(stderr, "tunableop tune: skipping malformed line {}\n", printable(m));
+  bad += int(malformed.size());
   return out;
 }
 
@@ -106,7 +93,12 @@ int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lin
     fmt::print(stderr, "tunableop tune: {}\n", st.to_string());
     return 2;
   }
-  (void)ctx.load_results();
+  // Tuning is for the results file: when it cannot be used (a directory, a FIFO, a name ending
+  // in '/', ...), say so now instead of tuning for an hour and keeping nothing.
+  if (Status st = ctx.load_results(); !st.is_ok()) {
+    fmt::print(stderr, "tunableop tune: cannot use the results file: {}; nothing tuned\n", printable(st.message()));
+    return 2;
+  }
   std::vector<std::pair<std::string, std::string>> mine;
   for (size_t i = 0; i < lines.size(); ++i)
     if (int(i % size_t(a.shards)) == a.shard) mine.push_back(lines[i]);
@@ -119,31 +111,36 @@ int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lin
     if (!a.retune && ctx.results().contains(op, params)) {
       ++skipped;
     } else if (auto p = parse_gemm_signature(op, params); !p.is_ok()) {
-      fmt::print(stderr, "tunableop tune: skipping: {}\n", p.status().message());
+      fmt::print(stderr, "tunableop tune: skipping: {}\n", printable(p.status().message()));
       ++failed;
     } else if (auto rep = tune_gemm(ctx, *p, a.retune); !rep.is_ok()) {
-      fmt::print(stderr, "tunableop tune: {}: {}\n", what, rep.status().to_string());
+      fmt::print(stderr, "tunableop tune: {}: {}\n", printable(what), printable(rep.status().to_string()));
       ++failed;
     } else {
       what += " -> " + rep->winner.solution;
     }
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    progress(i + 1, mine.size(), el, what, tty);
+    progress(i + 1, mine.size(), el, printable(what), tty);
     if (exit_after >= 0 && int(i + 1) >= exit_after) {
       fmt::print(stderr, "tunableop tune: test hook: leaving after {} problems\n", i + 1);
       std::fflush(stdout);
       _exit(3);
     }
   }
-  fmt::print("{}: tuned {} problems ({} already tuned, {} failed, {} malformed lines skipped) into {}\n",
-             dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), skipped, failed, bad, ctx.results_path());
-  if (a.in_context) {
+  size_t unsaved = 0;
+  for (const auto& u : ctx.unsaved_results()) unsaved += !u.line_written;
+  fmt::print("{}: tuned {} problems ({} not saved, {} already tuned, {} failed, {} malformed lines skipped) into {}\n",
+             dev.to_string(), mine.size() - size_t(skipped) - size_t(failed), unsaved, skipped, failed, bad,
+             printable(ctx.results_path()));
+  // Not saved: why, and the lines themselves; a rerun once the file is writable tunes only these.
+  const bool lost = report_unsaved(ctx, "tune");
+  if (a.in_context && !lost) {
     if (Status st = check_recorded_workload(ctx, *rt, mine); !st.is_ok()) {
       fmt::print(stderr, "tunableop tune: in-context check: {}\n", st.to_string());
       return 1;
     }
   }
-  return failed || bad ? 1 : 0;
+  return failed || bad || lost ? 1 : 0;
 }
 
 // One child process per GPU, each with its own shard of the lines and its own results file;
@@ -186,26 +183,27 @@ int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus) {
         continue;
       }
       ResultsFile f(ctxs[i]->results_path(), ctxs[i]->current_validators());
-      if (!f.open().is_ok()) continue;
-      for (const auto& e : ctxs[j]->results().entries()) (void)f.append(e);
+      Status st = f.open().status();
+      for (const auto& e : ctxs[j]->results().entries())
+        if (st.is_ok()) st = f.append(e);
+      if (!st.is_ok()) {
+        fmt::print(stderr, "tunableop tune: merging cuda:{} into cuda:{}: {}\n", gpus[j], gpus[i],
+                   printable(st.message()));
+        rc = 1;
+      }
     }
   }
   fmt::print("tuned on {} GPUs; results merged into each GPU's file\n", gpus.size());
   return rc;
 }
 
-std::vector<int> parse_gpu_list(const std::string& list) {
+StatusOr<std::vector<int>> resolve_gpus(const std::string& list) {
+  if (list != "all") return parse_gpu_list(list);  // "--gpus: 'abc' is not a GPU ordinal ..."
   std::vector<int> gpus;
-  if (list == "all") {
-    Context probe(Device::cuda(0));
-    const DeviceRuntime* rt = probe.registry().runtime(DeviceKind::kCuda);
-    int count = rt ? rt->device_count() : 0;
-    for (int g = 0; g < count; ++g) gpus.push_back(g);
-    return gpus;
-  }
-  std::stringstream ss(list);
-  std::string t;
-  while (std::getline(ss, t, ',')) gpus.push_back(std::stoi(t));
+  Context probe(Device::cuda(0));
+  const DeviceRuntime* rt = probe.registry().runtime(DeviceKind::kCuda);
+  int count = rt ? rt->device_count() : 0;
+  for (int g = 0; g < count; ++g) gpus.push_back(g);
   return gpus;
 }
 
@@ -215,14 +213,14 @@ void add_tune_command(CLI::App& app) {
   c->add_option("FILE", a->file, "untuned problems, one 'op,params' line each")->required()->check(CLI::ExistingFile);
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   CLI::Option* gpu = c->add_option("--gpu", a->gpu, "CUDA device ordinal (MPI ranks: by local rank unless given)");
-  gpu->capture_default_str();
+  gpu->check(at_least(0))->capture_default_str();
   c->add_option("--gpus", a->gpus, "'all' or a comma list: one process per GPU, results merged");
   c->add_flag("--retune", a->retune, "tune problems that already have a result");
   c->add_flag("--in-context", a->in_context,
               "then time the file's problems in sequence, tuned vs Default, and drop choices that lose there");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
-  c->add_option("--shard", a->shard)->group("");  // internal (multi-GPU children)
-  c->add_option("--shards", a->shards)->group("");
+  c->add_option("--shard", a->shard)->check(at_least(0))->group("");  // internal (multi-GPU children)
+  c->add_option("--shards", a->shards)->check(at_least(1))->group("");
   c->add_flag("--fanout-child", a->fanout_child)->group("");   // set by tune_all_gpus: never an MPI rank
   c->add_option("--test-exit-rank", a->exit_rank)->group("");  // test hook (tune.h)
   c->add_option("--test-exit-after", a->exit_after)->group("");
@@ -232,7 +230,12 @@ void add_tune_command(CLI::App& app) {
     if (!a->fanout_child && mpi_launch_size() > 1) {
       rc = tune_mpi(*a);  // one rank of `mpirun -np N tunableop tune FILE`
     } else if (!a->gpus.empty()) {
-      std::vector<int> gpus = parse_gpu_list(a->gpus);
+      auto list = resolve_gpus(a->gpus);
+      if (!list.is_ok()) {
+        fmt::print(stderr, "tunableop tune: {}\n", list.status().message());
+        std::exit(2);
+      }
+      std::vector<int> gpus = *list;
       if (gpus.empty()) {
         fmt::print(stderr, "tunableop tune: --gpus {}: no CUDA device found\n", a->gpus);
         std::exit(2);
@@ -246,7 +249,11 @@ void add_tune_command(CLI::App& app) {
       }
       int bad = 0;
       auto lines = read_problems(a->file, bad);
-      rc = tune_problems(*a, dev, lines, bad);
+      if (!lines.is_ok()) {
+        fmt::print(stderr, "tunableop tune: {}\n", printable(lines.status().message()));
+        std::exit(2);
+      }
+      rc = tune_problems(*a, dev, *lines, bad);
     }
     if (rc) std::exit(rc);
   });

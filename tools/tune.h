@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tunableop/device.h"
+#include "tunableop/status.h"
 
 namespace tunableop::cli {
 
@@ -29,8 +30,8 @@ using Problem = std::pair<std::string, std::string>;  // op signature, params si
 
 // Problems of an untuned file ("OP,PARAMS" lines; a results file's lines work too, their
 // Validator lines are skipped), first occurrence order. Malformed lines are reported with their
-// number and counted in `bad`.
-std::vector<Problem> read_problems(const std::string& path, int& bad);
+// number and counted in `bad`. An error when the file cannot be read (missing, a FIFO, ...).
+StatusOr<std::vector<Problem>> read_problems(const std::string& path, int& bad);
 
 // Tunes `problems` on `dev` into the results file the environment names (TUNABLEOP_FILENAME),
 // skipping those already there unless --retune; prints progress and a summary line. `bad`
@@ -42,8 +43,9 @@ int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& pro
 // with its own results file; then every GPU's file receives the others' results.
 int tune_all_gpus(const TuneArgs& a, const std::vector<int>& gpus);
 
-// The GPUs `--gpus` names on this machine ("all" or a comma list); empty when none.
-std::vector<int> parse_gpu_list(const std::string& gpus);
+// The GPUs `--gpus` names on this machine: "all" (empty when there is none) or a comma list of
+// ordinals (parse_gpu_list, cli_support.h: an error names an item that is not one).
+StatusOr<std::vector<int>> resolve_gpus(const std::string& gpus);
 
 // MPI (tune_mpi.cc): the size of the MPI job this process was launched in, from the
 // launcher's environment (OpenMPI, MPICH/PMI, PMIx); 1 when not launched by one.

@@ -71,13 +71,18 @@ int tune_mpi(const TuneArgs& a) {
   TuneArgs one = a;
   one.fanout_child = true;
   if (!a.gpus.empty()) {
-    std::vector<int> gpus = parse_gpu_list(a.gpus);
-    if (gpus.empty()) return 2;
-    return tune_all_gpus(one, gpus);
+    auto gpus = resolve_gpus(a.gpus);
+    if (!gpus.is_ok()) fmt::print(stderr, "tunableop tune: {}\n", gpus.status().message());
+    if (!gpus.is_ok() || gpus->empty()) return 2;
+    return tune_all_gpus(one, *gpus);
   }
   int bad = 0;
   auto problems = read_problems(a.file, bad);
-  return tune_problems(one, a.device == "cuda" ? Device::cuda(a.gpu) : Device::cpu(), problems, bad);
+  if (!problems.is_ok()) {
+    fmt::print(stderr, "tunableop tune: {}\n", problems.status().message());
+    return 2;
+  }
+  return tune_problems(one, a.device == "cuda" ? Device::cuda(a.gpu) : Device::cpu(), *problems, bad);
 }
 
 #else
@@ -289,7 +294,9 @@ int tune_mpi(const TuneArgs& args) {
   TuneArgs a = args;
   std::vector<Device> devices;
   if (!a.gpus.empty()) {
-    for (int g : parse_gpu_list(a.gpus)) devices.push_back(Device::cuda(g));
+    auto gpus = resolve_gpus(a.gpus);
+    if (!gpus.is_ok()) abort_job(fmt::format("rank {} on {}: {}", rank, host, gpus.status().message()));
+    for (int g : *gpus) devices.push_back(Device::cuda(g));
     if (devices.empty()) abort_job(fmt::format("rank {} on {}: --gpus {}: no CUDA device found", rank, host, a.gpus));
   } else if (a.device == "cuda") {
     int count = 0;
@@ -325,7 +332,9 @@ int tune_mpi(const TuneArgs& args) {
       std::set<Problem> done;
       for (const ResultEntry& e : *entries) done.insert({e.op, e.params});
       int bad = 0;
-      std::vector<Problem> problems = read_problems(a.file, bad), todo;
+      auto read = read_problems(a.file, bad);
+      if (!read.is_ok()) status_text = read.status().message();
+      std::vector<Problem> problems = read.is_ok() ? *read : std::vector<Problem>{}, todo;
       bad_lines = size_t(bad);
       total = problems.size();
       for (const Problem& p : problems)

@@ -70,8 +70,18 @@ class Context {
   // first-asked order: the problems a workload uses (in_context.h).
   void start_recording_choices();
   std::vector<std::pair<std::string, std::string>> stop_recording_choices();
-  // Writes every in-memory result to `path` (validators of this context first).
+  // Writes every in-memory result to `path` (validators of this context first), replacing it
+  // atomically; a path that is not a regular file (symlink, FIFO, device, ...) is refused.
   Status write_results(const std::string& path);
+  // Results this context tuned that did not reach the results file (it could not be read or
+  // written: a directory, a FIFO, a full disk, ...), each with the reason. The CLI reports them
+  // and exits non-zero; a program can save them elsewhere (format_entry gives the file line).
+  struct UnsavedResult {
+    ResultEntry entry;
+    Status why;
+    bool line_written = false;  // only its statistics (the .stats sidecar) were not written
+  };
+  std::vector<UnsavedResult> unsaved_results();
 
   // Dispatch decision, used by ops when a plan revalidates (never per call):
   //   enabled off               -> "Default"
@@ -125,8 +135,11 @@ class Context {
   std::mutex tune_mu_;  // one problem tuned at a time per context
   std::unique_ptr<ResultsFile> file_;
   std::string loaded_pattern_;
+  Status load_error_;  // why file_ is null after a failed load
+  std::vector<UnsavedResult> unsaved_;
   std::unique_ptr<UntunedFile> untuned_;
   std::string untuned_pattern_;
+  bool untuned_refused_ = false;  // untuned_pattern_ names a directory (warned once)
   std::mutex state_mu_;
   std::map<std::type_index, std::shared_ptr<void>> op_state_;
   std::array<std::atomic<void*>, 32> fast_states_{};  // op_state<T>() by a per-type index

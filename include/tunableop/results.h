@@ -97,8 +97,11 @@ class ResultsFile {
   ResultsFile(std::string path, Validators current);
   StatusOr<LoadReport> open();
   // `replace`: append even when the key is already in the file (a re-tuned stale entry; the
-  // later line wins on load).
-  Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr);
+  // later line wins on load). Fails when the line or its statistics could not be written;
+  // `line_written` (when given) tells the two apart: true when only the .stats sidecar failed.
+  // A failed line never leaves a partial line behind (disk full: it is cut off again).
+  Status append(const ResultEntry& e, bool replace = false, std::vector<ResultEntry>* picked_up = nullptr,
+                bool* line_written = nullptr);
   // What other processes did to the file since open() or the last append()/refresh(): kAppended
   // (their new entries go to `picked_up`), or kReplaced when the path names another file now,
   // the file shrank or was removed, or lines of another environment were appended (the caller
@@ -183,6 +186,12 @@ class UntunedFile {
   Status record(const std::string& op, const std::string& params);
   const std::string& path() const { return path_; }
   static StatusOr<std::vector<std::pair<std::string, std::string>>> read(const std::string& path);
+  // The problems for offline tuning (`tunableop tune`): like read(), but lenient. Results-file
+  // lines work too (their first two fields; Validator lines are skipped), a UTF-8 byte order
+  // mark and blank lines are ignored, repeats kept once, and each malformed line is described in
+  // `malformed` ("path:LINE: expected OP,PARAMS, found '...'") and skipped.
+  static StatusOr<std::vector<std::pair<std::string, std::string>>> read_problems(const std::string& path,
+                                                                                  std::vector<std::string>* malformed);
 
  private:
   std::string path_;

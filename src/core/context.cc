@@ -5,8 +5,22 @@
 #include <algorithm>
 
 #include <fstream>
+#include "tunableop/safe_file.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop {
+
+namespace {
+
+// A file name pattern ending in '/' would become the file "dir/0": refuse it with a message
+// instead of inventing a name inside the directory.
+Status check_file_pattern(const std::string& pattern, const char* what, const char* example) {
+  if (!pattern.empty() && pattern.back() != '/') return Status::ok();
+  return Status::invalid_argument(fmt::format(
+      "{} name '{}' names a directory, not a file (give a file name, e.g. '{}{}')", what, pattern, pattern, example));
+}
+
+}  // namespace
 
 Context::Context(Device device, Config config, RegisterFn register_backends)
     : device_(device), config_(std::move(config)) {
@@ -45,8 +59,11 @@ std::string Context::results_path() {
 }
 
 Status Context::load_results() {
-  std::lock_guard<std::mutex> lock(file_mu_);
-  return load_locked(config_.options());
+  return status_boundary([&] { return "loading the results file " + config_.options().filename; },
+                         [&] {
+                           std::lock_guard<std::mutex> lock(file_mu_);
+                           return load_locked(config_.options());
+                         });
 }
 
 Status Context::ensure_loaded_locked(const Options& o) {
@@ -58,14 +75,20 @@ Status Context::ensure_loaded_locked(const Options& o) {
 
 Status Context::load_locked(const Options& o) {
   file_.reset();
+  loaded_pattern_ = o.filename;
+  load_error_ = check_file_pattern(o.filename, "results file", "tunableop_results%d.csv");
+  if (!load_error_.is_ok()) {
+    log_.warn(load_error_.to_string());
+    return load_error_;
+  }
   std::string path = results_path_for(o.filename, std::to_string(device_.ordinal));
   auto file = std::make_unique<ResultsFile>(path, current_validators());
   log_.log(1, fmt::format("reading tuning results from {}", path));
-  loaded_pattern_ = o.filename;
   auto report = file->open();
   if (!report.is_ok()) {
     // Keep serving (Default / tuning in memory) but say why nothing is persisted.
     log_.warn(report.status().to_string());
+    load_error_ = report.status();
     return report.status();
   }
   const LoadReport& r = *report;
@@ -109,10 +132,17 @@ Status Context::refresh_results() {
 void Context::record_untuned(const std::string& op, const std::string& params) {
   const Options& o = config_.options();
   std::lock_guard<std::mutex> lock(file_mu_);
-  if (!untuned_ || untuned_pattern_ != o.untuned_filename) {
-    untuned_ = std::make_unique<UntunedFile>(results_path_for(o.untuned_filename, std::to_string(device_.ordinal)));
+  if ((!untuned_ && !untuned_refused_) || untuned_pattern_ != o.untuned_filename) {
+    untuned_.reset();
     untuned_pattern_ = o.untuned_filename;
+    Status ok = check_file_pattern(o.untuned_filename, "untuned file", "tunableop_untuned%d.csv");
+    untuned_refused_ = !ok.is_ok();
+    if (untuned_refused_)
+      log_.warn(ok.to_string());  // once per pattern, not per problem
+    else
+      untuned_ = std::make_unique<UntunedFile>(results_path_for(o.untuned_filename, std::to_string(device_.ordinal)));
   }
+  if (!untuned_) return;
   Status st = untuned_->record(op, params);
   if (!st.is_ok()) log_.warn(st.to_string());
 }
@@ -179,13 +209,21 @@ StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {
 Status Context::store_result(ResultEntry e, bool replace) {
   store_.insert(e);
   std::lock_guard<std::mutex> lock(file_mu_);
-  if (!ensure_loaded_locked(config_.options()).is_ok() || !file_) return Status::ok();
+  const Options& o = config_.options();
+  (void)ensure_loaded_locked(o);
+  if (!file_) {
+    unsaved_.push_back({e, load_error_.is_ok() ? Status::io_error("no results file") : load_error_});
+    return unsaved_.back().why;
+  }
   std::vector<ResultEntry> picked_up;
-  Status st = file_->append(e, replace, &picked_up);
+  bool line_written = false;
+  Status st = file_->append(e, replace, &picked_up, &line_written);
   for (auto& p : picked_up)
     if (!(p.op == e.op && p.params == e.params)) store_.insert(std::move(p));
+  std::erase_if(unsaved_, [&](const UnsavedResult& u) { return u.entry.op == e.op && u.entry.params == e.params; });
   if (!st.is_ok()) {
     log_.warn(fmt::format("could not write result to {}: {}", file_->path(), st.to_string()));
+    unsaved_.push_back({e, st, line_written});
     return st;
   }
   log_.log(1, fmt::format("writing file {}", file_->path()));
@@ -205,12 +243,14 @@ std::vector<std::pair<std::string, std::string>> Context::stop_recording_choices
 }
 
 Status Context::write_results(const std::string& path) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return Status::io_error("cannot write " + path);
-  out << format_validators(current_validators());
-  for (const auto& e : store_.entries()) out << format_entry(e);
-  out.flush();
-  return out ? Status::ok() : Status::io_error("short write to " + path);
+  std::string text = format_validators(current_validators());
+  for (const auto& e : store_.entries()) text += format_entry(e);
+  return replace_regular_file(path, text);
+}
+
+std::vector<Context::UnsavedResult> Context::unsaved_results() {
+  std::lock_guard<std::mutex> lock(file_mu_);
+  return unsaved_;
 }
 
 }  // namespace tunableop

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "tunableop/safe_file.h"
+
 namespace tunableop {
 
 std::string errno_message(const std::string& path, const char* what, int err) {
@@ -20,12 +22,10 @@ StatusOr<FileLock> FileLock::acquire(const std::string& path, int flags, Mode mo
   const int op = mode == Mode::kExclusive ? LOCK_EX : LOCK_SH;
   // Bounded only to turn a pathological rename storm into an error instead of a hang.
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0666);
-    if (fd < 0) {
-      int err = errno;
-      if (err == ENOENT && !(flags & O_CREAT)) return Status::not_found(errno_message(path, "cannot open", err));
-      return Status::io_error(errno_message(path, "cannot open", err));
-    }
+    // Never blocks on a FIFO and never locks anything but a regular file (safe_file.h).
+    auto opened = open_regular(path, flags);
+    if (!opened.is_ok()) return opened.status();
+    int fd = *opened;
     int rc;
     do {
       rc = ::flock(fd, op);
@@ -110,6 +110,7 @@ Status append_all(int fd, const std::string& path, const std::string& data) {
       if (errno == EINTR) continue;
       return Status::io_error(errno_message(path, "cannot write", errno));
     }
+    if (n == 0) return Status::io_error(path + ": cannot write: no progress");
     done += static_cast<size_t>(n);
   }
   return Status::ok();
@@ -120,12 +121,23 @@ Status append_unsplit(int fd, const std::string& path, size_t size_now, const st
   // aligned multiples of it), so 4 KiB boundaries are the only places a copy can stop.
   constexpr size_t kPage = 4096;
   size_t used = size_now % kPage;
-  if (data.size() > kPage || used + data.size() <= kPage) return append_all(fd, path, data);
-  size_t pad = kPage - used;
-  std::string padded(pad - 1, ' ');
-  padded += '\n';
-  padded += data;
-  return append_all(fd, path, padded);
+  Status st;
+  if (data.size() > kPage || used + data.size() <= kPage) {
+    st = append_all(fd, path, data);
+  } else {
+    size_t pad = kPage - used;
+    std::string padded(pad - 1, ' ');
+    padded += '\n';
+    padded += data;
+    st = append_all(fd, path, padded);
+  }
+  // Disk full or a file size limit after part of the line went out: cut the partial line off
+  // again (we hold the exclusive lock, so nobody appended after it), so the file stays whole.
+  if (!st.is_ok() && ::ftruncate(fd, static_cast<off_t>(size_now)) != 0) {
+    return Status(st.code(),
+                  st.message() + fmt::format("; and cannot remove the partial line: {}", std::strerror(errno)));
+  }
+  return st;
 }
 
 StatusOr<std::optional<std::string>> read_file_shared(const std::string& path) {
@@ -136,6 +148,7 @@ StatusOr<std::optional<std::string>> read_file_shared(const std::string& path) {
   }
   auto size = regular_file_size(lock->fd(), path);
   if (!size.is_ok()) return size.status();
+  TUNABLEOP_RETURN_IF_ERROR(check_readable_size(*size, path));
   auto text = read_range(lock->fd(), path, 0, *size);
   if (!text.is_ok()) return text.status();
   return std::optional<std::string>(std::move(text).value());

@@ -12,6 +12,7 @@
 #include "core/file_lock.h"
 #include "core/results_stats.h"
 #include "tunableop/results.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop {
 namespace {
@@ -78,7 +79,16 @@ int next_sibling_index(const std::string& requested, const std::string& path, co
   return kMaxSiblings + 1;
 }
 
-bool is_blank_text(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+// Blank or only a UTF-8 byte order mark (what some editors save for an "empty" file): a new
+// file, ours to write, not a foreign one.
+bool is_blank_text(const std::string& text) {
+  size_t start = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  return text.find_first_not_of(" \t\r\n", start) == std::string::npos;
+}
+
+Status stats_not_saved(const Status& why, const std::string& results_path) {
+  return Status(why.code(), fmt::format("{} (the result itself was saved to {})", why.message(), results_path));
+}
 
 // (device, inode) of what `path` names now; (0, 0) when it does not exist.
 std::pair<uint64_t, uint64_t> identity_of(const std::string& path) {
@@ -110,8 +120,9 @@ StatusOr<LoadReport> ResultsFile::open() {
   LoadReport report = parse_results(**text, requested_);
   report.existed = true;
   report.active_path = requested_;
-  // An empty file is a new file (another process may just have created it): ours to write.
-  if ((*text)->empty()) return report;
+  // An empty (or blank) file is a new file (another process may just have created it): ours to
+  // write; append() adds the validator header.
+  if (is_blank_text(**text)) return report;
   if (report.ours) report.mismatches = validator_mismatches(report.validators, current_, true);
   if (report.ours && report.mismatches.empty()) {
     read_offset_ = (*text)->size();
@@ -127,7 +138,7 @@ StatusOr<LoadReport> ResultsFile::open() {
     std::string sibling = env_sibling_path(requested_, current_, index);
     auto sib_text = read_file_shared(sibling);
     if (!sib_text.is_ok()) return sib_text.status();
-    if (!sib_text->has_value() || (*sib_text)->empty()) {
+    if (!sib_text->has_value() || is_blank_text(**sib_text)) {
       path_ = sibling;
       report.active_path = sibling;
       return report;
@@ -147,8 +158,10 @@ StatusOr<LoadReport> ResultsFile::open() {
       fmt::format("{}: validators differ and none of its {} \".env-\" siblings is usable", requested_, kMaxSiblings));
 }
 
-Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<ResultEntry>* picked_up) {
+Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<ResultEntry>* picked_up,
+                           bool* line_written) {
   std::lock_guard<std::mutex> guard(mu_);
+  if (line_written) *line_written = false;
   for (int hop = 0; hop <= kMaxSiblings; ++hop) {
     auto lock = FileLock::acquire(path_, O_RDWR | O_CREAT | O_APPEND, FileLock::Mode::kExclusive);
     if (!lock.is_ok()) return lock.status();
@@ -167,13 +180,17 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
       read_offset_ = 0;
       keys_.clear();
     }
+    bool header_needed = *size == 0;
     if (*size > read_offset_) {
+      TUNABLEOP_RETURN_IF_ERROR(check_readable_size(*size - read_offset_, path_));
       auto text = read_range(lock->fd(), path_, read_offset_, *size - read_offset_);
       if (!text.is_ok()) return text.status();
       LoadReport r = parse_results(*text, path_);
       // A file that did not exist at open() may since have been created by a process of another
-      // environment; its header is then not ours to append under.
-      bool fits = read_offset_ == 0 ? (!is_blank_text(*text) && usable(r, current_))
+      // environment; its header is then not ours to append under. A blank one is still new.
+      const bool blank = read_offset_ == 0 && is_blank_text(*text);
+      header_needed = blank;
+      bool fits = read_offset_ == 0 ? (blank || usable(r, current_))
                                     : validator_mismatches(r.validators, current_, false).empty();
       if (!fits) {
         int index = next_sibling_index(requested_, path_, current_);
@@ -196,14 +213,13 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
     if (!replace && keys_.count({e.op, e.params})) return Status::ok();  // another process got there first
 
     std::string data;
-    if (*size == 0) {
-      data = format_validators(current_);
-    } else {
+    if (*size > 0) {
       // A line cut short by a foreign writer must not swallow ours.
       auto last = read_range(lock->fd(), path_, *size - 1, 1);
       if (!last.is_ok()) return last.status();
       if (last->empty() || last->front() != '\n') data.push_back('\n');
     }
+    if (header_needed) data += format_validators(current_);
     data += format_entry(e);
     TUNABLEOP_RETURN_IF_ERROR(append_unsplit(lock->fd(), path_, *size, data));
     // Padding may have been added: the file's size, not our byte count, is the new offset.
@@ -211,17 +227,18 @@ Status ResultsFile::append(const ResultEntry& e, bool replace, std::vector<Resul
     if (!new_size.is_ok()) return new_size.status();
     read_offset_ = *new_size;
     keys_.insert({e.op, e.params});
+    if (line_written) *line_written = true;
 
     if (e.stats || !e.note.empty()) {  // statistics, or a note alone (in_context.h)
       // Under the results file's lock, so stats lines of concurrent writers never interleave.
       std::string stats_path = stats_path_for(path_);
-      int fd = ::open(stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-      if (fd < 0) return Status::io_error(errno_message(stats_path, "cannot open", errno));
-      auto stats_size = regular_file_size(fd, stats_path);
+      auto fd = open_regular(stats_path, O_WRONLY | O_CREAT | O_APPEND);
+      if (!fd.is_ok()) return stats_not_saved(fd.status(), path_);
+      auto stats_size = regular_file_size(*fd, stats_path);
       Status st =
-          stats_size.is_ok() ? append_unsplit(fd, stats_path, *stats_size, format_stats_line(e)) : stats_size.status();
-      ::close(fd);
-      return st;
+          stats_size.is_ok() ? append_unsplit(*fd, stats_path, *stats_size, format_stats_line(e)) : stats_size.status();
+      ::close(*fd);
+      return st.is_ok() ? st : stats_not_saved(st, path_);
     }
     return Status::ok();
   }

@@ -18,9 +18,20 @@ namespace {
 constexpr std::string_view kValidatorTag = "Validator";
 constexpr std::string_view kVersionKey = "TUNABLEOP_VERSION";
 
+// Blanks on both sides; a UTF-8 byte order mark before a field counts as blank too (an editor
+// may put one at the start of a file, a concatenation at the start of any line), so what we
+// write and what we read back never differ by one (found by fuzz/results_file_fuzzer).
 std::string_view trim(std::string_view s) {
   size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  for (;;) {
+    if (b < e && (s[b] == ' ' || s[b] == '\t')) {
+      ++b;
+    } else if (s.substr(b, 3) == "\xEF\xBB\xBF") {
+      b += 3;
+    } else {
+      break;
+    }
+  }
   while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
   return s.substr(b, e - b);
 }
@@ -42,7 +53,8 @@ std::vector<std::string_view> split_commas(std::string_view line) {
 // Calls fn(line_number, line) for every line; a trailing '\r' (CRLF files) is dropped.
 template <class Fn>
 void for_each_line(std::string_view text, Fn&& fn) {
-  size_t start = 0;
+  // A UTF-8 byte order mark (Windows editors add one) is not part of the first line.
+  size_t start = text.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
   int number = 0;
   while (start < text.size()) {
     size_t nl = text.find('\n', start);

@@ -16,6 +16,7 @@
 #include "core/file_lock.h"
 #include "core/results_stats.h"
 #include "tunableop/results.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop {
 namespace {
@@ -53,20 +54,6 @@ StatusOr<ResultsFileContents> contents_from(const std::string& path, StatusOr<st
   if (!text.is_ok()) return text.status();
   if (!text->has_value()) return Status::not_found(fmt::format("{}: no such file", path));
   return contents_of(path, **text);
-}
-
-// Writes `text` to a temporary file beside `path`, then renames it over `path`.
-Status replace_file(const std::string& path, const std::string& text) {
-  std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return Status::io_error(errno_message(tmp, "cannot create", errno));
-  Status st = append_all(fd, tmp, text);
-  if (st.is_ok() && ::fsync(fd) != 0) st = Status::io_error(errno_message(tmp, "cannot sync", errno));
-  ::close(fd);
-  if (st.is_ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    st = Status::io_error(errno_message(path, "cannot replace", errno));
-  if (!st.is_ok()) ::unlink(tmp.c_str());
-  return st;
 }
 
 bool same_file(const std::string& a, int fd) {
@@ -143,6 +130,9 @@ ResultsFileRewrite& ResultsFileRewrite::operator=(ResultsFileRewrite&&) noexcept
 ResultsFileRewrite::~ResultsFileRewrite() = default;
 
 StatusOr<ResultsFileRewrite> ResultsFileRewrite::begin(const std::string& path) {
+  // The file and its sidecar are replaced by rename (AtomicFileWriter): only a regular file or a
+  // new path can be; a symlink, FIFO, directory or device is refused before anything is read.
+  for (const std::string& p : {path, stats_path_for(path)}) TUNABLEOP_RETURN_IF_ERROR(check_replaceable(p));
   auto held = std::make_unique<Held>();
   auto lock = FileLock::acquire(path, O_RDONLY, FileLock::Mode::kExclusive);
   if (lock.is_ok()) {
@@ -158,6 +148,7 @@ StatusOr<ResultsFileContents> ResultsFileRewrite::read(const std::string& path) 
     int fd = held_->lock->fd();
     auto size = regular_file_size(fd, path);
     if (!size.is_ok()) return size.status();
+    TUNABLEOP_RETURN_IF_ERROR(check_readable_size(*size, path));
     auto text = read_range(fd, path, 0, *size);
     if (!text.is_ok()) return text.status();
     return contents_of(path, *text);
@@ -171,12 +162,19 @@ Status ResultsFileRewrite::replace(const Validators& validators, const std::vect
     text += format_entry(e);
     stats_text += format_stats_line(e);  // "" for entries without statistics
   }
-  TUNABLEOP_RETURN_IF_ERROR(replace_file(path_, text));
-  // The sidecar describes the new file's entries: replace it too, or drop a stale one.
+  // A failure (disk full) leaves the old file whole and removes the temporary.
+  TUNABLEOP_RETURN_IF_ERROR(replace_regular_file(path_, text));
+  // The sidecar describes the new file's entries: replace it too, or drop a stale one (only a
+  // regular file: anything else was refused by begin()).
   const std::string stats = stats_path_for(path_);
-  if (!stats_text.empty()) return replace_file(stats, stats_text);
-  if (::unlink(stats.c_str()) != 0 && errno != ENOENT)
-    return Status::io_error(errno_message(stats, "cannot remove the stale statistics file", errno));
+  Status st;
+  if (!stats_text.empty()) {
+    st = replace_regular_file(stats, stats_text);
+  } else if (check_replaceable(stats).is_ok() && ::unlink(stats.c_str()) != 0 && errno != ENOENT) {
+    st = Status::io_error(errno_message(stats, "cannot remove the stale statistics file", errno));
+  }
+  if (!st.is_ok())
+    return Status(st.code(), fmt::format("{} (the results are in {}; their statistics are not)", st.message(), path_));
   return Status::ok();
 }
 

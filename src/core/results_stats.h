@@ -21,6 +21,13 @@ std::string format_stats_line(const ResultEntry& e);
 std::vector<ResultEntry> parse_stats(const std::string& text, const std::string& path_for_messages,
                                      std::vector<std::string>* malformed = nullptr);
 
+// The problems of an untuned file, for offline tuning (`tunableop tune`): "OP,PARAMS" lines;
+// results-file lines work too (their first two fields; Validator lines are skipped). Blank
+// lines and a UTF-8 byte order mark are ignored, repeated problems kept once, and each malformed
+// line described in `malformed` ("path:LINE: expected OP,PARAMS, found '...'") and skipped.
+std::vector<std::pair<std::string, std::string>> parse_problem_list(const std::string& text, const std::string& path,
+                                                                    std::vector<std::string>* malformed);
+
 // The "<stem>.env-<hash>" sibling that keeps results of an environment whose validators differ
 // from the requested file's. `index` > 1 adds "-<index>" (only needed on a hash collision).
 std::string env_sibling_path(const std::string& path, const Validators& current, int index = 1);

@@ -1,10 +1,11 @@
 #include "llm/config.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
+
+#include "tunableop/checked_size.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 
@@ -21,13 +22,22 @@ const char* activation_name(Activation a) {
   return "?";
 }
 
-int64_t ModelConfig::parameter_count() const {
-  int64_t per_layer =
-      hidden_size * qkv_dim() + q_dim() * hidden_size + 3 * hidden_size * intermediate_size + 2 * hidden_size;
-  int64_t n = vocab_size * hidden_size + num_layers * per_layer + hidden_size;
-  if (!tie_word_embeddings) n += vocab_size * hidden_size;
+namespace {
+
+// Every size the model implies, checked: config.json is user input, and a wrapped product would
+// size a buffer smaller than the loops that fill it.
+CheckedInt checked_parameters(const ModelConfig& c) {
+  const CheckedInt H = c.hidden_size, Q = CheckedInt(c.num_heads) * c.head_dim,
+                   KV = CheckedInt(c.num_kv_heads) * c.head_dim;
+  const CheckedInt per_layer = H * (Q + KV * 2) + Q * H + H * c.intermediate_size * 3 + H * 2;
+  CheckedInt n = H * c.vocab_size + per_layer * c.num_layers + H;
+  if (!c.tie_word_embeddings) n += H * c.vocab_size;
   return n;
 }
+
+}  // namespace
+
+int64_t ModelConfig::parameter_count() const { return checked_parameters(*this).value(); }
 
 Status ModelConfig::validate(const std::string& source) const {
   auto bad = [&](const std::string& what) { return Status::invalid_argument(source + ": " + what); };
@@ -43,6 +53,15 @@ Status ModelConfig::validate(const std::string& source) const {
   };
   for (auto& [name, v] : positive) {
     if (v <= 0) return bad(std::string(name) + " must be > 0 (got " + std::to_string(v) + ")");
+  }
+  // Every derived size (tensor element counts, their sum, fp32 bytes) must fit 64 bits; what
+  // fits this machine's memory is checked where buffers are allocated.
+  if (CheckedInt n = checked_parameters(*this); !n.ok() || !checked_bytes(n.value(), sizeof(float))) {
+    return bad("the sizes overflow: vocab_size (" + std::to_string(vocab_size) + "), hidden_size (" +
+               std::to_string(hidden_size) + "), intermediate_size (" + std::to_string(intermediate_size) +
+               "), num_hidden_layers (" + std::to_string(num_layers) +
+               ") and the heads give more parameters than "
+               "a 64-bit byte count can hold");
   }
   if (num_heads % num_kv_heads != 0) {
     return bad("num_attention_heads (" + std::to_string(num_heads) + ") must be a multiple of num_key_value_heads (" +
@@ -77,6 +96,10 @@ struct Reader {
     const json& v = j.at(key);
     if (!v.is_number_integer()) {
       fail(std::string("field \"") + key + "\" must be an integer (got " + v.dump() + ")");
+      return std::nullopt;
+    }
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) {
+      fail(std::string("field \"") + key + "\" is too large (got " + v.dump() + ", at most 2^63 - 1)");
       return std::nullopt;
     }
     return v.get<int64_t>();
@@ -228,11 +251,13 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const std::strin
 
 StatusOr<ModelConfig> load_model_config(const std::string& dir) {
   std::string path = dir + "/config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::not_found(path + ": cannot open (is this a Hugging Face model directory?)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_model_config(ss.str(), path);
+  auto text = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
+  if (!text.is_ok()) {
+    if (text.status().code() == StatusCode::kNotFound)
+      return Status::not_found(path + ": cannot open (is this a Hugging Face model directory?)");
+    return text.status();
+  }
+  return parse_model_config(*text, path);
 }
 
 std::string model_config_to_json(const ModelConfig& c) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tunableop/status_boundary.h"
+
 namespace tunableop::llm {
 
 std::vector<std::string> preset_names() { return {"tiny", "tiny-gemma", "llama-2-7b", "gemma-2b"}; }
@@ -150,9 +152,11 @@ StatusOr<ModelSpec> parse_model_spec(const std::string& s) {
 StatusOr<ModelConfig> spec_config(const ModelSpec& spec, int64_t layers) {
   auto c = spec.builtin ? preset_config(spec.preset) : load_model_config(spec.dir);
   if (!c.is_ok()) return c.status();
+  if (layers < 0) return Status::invalid_argument("--layers must be >= 1 (got " + std::to_string(layers) + ")");
   if (layers > 0) {
     if (!spec.builtin) return Status::invalid_argument("--layers applies to built-in models only");
     c->num_layers = layers;
+    TUNABLEOP_RETURN_IF_ERROR(c->validate("builtin:" + spec.preset + " with --layers " + std::to_string(layers)));
   }
   return c;
 }
@@ -164,7 +168,10 @@ StatusOr<ModelWeights> load_or_generate(const ModelSpec& spec, uint64_t seed, in
   }
   auto c = spec_config(spec, layers);
   if (!c.is_ok()) return c.status();
-  return make_random_weights(*c, seed, "builtin:" + spec.preset);
+  const std::string name = "builtin:" + spec.preset;
+  TUNABLEOP_RETURN_IF_ERROR(check_weights_fit(*c, name));  // before allocating them
+  return status_boundary([&] { return "generating " + name; },
+                         [&]() -> StatusOr<ModelWeights> { return make_random_weights(*c, seed, name); });
 }
 
 }  // namespace tunableop::llm

@@ -5,24 +5,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "tunableop/checked_size.h"
 #include "tunableop/half.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 
 using json = nlohmann::json;
 
 int64_t TensorView::numel() const {
-  int64_t n = 1;
+  CheckedInt n = 1;  // open() refused shapes whose product overflows; saturated otherwise
   for (int64_t d : shape) n *= d;
-  return n;
+  return n.value();
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
@@ -79,9 +80,12 @@ Status parse_tensor_entry(const std::string& path, const std::string& name, cons
   t->name = name;
   t->file = path;
   t->dtype_name = e["dtype"].get<std::string>();
+  CheckedInt numel = 1;
   for (const json& d : e["shape"]) {
-    if (!d.is_number_unsigned()) return bad("shape " + e["shape"].dump() + " must hold non-negative integers");
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
+      return bad("shape " + e["shape"].dump() + " must hold non-negative integers below 2^63");
     t->shape.push_back(d.get<int64_t>());
+    numel *= t->shape.back();
   }
   const json& off = e["data_offsets"];
   if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return bad("data_offsets must be integers");
@@ -93,13 +97,35 @@ Status parse_tensor_entry(const std::string& path, const std::string& name, cons
   }
   t->dtype_supported = dtype_from_name(t->dtype_name, &t->dtype);
   size_t elem = t->dtype_supported ? element_size(t->dtype) : other_dtype_size(t->dtype_name);
-  if (elem != 0 && uint64_t(t->numel()) * elem != end - begin) {
-    return bad("shape " + shape_string(t->shape) + " of " + t->dtype_name + " needs " +
-               std::to_string(uint64_t(t->numel()) * elem) + " bytes but data_offsets span " +
-               std::to_string(end - begin));
+  auto bytes = numel.ok() ? checked_bytes(numel.value(), std::max<size_t>(elem, 1)) : std::nullopt;
+  if (!bytes) return bad("shape " + shape_string(t->shape) + " has more elements than a 64-bit byte count can hold");
+  if (elem != 0 && uint64_t(*bytes) != end - begin) {
+    return bad("shape " + shape_string(t->shape) + " of " + t->dtype_name + " needs " + std::to_string(*bytes) +
+               " bytes but data_offsets span " + std::to_string(end - begin));
   }
   t->data = data + begin;
   t->bytes = size_t(end - begin);
+  return Status::ok();
+}
+
+// Two tensors whose bytes overlap would alias (writing one changes the other); the format
+// forbids it and a well-formed writer never produces it, so such a file is refused.
+Status check_no_overlap(const std::string& path, const std::map<std::string, TensorView>& tensors,
+                        const uint8_t* data) {
+  std::vector<std::pair<size_t, const TensorView*>> by_begin;
+  for (const auto& [name, t] : tensors)
+    if (t.bytes > 0) by_begin.emplace_back(size_t(t.data - data), &t);
+  std::sort(by_begin.begin(), by_begin.end());
+  for (size_t i = 1; i < by_begin.size(); ++i) {
+    const auto& [b0, t0] = by_begin[i - 1];
+    const auto& [b1, t1] = by_begin[i];
+    if (b1 < b0 + t0->bytes) {
+      return Status::parse_error(path + ": tensors \"" + t0->name + "\" [" + std::to_string(b0) + ", " +
+                                 std::to_string(b0 + t0->bytes) + ") and \"" + t1->name + "\" [" + std::to_string(b1) +
+                                 ", " + std::to_string(b1 + t1->bytes) +
+                                 ") overlap in the data: the file is malformed");
+    }
+  }
   return Status::ok();
 }
 
@@ -108,8 +134,9 @@ Status parse_tensor_entry(const std::string& path, const std::string& name, cons
 StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::not_found(path + ": cannot open: " + std::strerror(errno));
+  auto opened = open_regular(path, O_RDONLY);  // never blocks on a FIFO; refuses devices
+  if (!opened.is_ok()) return opened.status();
+  int fd = *opened;
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     ::close(fd);
@@ -150,6 +177,7 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::stri
     TUNABLEOP_RETURN_IF_ERROR(parse_tensor_entry(path, it.key(), it.value(), data_size, data, &t));
     f->tensors_.emplace(it.key(), std::move(t));
   }
+  TUNABLEOP_RETURN_IF_ERROR(check_no_overlap(path, f->tensors_, data));
   return f;
 }
 
@@ -168,18 +196,18 @@ StatusOr<std::unique_ptr<TensorSource>> TensorSource::open_dir(const std::string
   src->dir_ = dir;
   std::string single = dir + "/model.safetensors";
   std::string index = dir + "/model.safetensors.index.json";
-  if (fs::exists(single)) {
+  std::error_code ec;  // the throwing overloads would escape on a permission error
+  if (fs::exists(single, ec)) {
     auto f = SafetensorsFile::open(single);
     if (!f.is_ok()) return f.status();
     src->single_file_ = "model.safetensors";
     src->files_.push_back(std::move(f.value()));
-  } else if (fs::exists(index)) {
-    std::ifstream in(index, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
+  } else if (fs::exists(index, ec)) {
+    auto text = read_regular_file(index);
+    if (!text.is_ok()) return text.status();
     json j;
     try {
-      j = json::parse(ss.str());
+      j = json::parse(*text);
     } catch (const json::exception& e) {
       return Status::parse_error(index + ": not valid JSON: " + e.what());
     }
@@ -263,34 +291,33 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   json header = json::object();
   uint64_t offset = 0;
   std::set<std::string> names;
+  std::vector<size_t> sizes;
   for (const TensorToWrite& t : tensors) {
     if (!names.insert(t.name).second) return Status::invalid_argument(path + ": duplicate tensor \"" + t.name + "\"");
     if (t.dtype == DType::kF64) return Status::invalid_argument(path + ": F64 is not written");
-    uint64_t n = 1;
-    for (int64_t d : t.shape) n *= uint64_t(d);
-    uint64_t bytes = n * element_size(t.dtype);
+    CheckedInt n = 1;
+    for (int64_t d : t.shape) n *= d;
+    auto bytes = n.ok() ? checked_bytes(n.value(), element_size(t.dtype)) : std::nullopt;
+    if (!bytes) return Status::invalid_argument(path + ": tensor \"" + t.name + "\" is too large");
+    sizes.push_back(*bytes);
     header[t.name] = {
-        {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+        {"dtype", safetensors_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + *bytes}}};
+    offset += *bytes;
   }
   header["__metadata__"] = {{"format", "pt"}};
   std::string h = header.dump();
   while (h.size() % 8 != 0) h += ' ';  // keeps the data 8-byte aligned, as the reference writer does
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::io_error(path + ": cannot create");
+  // Written beside the target and renamed over it: a full disk leaves the old file whole.
+  auto out = AtomicFileWriter::create(path);
+  if (!out.is_ok()) return out.status();
   uint64_t len = h.size();
-  unsigned char len_bytes[8];
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len_bytes), 8);
-  out.write(h.data(), std::streamsize(h.size()));
-  for (const TensorToWrite& t : tensors) {
-    uint64_t n = 1;
-    for (int64_t d : t.shape) n *= uint64_t(d);
-    out.write(static_cast<const char*>(t.data), std::streamsize(n * element_size(t.dtype)));
-  }
-  out.close();
-  if (!out) return Status::io_error(path + ": write failed");
-  return Status::ok();
+  char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<char>(len >> (8 * i));
+  TUNABLEOP_RETURN_IF_ERROR(out->write(std::string_view(len_bytes, 8)));
+  TUNABLEOP_RETURN_IF_ERROR(out->write(h));
+  for (size_t i = 0; i < tensors.size(); ++i)
+    TUNABLEOP_RETURN_IF_ERROR(out->write(std::string_view(static_cast<const char*>(tensors[i].data), sizes[i])));
+  return out->commit();
 }
 
 }  // namespace tunableop::llm

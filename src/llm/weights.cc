@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "llm/safetensors.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/half.h"
+#include "tunableop/safe_file.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop::llm {
 
@@ -35,27 +37,66 @@ struct TensorSlot {
   float* data;  // shape's numel floats
 };
 
-// Every tensor of the model in checkpoint order, pointing into `w` (which must be sized).
-std::vector<TensorSlot> tensor_slots(ModelWeights& w) {
+// Calls fn(slot) for every tensor of the model in checkpoint order, pointing into `w`'s
+// buffers; stops early when fn returns false. With `w` not yet sized every data pointer is null:
+// that is how load_model checks the checkpoint against config.json before allocating anything
+// (one slot at a time, so a config claiming a million layers costs no memory either).
+template <class Fn>
+bool for_each_slot(ModelWeights& w, Fn&& fn) {
   const ModelConfig& c = w.config;
   const int64_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_dim(), KV = c.kv_dim();
-  std::vector<TensorSlot> s;
-  s.push_back({"model.embed_tokens.weight", {c.vocab_size, H}, w.embed.data()});
+  auto at = [](std::vector<float>& v, int64_t offset) { return v.empty() ? nullptr : v.data() + offset; };
+  static LayerWeights unsized;
+  if (!fn(TensorSlot{"model.embed_tokens.weight", {c.vocab_size, H}, at(w.embed, 0)})) return false;
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights& l = w.layers[size_t(i)];
-    s.push_back({layer_tensor_name(i, "input_layernorm.weight"), {H}, l.attn_norm.data()});
-    s.push_back({layer_tensor_name(i, "self_attn.q_proj.weight"), {Q, H}, l.wqkv.data()});
-    s.push_back({layer_tensor_name(i, "self_attn.k_proj.weight"), {KV, H}, l.wqkv.data() + Q * H});
-    s.push_back({layer_tensor_name(i, "self_attn.v_proj.weight"), {KV, H}, l.wqkv.data() + (Q + KV) * H});
-    s.push_back({layer_tensor_name(i, "self_attn.o_proj.weight"), {H, Q}, l.wo.data()});
-    s.push_back({layer_tensor_name(i, "post_attention_layernorm.weight"), {H}, l.mlp_norm.data()});
-    s.push_back({layer_tensor_name(i, "mlp.gate_proj.weight"), {I, H}, l.w_gate_up.data()});
-    s.push_back({layer_tensor_name(i, "mlp.up_proj.weight"), {I, H}, l.w_gate_up.data() + I * H});
-    s.push_back({layer_tensor_name(i, "mlp.down_proj.weight"), {H, I}, l.w_down.data()});
+    LayerWeights& l = size_t(i) < w.layers.size() ? w.layers[size_t(i)] : unsized;
+    const TensorSlot layer[] = {
+        {layer_tensor_name(i, "input_layernorm.weight"), {H}, at(l.attn_norm, 0)},
+        {layer_tensor_name(i, "self_attn.q_proj.weight"), {Q, H}, at(l.wqkv, 0)},
+        {layer_tensor_name(i, "self_attn.k_proj.weight"), {KV, H}, at(l.wqkv, Q * H)},
+        {layer_tensor_name(i, "self_attn.v_proj.weight"), {KV, H}, at(l.wqkv, (Q + KV) * H)},
+        {layer_tensor_name(i, "self_attn.o_proj.weight"), {H, Q}, at(l.wo, 0)},
+        {layer_tensor_name(i, "post_attention_layernorm.weight"), {H}, at(l.mlp_norm, 0)},
+        {layer_tensor_name(i, "mlp.gate_proj.weight"), {I, H}, at(l.w_gate_up, 0)},
+        {layer_tensor_name(i, "mlp.up_proj.weight"), {I, H}, at(l.w_gate_up, I * H)},
+        {layer_tensor_name(i, "mlp.down_proj.weight"), {H, I}, at(l.w_down, 0)},
+    };
+    for (const TensorSlot& slot : layer)
+      if (!fn(slot)) return false;
   }
-  s.push_back({"model.norm.weight", {H}, w.final_norm.data()});
-  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, H}, w.lm_head.data()});
+  if (!fn(TensorSlot{"model.norm.weight", {H}, at(w.final_norm, 0)})) return false;
+  if (!c.tie_word_embeddings && !fn(TensorSlot{"lm_head.weight", {c.vocab_size, H}, at(w.lm_head, 0)})) return false;
+  return true;
+}
+
+// Every tensor of the model in checkpoint order, pointing into `w` (which must be sized).
+std::vector<TensorSlot> tensor_slots(ModelWeights& w) {
+  std::vector<TensorSlot> s;
+  for_each_slot(w, [&](const TensorSlot& slot) {
+    s.push_back(slot);
+    return true;
+  });
   return s;
+}
+
+// The checkpoint's tensor `slot.name` as config.json says it must be: present, a dtype we
+// read, the expected shape.
+Status check_tensor(const TensorSource& src, const TensorSlot& slot, const TensorView** out) {
+  const TensorView* t = src.find(slot.name);
+  if (!t) {
+    return Status::not_found(src.where(slot.name) + ": missing tensor \"" + slot.name + "\" (expected shape " +
+                             shape_string(slot.shape) + " from config.json)");
+  }
+  if (!t->dtype_supported) {
+    return Status::unsupported(t->file + ": tensor \"" + slot.name + "\" has dtype " + t->dtype_name +
+                               "; supported: F32, BF16, F16");
+  }
+  if (t->shape != slot.shape) {
+    return Status::invalid_argument(t->file + ": tensor \"" + slot.name + "\" has shape " + shape_string(t->shape) +
+                                    ", expected " + shape_string(slot.shape) + " from config.json");
+  }
+  *out = t;
+  return Status::ok();
 }
 
 void size_buffers(ModelWeights& w) {
@@ -77,7 +118,7 @@ void size_buffers(ModelWeights& w) {
 
 }  // namespace
 
-StatusOr<ModelWeights> load_model(const std::string& dir) {
+static StatusOr<ModelWeights> load_model_unguarded(const std::string& dir) {
   auto cfg = load_model_config(dir);
   if (!cfg.is_ok()) return cfg.status();
   auto src = TensorSource::open_dir(dir);
@@ -85,27 +126,36 @@ StatusOr<ModelWeights> load_model(const std::string& dir) {
   ModelWeights w;
   w.config = cfg.value();
   w.name = dir;
+  // Every tensor checked against config.json first, and the total against this machine's
+  // memory: a tiny checkpoint whose config claims a huge model fails here, before any buffer.
+  Status st;
+  for_each_slot(w, [&](const TensorSlot& slot) {
+    const TensorView* t = nullptr;
+    st = check_tensor(**src, slot, &t);
+    return st.is_ok();
+  });
+  TUNABLEOP_RETURN_IF_ERROR(st);
+  TUNABLEOP_RETURN_IF_ERROR(check_weights_fit(w.config, dir));
   size_buffers(w);
   bool first = true;
   for (const TensorSlot& slot : tensor_slots(w)) {
-    const TensorView* t = src.value()->find(slot.name);
-    if (!t) {
-      return Status::not_found(src.value()->where(slot.name) + ": missing tensor \"" + slot.name +
-                               "\" (expected shape " + shape_string(slot.shape) + " from config.json)");
-    }
-    if (!t->dtype_supported) {
-      return Status::unsupported(t->file + ": tensor \"" + slot.name + "\" has dtype " + t->dtype_name +
-                                 "; supported: F32, BF16, F16");
-    }
-    if (t->shape != slot.shape) {
-      return Status::invalid_argument(t->file + ": tensor \"" + slot.name + "\" has shape " + shape_string(t->shape) +
-                                      ", expected " + shape_string(slot.shape) + " from config.json");
-    }
+    const TensorView* t = nullptr;
+    TUNABLEOP_RETURN_IF_ERROR(check_tensor(**src, slot, &t));
     if (first) w.storage_dtype = t->dtype;
     first = false;
     convert_to_f32(*t, slot.data);
   }
   return w;
+}
+
+StatusOr<ModelWeights> load_model(const std::string& dir) {
+  return status_boundary([&] { return "loading the model in " + dir; }, [&] { return load_model_unguarded(dir); });
+}
+
+Status check_weights_fit(const ModelConfig& c, const std::string& source) {
+  const CheckedInt bytes = CheckedInt(c.parameter_count()) * int64_t(sizeof(float));
+  return check_host_allocation(bytes,
+                               source + ": the model's " + std::to_string(c.parameter_count()) + " fp32 weights");
 }
 
 Status save_model(const ModelWeights& w_in, const std::string& dir, DType dtype, int shards) {
@@ -116,11 +166,9 @@ Status save_model(const ModelWeights& w_in, const std::string& dir, DType dtype,
   fs::create_directories(dir, ec);
   if (ec) return Status::io_error(dir + ": cannot create directory: " + ec.message());
   {
-    std::ofstream cfg(dir + "/config.json");
     ModelConfig c = w_in.config;
     c.dtype = dtype == DType::kF32 ? "float32" : dtype == DType::kBF16 ? "bfloat16" : "float16";
-    cfg << model_config_to_json(c);
-    if (!cfg) return Status::io_error(dir + "/config.json: write failed");
+    TUNABLEOP_RETURN_IF_ERROR(replace_regular_file(dir + "/config.json", model_config_to_json(c)));
   }
   // tensor_slots wants mutable pointers; nothing is written through them here.
   std::vector<TensorSlot> slots = tensor_slots(const_cast<ModelWeights&>(w_in));
@@ -158,10 +206,7 @@ Status save_model(const ModelWeights& w_in, const std::string& dir, DType dtype,
     }
     TUNABLEOP_RETURN_IF_ERROR(write_safetensors(dir + "/" + name, part));
   }
-  std::ofstream idx(dir + "/model.safetensors.index.json");
-  idx << index.dump(2) << "\n";
-  if (!idx) return Status::io_error(dir + "/model.safetensors.index.json: write failed");
-  return Status::ok();
+  return replace_regular_file(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
 
 }  // namespace tunableop::llm

@@ -43,6 +43,10 @@ std::string layer_tensor_name(int64_t layer, const char* suffix);  // "model.lay
 // checked against the shape config.json implies; errors name the file and the tensor.
 StatusOr<ModelWeights> load_model(const std::string& dir);
 
+// Ok when the fp32 weights `c` describes fit in this machine's memory (checked before they are
+// allocated, by load_model and for built-in models); the error names `source`.
+Status check_weights_fit(const ModelConfig& c, const std::string& source);
+
 // Writes DIR/config.json and DIR/model.safetensors with Hugging Face names, weights stored in
 // `dtype` (F32, BF16 or F16). `shards` > 1 splits the tensors over that many files plus
 // model.safetensors.index.json.

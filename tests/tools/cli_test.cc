@@ -34,7 +34,8 @@ TEST(CliTune, TunesEveryProblemOfAnUntunedFile) {
   cli.write("untuned.csv", kUntuned);
   auto r = cli.run({"tune", "untuned.csv"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("tuned 2 problems (0 already tuned, 0 failed, 0 malformed lines skipped)"), std::string::npos)
+  EXPECT_NE(r.out.find("tuned 2 problems (0 not saved, 0 already tuned, 0 failed, 0 malformed lines skipped)"),
+            std::string::npos)
       << r.out;
   std::string results = cli.read("results0.csv");
   EXPECT_EQ(results.rfind("Validator,TUNABLEOP_VERSION,", 0), 0u) << results;
@@ -46,7 +47,7 @@ TEST(CliTune, TunesEveryProblemOfAnUntunedFile) {
   // Again: nothing left to tune.
   r = cli.run({"tune", "untuned.csv"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("tuned 0 problems (2 already tuned"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tuned 0 problems (0 not saved, 2 already tuned"), std::string::npos) << r.out;
 }
 
 // --in-context: the file's problems in sequence, tuned against Default; every tuned choice is
@@ -69,7 +70,9 @@ TEST(CliTune, MalformedLinesAreReportedAndTheRestTuned) {
   cli.write("untuned.csv", std::string("not a problem\n") + kUntuned + "GemmTunableOp_float_NN,nn_x_8_8\n");
   auto r = cli.run({"tune", "untuned.csv"});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("untuned.csv:1: skipping malformed line 'not a problem'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("skipping malformed line untuned.csv:1: expected OP,PARAMS, found 'not a problem'"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("cannot read GEMM problem 'GemmTunableOp_float_NN,nn_x_8_8'"), std::string::npos) << r.err;
   EXPECT_EQ(entry_lines(cli.read("results0.csv")).size(), 2u);
   EXPECT_NE(cli.run({"tune", "missing.csv"}).code, 0);
@@ -197,7 +200,7 @@ TEST(CliBench, TimesATinyGemmUntunedAndTuned) {
   EXPECT_NE(r.err.find("unknown dtype 'fp7'"), std::string::npos) << r.err;
   r = cli.run({"bench", "-m", "-3"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("m, n, k must be >= 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("-m: must be >= 0 (got -3)"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -14,8 +14,10 @@
 #include "llm/attention_gemms.h"
 #include "llm/cpu/kernels.h"
 #include "llm/cpu/paged_kv.h"
+#include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
 #include "llm/model.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop::llm {
 namespace {
@@ -172,8 +174,13 @@ StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWei
                                                   LinearOp::AttentionFn attention) {
   if (!weights) return Status::invalid_argument("make_cpu_engine: no weights");
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(weights->config, weights->name, &options));
-  return make_engine(make_cpu_device(std::move(weights), options.max_seq), options, std::move(linear), std::move(gemm),
-                     std::move(attention));
+  // Sizes from the options checked before anything is allocated; what still throws is a Status.
+  TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(weights->config, options, sizeof(float), /*host_memory=*/true));
+  return status_boundary([name = weights->name] { return "making the CPU engine for " + name; },
+                         [&] {
+                           return make_engine(make_cpu_device(std::move(weights), options.max_seq), options,
+                                              std::move(linear), std::move(gemm), std::move(attention));
+                         });
 }
 
 }  // namespace tunableop::llm

@@ -19,6 +19,7 @@
 #include "cuda_common/cuda_memory.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
+#include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
 #include "llm/model.h"
 #include "llm/parallel/shard_kernels.h"
@@ -738,6 +739,9 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64
   auto c = spec_config(spec, layers);
   if (!c.is_ok()) return c.status();
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(*c, spec.builtin ? "builtin:" + spec.preset : spec.dir, &options));
+  // Device memory is the runtime's to refuse; the sizes must still count without overflow.
+  TUNABLEOP_RETURN_IF_ERROR(
+      check_engine_fits(*c, options, options.dtype == DType::kF32 ? 4 : 2, /*host_memory=*/false));
   auto device = std::make_unique<CudaKernels>(*c, options, ctx);
   TUNABLEOP_RETURN_IF_ERROR(device->init(spec, seed));
   return make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));

@@ -1,5 +1,7 @@
 #include "llm/text/special_tokens.h"
 
+#include "tunableop/safe_file.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -40,12 +42,10 @@ StatusOr<std::optional<json>> read_json(const std::string& dir, const std::strin
   const std::string path = dir + "/" + name;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::optional<json>();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::io_error(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  auto text = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
+  if (!text.is_ok()) return text.status();
   try {
-    json j = json::parse(ss.str());
+    json j = json::parse(*text);
     if (!j.is_object()) return Status::parse_error(path + ": the top level must be a JSON object");
     return std::optional<json>(std::move(j));
   } catch (const json::exception& e) {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "llm/text/tokenizer.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 
@@ -69,10 +70,12 @@ bool tokenizer_available() { return true; }
 StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece(const std::string& path) {
   // Read the bytes ourselves: a missing or unreadable file then gets our usual message, and
   // SentencePiece only judges the contents.
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::not_found(path + ": cannot open");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status::io_error(path + ": read error");
+  auto read = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
+  if (!read.is_ok()) {
+    if (read.status().code() == StatusCode::kNotFound) return Status::not_found(path + ": cannot open");
+    return read.status();
+  }
+  const std::string& bytes = *read;
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
   auto st = sp->LoadFromSerializedProto(bytes);
   if (!st.ok()) return Status::parse_error(path + ": not a SentencePiece model: " + st.ToString());

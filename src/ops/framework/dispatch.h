@@ -20,8 +20,10 @@
 #include "ops/framework/problem_key.h"
 #include "ops/framework/slot_table.h"
 #include "ops/framework/tuning_problem.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/context.h"
 #include "tunableop/op.h"
+#include "tunableop/status_boundary.h"
 
 namespace tunableop {
 namespace detail {
@@ -72,6 +74,13 @@ class OpBuffers {
     TUNABLEOP_RETURN_IF_ERROR(Def::validate(b->p_));
     b->rt_ = ctx.runtime();
     if (!b->rt_) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
+    // Checked before anything is allocated (sizes come from callers and files): the host staging
+    // copies, and on the CPU the operands themselves, must fit this machine.
+    CheckedInt total = 0;
+    for (const BufferSpec& spec : Def::buffers(b->p_))
+      total += CheckedInt(spec.elements) * int64_t(dtype_size(spec.dtype));
+    TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(b->rt_->kind == DeviceKind::kCpu ? total * 2 : total,
+                                                    "random operands of " + Def::params_signature(b->p_)));
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     for (const BufferSpec& spec : Def::buffers(b->p_)) {
@@ -154,8 +163,15 @@ class Dispatcher {
     return Status::not_found(fmt::format("no candidate named '{}' on {}", name, ctx.device().to_string()));
   }
 
-  // The plain call (gemm(ctx, p, ops)): normalize, validate, one lock-free lookup, run.
+  // "GemmTunableOp_float_NN(nn_4_4_4)" for messages about a problem that threw.
+  static std::string describe(const Params& p) { return Def::op_signature(p) + "(" + Def::params_signature(p) + ")"; }
+
+  // The plain call (gemm(ctx, p, ops)): normalize, validate, one lock-free lookup, run. Behind
+  // the status boundary (as make_plan and tune): nothing thrown inside crosses the public API.
   static Status call(Context& ctx, const Params& params, const Operands& ops) {
+    return status_boundary([&] { return describe(params); }, [&] { return call_unguarded(ctx, params, ops); });
+  }
+  static Status call_unguarded(Context& ctx, const Params& params, const Operands& ops) {
     const Params p = Def::normalize(params);
     TUNABLEOP_RETURN_IF_ERROR(Def::validate(p));
     if (Def::is_empty(p)) return Status::ok();
@@ -164,6 +180,10 @@ class Dispatcher {
   }
 
   static StatusOr<Plan<Op>> make_plan(Context& ctx, const Params& params) {
+    return status_boundary([&] { return describe(params); },
+                           [&]() -> StatusOr<Plan<Op>> { return make_plan_unguarded(ctx, params); });
+  }
+  static StatusOr<Plan<Op>> make_plan_unguarded(Context& ctx, const Params& params) {
     const Params p = Def::normalize(params);
     TUNABLEOP_RETURN_IF_ERROR(Def::validate(p));
     if (Def::is_empty(p)) return Plan<Op>(ctx, nullptr, p);
@@ -194,6 +214,10 @@ class Dispatcher {
 
   // Offline tuning (`tunableop tune`, benches): random operands, stored like any result.
   static StatusOr<TuningReport> tune(Context& ctx, const Params& params, bool retune, void* stream) {
+    return status_boundary([&] { return "tuning " + describe(params); },
+                           [&] { return tune_unguarded(ctx, params, retune, stream); });
+  }
+  static StatusOr<TuningReport> tune_unguarded(Context& ctx, const Params& params, bool retune, void* stream) {
     auto bufs = OpBuffers<Op>::random(ctx, params, 1, stream);
     if (!bufs.is_ok()) return bufs.status();
     auto pr = make_problem(ctx, (*bufs)->params(), (*bufs)->operands());

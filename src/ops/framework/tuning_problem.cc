@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ops/framework/elements.h"
+#include "tunableop/checked_size.h"
 
 namespace tunableop::ops {
 
@@ -31,6 +32,16 @@ Status BufferedTuningProblem::setup(Description d, const std::vector<const void*
   d_ = std::move(d);
   const auto& bufs = d_.buffers;
   if (sources.size() != bufs.size()) return Status::internal("operand sources do not match the buffer description");
+  // One set of copies, the pristine ones and, on the CPU, the host copies for the numerics
+  // check: refused before any allocation when this machine cannot hold them.
+  CheckedInt set_total = 0;
+  for (const auto& b : bufs) set_total += CheckedInt(b.elements) * int64_t(dtype_size(b.dtype));
+  if (rt_.kind == DeviceKind::kCpu) {
+    TUNABLEOP_RETURN_IF_ERROR(
+        check_host_allocation(set_total * 3, "tuning " + op_signature() + "(" + params_signature() + ")"));
+  } else if (!set_total.ok()) {
+    return Status::invalid_argument("tuning " + params_signature() + ": the operands' sizes overflow");
+  }
   size_t set_bytes = 0;
   for (const auto& b : bufs) set_bytes += b.bytes();
 

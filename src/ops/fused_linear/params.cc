@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tunableop/checked_size.h"
 #include "tunableop/fused_linear.h"
 
 namespace tunableop {
@@ -22,11 +23,18 @@ Status FusedLinearParams::validate() const {
         fmt::format("FusedLinear: tokens must be 1..{}, got {}", kFusedLinearMaxTokens, tokens));
   }
   const int64_t elem = int64_t(dtype_size(dtype));
-  if (in < 1 || (in * elem) % 16 != 0) {
+  const CheckedInt in_bytes = CheckedInt(in) * elem;
+  if (in < 1 || !in_bytes.ok() || in_bytes.value() % 16 != 0) {
     return Status::invalid_argument(fmt::format("FusedLinear: in must be a positive multiple of 16 bytes, got {}", in));
   }
   if (out < 1 || out >= (int64_t(1) << 31)) {
     return Status::invalid_argument(fmt::format("FusedLinear: out must be in 1..2^31-1, got {}", out));
+  }
+  // Every operand's byte count must fit (the buffers are sized from them): W is out x in, the
+  // fp32 input and residual tokens x in and tokens x out.
+  if (!(CheckedInt(out) * in * elem).ok() || !(CheckedInt(tokens) * in * 4).ok()) {
+    return Status::invalid_argument(
+        fmt::format("FusedLinear: W ({} x {}) spans more bytes than a 64-bit size can hold", out, in));
   }
   if (gated() && out % 2 != 0) {
     return Status::invalid_argument(
@@ -76,10 +84,9 @@ StatusOr<FusedLinearParams> parse_fused_linear_signature(const std::string& op, 
     s = end ? end + 1 : s + value->size();
     return !value->empty();
   };
+  // Digits only, in int64 (strtoll saturated an out-of-range value to INT64_MAX silently).
   auto integer = [](const std::string& v, int64_t* out) {
-    char* end = nullptr;
-    *out = std::strtoll(v.c_str(), &end, 10);
-    return end && *end == '\0' && v.find_first_not_of("0123456789") == std::string::npos;
+    return v.find_first_not_of("0123456789") == std::string::npos && parse_int64(v, out, 0);
   };
   std::string v;
   int64_t input = 0, output = 0;

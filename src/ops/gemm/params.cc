@@ -3,14 +3,33 @@
 #include <algorithm>
 #include <cctype>
 
+#include "tunableop/checked_size.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
 
 namespace {
-int64_t span(int64_t batch, int64_t stride, int64_t ld, int64_t rows, int64_t cols) {
+// Elements an operand spans over the batch; not ok() when that overflows (only validate()d
+// params are guaranteed to fit, and their byte counts too).
+CheckedInt checked_span(int64_t batch, int64_t stride, int64_t ld, int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0 || batch == 0) return 0;
-  return (batch - 1) * stride + ld * (cols - 1) + rows;
+  return (CheckedInt(batch) - 1) * stride + CheckedInt(ld) * (cols - 1) + rows;
+}
+int64_t span(int64_t batch, int64_t stride, int64_t ld, int64_t rows, int64_t cols) {
+  return checked_span(batch, stride, ld, rows, cols).value();
+}
+
+// The operand's span and byte count must fit a 64-bit size: a wrapped value would size buffers
+// smaller than the kernels index.
+Status check_operand_size(const char* name, DType dtype, int64_t batch, int64_t stride, int64_t ld, int64_t rows,
+                          int64_t cols) {
+  CheckedInt n = checked_span(batch, stride, ld, rows, cols);
+  if (n.ok() && checked_bytes(n.value(), dtype_size(dtype))) return Status::ok();
+  return Status::invalid_argument(
+      fmt::format("{} spans more bytes than a 64-bit size can hold ({} rows x {} columns as stored, ld{} {}, "
+                  "batch {}, stride_{} {}, {}-byte elements): check the leading dimension, batch and stride",
+                  name, rows, cols, char(std::tolower(name[0])), ld, batch, char(std::tolower(name[0])), stride,
+                  dtype_size(dtype)));
 }
 }  // namespace
 
@@ -23,9 +42,10 @@ GemmParams GemmParams::with_defaults() const {
   if (p.lda == 0) p.lda = std::max<int64_t>(1, p.a_rows());
   if (p.ldb == 0) p.ldb = std::max<int64_t>(1, p.b_rows());
   if (p.ldc == 0) p.ldc = std::max<int64_t>(1, p.m);
-  if (p.stride_a == 0) p.stride_a = p.lda * p.a_cols();
-  if (p.stride_b == 0) p.stride_b = p.ldb * p.b_cols();
-  if (p.stride_c == 0) p.stride_c = p.ldc * p.n;
+  // Saturated on overflow (CheckedInt::value): validate() then reports the operand as too large.
+  if (p.stride_a == 0) p.stride_a = (CheckedInt(p.lda) * p.a_cols()).value();
+  if (p.stride_b == 0) p.stride_b = (CheckedInt(p.ldb) * p.b_cols()).value();
+  if (p.stride_c == 0) p.stride_c = (CheckedInt(p.ldc) * p.n).value();
   return p;
 }
 
@@ -43,11 +63,14 @@ Status GemmParams::validate() const {
     return Status::invalid_argument(fmt::format("ldb ({}) must be >= the rows of B as stored ({})", ldb, b_rows()));
   if (ldc < std::max<int64_t>(1, m)) return Status::invalid_argument(fmt::format("ldc ({}) must be >= m ({})", ldc, m));
   if (batch > 1) {
-    if (stride_c < ldc * n)
+    if (CheckedInt c_matrix = CheckedInt(ldc) * n; !c_matrix.ok() || stride_c < c_matrix.value())
       return Status::invalid_argument(
-          fmt::format("stride_c ({}) must be >= ldc * n ({}): batches of C would overlap", stride_c, ldc * n));
+          fmt::format("stride_c ({}) must be >= ldc * n ({} * {}): batches of C would overlap", stride_c, ldc, n));
     if (stride_a < 0 || stride_b < 0) return Status::invalid_argument("strides must be >= 0");
   }
+  TUNABLEOP_RETURN_IF_ERROR(check_operand_size("A", dtype, batch, stride_a, lda, a_rows(), a_cols()));
+  TUNABLEOP_RETURN_IF_ERROR(check_operand_size("B", dtype, batch, stride_b, ldb, b_rows(), b_cols()));
+  TUNABLEOP_RETURN_IF_ERROR(check_operand_size("C", dtype, batch, stride_c, ldc, m, n));
   if (dtype != DType::kF32 && allow_tf32) return Status::invalid_argument("allow_tf32 applies to fp32 GEMMs only");
   return Status::ok();
 }

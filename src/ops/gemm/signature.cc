@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "tunableop/checked_size.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
@@ -15,7 +16,12 @@ bool dense_ld(const GemmParams& p) {
 }
 
 bool dense_strides(const GemmParams& p) {
-  return p.stride_a == p.lda * p.a_cols() && p.stride_b == p.ldb * p.b_cols() && p.stride_c == p.ldc * p.n;
+  // Checked: also called on params that were never validated (an overflow is "not dense").
+  auto dense = [](int64_t stride, int64_t ld, int64_t cols) {
+    CheckedInt d = CheckedInt(ld) * cols;
+    return d.ok() && stride == d.value();
+  };
+  return dense(p.stride_a, p.lda, p.a_cols()) && dense(p.stride_b, p.ldb, p.b_cols()) && dense(p.stride_c, p.ldc, p.n);
 }
 
 // Keeps empty fields, a trailing one included ("nn_1_2_3_" is malformed, not "nn_1_2_3").
@@ -29,12 +35,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
+// Digits only (no sign: a key never holds a negative size), at most INT64_MAX.
 bool to_int(const std::string& s, int64_t& v) {
-  if (s.empty() || s.size() > 18) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  v = std::stoll(s);
-  return true;
+  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
+  return parse_int64(s, &v, 0);
 }
 
 }  // namespace
@@ -86,14 +90,15 @@ StatusOr<GemmParams> parse_gemm_signature(const std::string& op, const std::stri
   if (f.size() < 4 || f[0].size() != 2) return bad("params must start with <tt>_<m>_<n>_<k>");
   if (char(f[0][0] & ~0x20) != p.transa || char(f[0][1] & ~0x20) != p.transb)
     return bad("transposes in op and params differ");
-  if (!to_int(f[1], p.m) || !to_int(f[2], p.n) || !to_int(f[3], p.k)) return bad("m, n, k must be integers");
+  if (!to_int(f[1], p.m) || !to_int(f[2], p.n) || !to_int(f[3], p.k))
+    return bad("m, n, k must be non-negative integers below 2^63");
   size_t i = 4;
   while (i < f.size()) {
     const std::string& tag = f[i];
     if ((tag == "ld" || tag == "S") && i + 3 < f.size()) {
       int64_t v[3];
       for (int j = 0; j < 3; ++j)
-        if (!to_int(f[i + 1 + size_t(j)], v[j])) return bad("non-integer after _" + tag + "_");
+        if (!to_int(f[i + 1 + size_t(j)], v[j])) return bad("non-integer after _" + tag + "_ (or one >= 2^63)");
       if (tag == "ld") {
         p.lda = v[0], p.ldb = v[1], p.ldc = v[2];
       } else {
@@ -101,7 +106,7 @@ StatusOr<GemmParams> parse_gemm_signature(const std::string& op, const std::stri
       }
       i += 4;
     } else if (tag == "B" && i + 1 < f.size()) {
-      if (!to_int(f[i + 1], p.batch)) return bad("non-integer batch");
+      if (!to_int(f[i + 1], p.batch)) return bad("non-integer batch (or one >= 2^63)");
       i += 2;
     } else {
       return bad("unexpected '" + tag + "'");

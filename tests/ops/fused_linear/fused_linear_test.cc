@@ -43,6 +43,11 @@ TEST(FusedLinearParams, Limits) {
            Bad{make(DType::kBF16, 0, 64, 1, FusedInput::kPlain, FusedOutput::kStore), "out"},
            Bad{make(DType::kBF16, 9, 64, 1, FusedInput::kRmsNorm, FusedOutput::kGatedSilu), "even"},
            Bad{make(DType::kBF16, 8, 16384, 8, FusedInput::kRmsNorm, FusedOutput::kStore), "shared memory"},
+           // Sizes whose byte counts wrap (W of out x in, in x 2 bytes) are refused, not wrapped.
+           Bad{make(DType::kBF16, 8, int64_t(1) << 62, 1, FusedInput::kPlain, FusedOutput::kStore), "16 bytes"},
+           Bad{make(DType::kBF16, 1 << 30, int64_t(1) << 40, 1, FusedInput::kPlain, FusedOutput::kStore),
+               "64-bit size"},
+           Bad{make(DType::kF32, 8, int64_t(1) << 60, 8, FusedInput::kPlain, FusedOutput::kStore), "64-bit size"},
        }) {
     Status st = b.p.validate();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << fused_linear_params_signature(b.p);
@@ -81,6 +86,10 @@ TEST(FusedLinearSignature, LayoutAndRoundTrip) {
            {"FusedLinearTunableOp_float", "out_8_tokens_9_in_64_input_0_eps_0_output_0"},
            {"FusedLinearTunableOp_float", "out_x_tokens_1_in_64_input_0_eps_0_output_0"},
            {"FusedLinearTunableOp_float", "out_8_tokens_1_in_64_input_0_eps_0_output_0_extra"},
+           // Beyond int64 (strtoll saturated to INT64_MAX), and a W whose bytes wrap: a line of
+           // an untuned file must not size a buffer from a wrapped count.
+           {"FusedLinearTunableOp_float", "out_8_tokens_1_in_99999999999999999999_input_0_eps_0_output_0"},
+           {"FusedLinearTunableOp_float", "out_1073741824_tokens_1_in_1099511627776_input_0_eps_0_output_0"},
        }) {
     auto r = parse_fused_linear_signature(op, params);
     EXPECT_EQ(r.status().code(), StatusCode::kParseError) << op << "," << params;

@@ -1,5 +1,9 @@
 #include "backends/cpu/kernels/cpu_features.h"
 
+#if defined(TUNABLEOP_CPU_KERNELS_X86)
+#include <cpuid.h>
+#endif
+
 namespace tunableop::cpu_kernels {
 
 const char* isa_name(Isa isa) {
@@ -15,8 +19,12 @@ bool isa_available(Isa isa) {
 #if defined(TUNABLEOP_CPU_KERNELS_X86)  // set by CMakeLists.txt when the ISA files are built
   // libgcc's detector also checks XGETBV, so a CPU whose OS does not save zmm/ymm state reads
   // as unsupported. The AVX2 kernels convert fp16 with F16C and the AVX-512 ones with AVX512F.
-  static const bool avx2 =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // F16C is read from CPUID directly: clang's __builtin_cpu_supports does not know "f16c" (the
+  // sanitizer and fuzz builds use clang), and AVX2's check above already covers the OS state.
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
   static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   switch (isa) {
     case Isa::kPortable: return true;

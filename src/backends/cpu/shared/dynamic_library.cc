@@ -8,8 +8,17 @@
 
 namespace tunableop::cpu_shared {
 
-int DynamicLibrary::open_flags() {
+// gcc says so with __SANITIZE_*__, clang (14) only through __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TUNABLEOP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TUNABLEOP_SANITIZED 1
+#endif
+#endif
+
+int DynamicLibrary::open_flags() {
+#if defined(TUNABLEOP_SANITIZED)  // RTLD_DEEPBIND bypasses the sanitizers' interceptors
   return RTLD_NOW | RTLD_LOCAL;
 #else
   return RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;

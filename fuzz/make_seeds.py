@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in fuzz/corpus/<target>/ (committed; rerun after changing formats).
+
+Small, valid-ish inputs of every shape each parser knows, so that fuzzing starts from the
+interesting paths instead of discovering the formats byte by byte."""
+import json
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+OURS = ("Validator,TUNABLEOP_VERSION,0.1.0\nValidator,CPU,fuzz cpu avx2 2 cores\n"
+        "GemmTunableOp_float_NN,nn_1024_512_2048,Gemm_Openblas_t2,0.0653662\n"
+        "GemmStridedBatchedTunableOp_BFloat16_TN,tn_64_32_128_B_4,Default,1.5e-05\n")
+put("results_file", "ours.csv", OURS)
+put("results_file", "bom.csv", "\ufeff" + OURS)
+put("results_file", "crlf.csv", OURS.replace("\n", "\r\n"))
+put("results_file", "blank.csv", "\n  \n\t\n")
+put("results_file", "pytorch.csv",
+    "Validator,PT_VERSION,2.5.0\nValidator,ROCBLAS_VERSION,4.2\nValidator,GCN_ARCH_NAME,gfx942\n"
+    "GemmTunableOp_float_NT,nt_25088_4096_64,Gemm_Rocblas_1074,0.135\n")
+put("results_file", "malformed.csv",
+    OURS + "Validator,ONLY_TWO\nGemmTunableOp_float_NN,nn_1_1_1,Default,-1\nop,params,sol,nan\n,,,\n"
+    "Validator,CPU,another cpu\nGemmTunableOp_float_NN,nn_1_1_1,Default,1e308\ntruncated,li")
+put("results_file", "stats.csv",
+    "GemmTunableOp_float_NN,nn_8_8_8,Default,0.1,0.2,0.3,0.01,12,4.5\n")
+put("results_file", "other_env.csv", OURS.replace("fuzz cpu", "other cpu"))
+
+UNTUNED = ["GemmTunableOp_float_NN,nn_1024_512_2048", "GemmTunableOp_float_TN,tn_4096_8_4096",
+           "GemmTunableOp_Half_NT,nt_7_9_11_ld_8_10_12",
+           "GemmStridedBatchedTunableOp_double_NN,nn_4_4_4_B_3",
+           "GemmStridedBatchedTunableOp_BFloat16_TT,tt_5_6_7_ld_7_6_5_B_2_S_100_100_100",
+           "GemmTunableOp_float_tf32_NN,nn_64_64_64",
+           "GemmAndBiasTunableOp_float_TN,tn_16_8_32_act_1",
+           "GemmAndBiasTunableOp_BFloat16_NN,nn_16_8_32_ld_20_40_16_act_2",
+           "GemmStridedBatchedTunableOp_float_NN,nn_4_4_4_B_288230376151711744",
+           "GemmTunableOp_float_NN,nn_64_64_64_ld_64_64_4611686018427387904",
+           "FusedLinearTunableOp_BFloat16,out_2560_tokens_1_in_2048_input_1_eps_1e-06_output_0",
+           "FusedLinearTunableOp_float,out_16_tokens_4_in_64_input_0_eps_0_output_3",
+           "AttentionTunableOp_BFloat16_causal,b1_q512_k512_h32_kv32_d128",
+           "AttentionTunableOp_float_causal,b2_q1_k4096_h8_kv2_d64_p64_vk",
+           "AttentionTunableOp_Half_full,b1_q16_k64_h4_kv1_d256_ms128_qs2048"]
+put("untuned_signature", "untuned.csv", "\n".join(UNTUNED) + "\n")
+for i, line in enumerate(UNTUNED):
+    put("untuned_signature", "line%d.csv" % i, line + "\n")
+put("untuned_signature", "results_lines.csv", OURS)
+put("untuned_signature", "bom_blank.csv", "\ufeff\n\nGemmTunableOp_float_NN,nn_1_2_3\n bad line \n")
+
+
+def safetensors(tensors):
+    """tensors: list of (name, dtype, shape, element size); data is deterministic bytes."""
+    header, data = {}, b""
+    for name, dtype, shape, es in tensors:
+        n = 1
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + n * es]}
+        data += bytes((i * 37 + len(data)) % 251 for i in range(n * es))
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def model(arch, vocab, hidden, inter, layers, heads, kv, head_dim, tied, dtype="F32", es=4):
+    cfg = {"architectures": ["GemmaForCausalLM" if arch == "gemma" else "LlamaForCausalLM"],
+           "model_type": arch, "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
+           "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
+           "head_dim": head_dim, "max_position_embeddings": 32, "rms_norm_eps": 1e-6,
+           "tie_word_embeddings": tied}
+    q, k = heads * head_dim, kv * head_dim
+    t = [("model.embed_tokens.weight", dtype, [vocab, hidden], es)]
+    for i in range(layers):
+        p = "model.layers.%d." % i
+        t += [(p + "input_layernorm.weight", dtype, [hidden], es),
+              (p + "self_attn.q_proj.weight", dtype, [q, hidden], es),
+              (p + "self_attn.k_proj.weight", dtype, [k, hidden], es),
+              (p + "self_attn.v_proj.weight", dtype, [k, hidden], es),
+              (p + "self_attn.o_proj.weight", dtype, [hidden, q], es),
+              (p + "post_attention_layernorm.weight", dtype, [hidden], es),
+              (p + "mlp.gate_proj.weight", dtype, [inter, hidden], es),
+              (p + "mlp.up_proj.weight", dtype, [inter, hidden], es),
+              (p + "mlp.down_proj.weight", dtype, [hidden, inter], es)]
+    t.append(("model.norm.weight", dtype, [hidden], es))
+    if not tied:
+        t.append(("lm_head.weight", dtype, [vocab, hidden], es))
+    c = json.dumps(cfg).encode()
+    return struct.pack("<H", len(c)) + c + safetensors(t)
+
+
+put("model_loader", "llama.bin", model("llama", 16, 8, 12, 1, 2, 1, 4, False))
+put("model_loader", "gemma_bf16.bin", model("gemma", 12, 8, 10, 2, 2, 1, 4, True, "BF16", 2))
+put("model_loader", "llama_f16_2layers.bin", model("llama", 10, 4, 6, 2, 1, 1, 4, False, "F16", 2))
+put("model_loader", "config_only.bin", struct.pack("<H", 60) + b'{"model_type":"llama","vocab_size":1000000000}' +
+    b" " * 14)
+put("model_loader", "overlap.bin", struct.pack("<H", 2) + b"{}" + safetensors([("a", "F32", [4], 4)])[:-16] +
+    b"\0" * 16)
+
+rng = random.Random(9)
+for i in range(12):
+    put("gemm_params", "random%02d.bin" % i, bytes(rng.randrange(256) for _ in range(rng.choice([24, 48, 96]))))

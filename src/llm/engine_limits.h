@@ -1,0 +1,21 @@
+// What an engine will allocate for a model and its options, checked before it allocates: every
+// size computed with overflow checks (max_seq, batch and the model's sizes are user input), and on
+// the host against this machine's memory. Shared by the CPU and CUDA engines' factories.
+#pragma once
+
+#include <cstddef>
+
+#include "llm/config.h"
+#include "llm/engine.h"
+#include "tunableop/status.h"
+
+namespace tunableop::llm {
+
+// Ok when the buffers of a full prefill (max_batch sequences of max_seq tokens: KV cache, RoPE
+// table, logits, per-token activations, attention scores) can be counted in 64 bits, when
+// pad_multiple <= max_seq (a larger one can never fit a prompt), and, with `host_memory`, when
+// what is allocated up front (KV cache, RoPE table, logits) fits this machine's memory.
+// `elem_bytes`: bytes per activation and cache element. `options.max_seq` must be set already.
+Status check_engine_fits(const ModelConfig& c, const EngineOptions& options, size_t elem_bytes, bool host_memory);
+
+}  // namespace tunableop::llm
