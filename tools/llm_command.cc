@@ -30,8 +30,8 @@
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
 #include "llm_tp.h"
-#include "tunableop/in_context.h"
 #include "tunableop/checked_size.h"
+#include "tunableop/in_context.h"
 #include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
