@@ -61,25 +61,32 @@ LinearOp::AttentionFn tunableop_attention(Context& ctx) {
   return [&ctx](const AttentionParams& p, const AttentionOperands& ops) { return tunableop::attention(ctx, p, ops); };
 }
 
+namespace {
+
+// The problem's index in `list`, appended at its first sight. A linear scan is fine for the
+// handful of problems a model has.
+size_t find_or_add(std::vector<LinearOp::Problem>& list, std::string op, std::string params) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].params == params && list[i].op == op) return i;
+  }
+  list.push_back({std::move(op), std::move(params)});
+  return list.size() - 1;
+}
+
+void add_call(LinearOp::Problem& p, Phase phase) {
+  (phase == Phase::kPrefill ? p.in_prefill : p.in_decode) = true;
+  ++p.calls;
+  if (phase == Phase::kPrefill) ++p.prefill_calls;
+}
+
+}  // namespace
+
 void LinearOp::count(std::vector<Problem>& list, Phase phase, std::string op, std::string params, double flops) {
-  // Counting by the problem key the context tunes on is exactly "how many tunings this run
-  // needs"; a linear scan is fine for the handful of problems a model has.
+  // Counting by the problem key the context tunes on is exactly "how many tunings this run needs".
   std::lock_guard<std::mutex> lock(mu_);
-  Problem* found = nullptr;
-  for (Problem& pr : list) {
-    if (pr.params == params && pr.op == op) {
-      found = &pr;
-      break;
-    }
-  }
-  if (!found) {
-    list.push_back({std::move(op), std::move(params)});
-    found = &list.back();
-  }
-  (phase == Phase::kPrefill ? found->in_prefill : found->in_decode) = true;
-  ++found->calls;
-  if (phase == Phase::kPrefill) ++found->prefill_calls;
-  found->flops = flops;
+  Problem& found = list[find_or_add(list, std::move(op), std::move(params))];
+  add_call(found, phase);
+  found.flops = flops;
 }
 
 Status LinearOp::operator()(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x,
@@ -93,27 +100,18 @@ void LinearOp::count_linear(Phase phase, DType dtype, int64_t tokens, int64_t in
   std::lock_guard<std::mutex> lock(mu_);
   size_t index = problems_.size();
   for (const LinearShape& s : linear_shapes_) {
-    if (s.dtype == dtype && s.tokens == tokens && s.in == in && s.out == out && s.index < problems_.size()) {
+    if (s.dtype == dtype && s.tokens == tokens && s.in == in && s.out == out) {
       index = s.index;
       break;
     }
   }
   if (index == problems_.size()) {
     const GemmParams p = linear_params(dtype, tokens, in, out);
-    const std::string op = gemm_op_signature(p), params = gemm_params_signature(p);
-    for (size_t i = 0; i < problems_.size(); ++i) {
-      if (problems_[i].params == params && problems_[i].op == op) index = i;
-    }
-    if (index == problems_.size()) {
-      problems_.push_back({op, params});
-      problems_.back().flops = p.flops();
-    }
+    index = find_or_add(problems_, gemm_op_signature(p), gemm_params_signature(p));
+    problems_[index].flops = p.flops();
     linear_shapes_.push_back({dtype, tokens, in, out, index});
   }
-  Problem& found = problems_[index];
-  (phase == Phase::kPrefill ? found.in_prefill : found.in_decode) = true;
-  ++found.calls;
-  if (phase == Phase::kPrefill) ++found.prefill_calls;
+  add_call(problems_[index], phase);
 }
 
 Status LinearOp::gemm(Phase phase, const GemmParams& p, const GemmOperands& ops) {
