@@ -5,10 +5,13 @@
 #      rank on rank 0's decision) and the tensor-parallel engine (TP=2 greedy tokens == TP=1 on
 #      the Hugging Face fixtures in fp32 and on the random-weight models in bf16, 32 steps);
 #   2. `tunableop allreduce`: every candidate's time per message size (8K, 64K, 1M, 16M, bf16)
-#      and the op's tuned choice, kept in a results file;
+#      and the op's tuned choice, kept in a results file; then the engine's row-parallel form
+#      (fp32 partial sums rounded to bf16 and added to the residual: 16K is one decode token);
 #   3. Llama-2-7B shape, bf16, batch 1, 256 tokens: tokens/s with TP=1 and TP=2, untuned
-#      (cuBLAS Default GEMMs, the op's all-reduce) and then tuned while time is left.
-# Everything must fit in one 9-minute call: each step gets a timeout from what is left.
+#      (cuBLAS Default GEMMs, the op's all-reduce) and then tuned while time is left, TP=2 tuned
+#      with a decode profile (rank 0's kernels, eager).
+# Everything must fit in one call of TP_BUDGET_S seconds: each step gets a timeout from what is
+# left (a whole run took 106 s on 2 x H200).
 # Logs go to $OUT/logs (./gpu-tp-out elsewhere); a short table is printed last.
 #
 # NCCL: nccl.h from the CUDA toolkit when it has one, else from the PyTorch venv's
@@ -18,7 +21,7 @@
 # Without a header the NCCL candidates are not built and the table says so.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0; see docs/parallel.md).
 #
-# Knobs: TP_BUILD=dir (default ./build-tp), TP_BUDGET_S=seconds for the whole call (default 530).
+# Knobs: TP_BUILD=dir (default ./build-tp), TP_BUDGET_S=seconds for the whole call (default 175).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +32,7 @@ BUILD=${TP_BUILD:-$ROOT/build-tp}
 mkdir -p "$LOGS"
 [ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
 start=$(date +%s)
-deadline=$((start + ${TP_BUDGET_S:-530}))
+deadline=$((start + ${TP_BUDGET_S:-175}))
 stamp() { echo "[$(($(date +%s) - start))s] $*"; }
 # Seconds a step may take: at most $1, and never into the $2 seconds kept for later steps.
 budget() {
@@ -83,7 +86,7 @@ grep -E "tunableop:" "$LOGS/configure.log"
 stamp "build"
 targets="tunableop_cli test_cuda_all_reduce test_llm_parallel_cuda"
 # shellcheck disable=SC2086
-if ! timeout "$(budget 330 200)" ninja -C "$BUILD" -j32 -k 0 $targets >"$LOGS/build.log" 2>&1; then
+if ! timeout "$(budget 110 60)" ninja -C "$BUILD" -j32 -k 0 $targets >"$LOGS/build.log" 2>&1; then
   grep -E "FAILED|error" "$LOGS/build.log" | head -20
   echo "gpu-tp: build failed or ran out of time; continuing with what was built"
 fi
@@ -103,15 +106,21 @@ run_test() {  # name, binary, cap seconds, seconds kept for later
   summary+=("$name: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/$name.log" | tr '\n' ' ') (rc $rc)")
   grep -E "Failure|Skipped|^\[  FAILED|differ" "$LOGS/$name.log" | head -8
 }
-run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 45 170
-run_test tp_engine "$T/llm/test_llm_parallel_cuda" 120 120
+run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 30 50
+run_test tp_engine "$T/llm/test_llm_parallel_cuda" 40 45
 
 if [ -x "$bin" ]; then
-  t=$(budget 50 80)
+  t=$(budget 15 40)
   stamp "allreduce table (up to ${t}s)"
   TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
     --dtype bf16 --sizes 8K,64K,1M,16M --iterations 100 --rounds 7 --effort 2 --tune >"$LOGS/allreduce.txt" 2>&1
   summary+=("allreduce: rc $?")
+  t=$(budget 15 35)
+  stamp "allreduce table, fp32 partial sums into the residual (up to ${t}s)"
+  TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
+    --dtype fp32 --residual bf16 --sizes 16K,64K,1M --iterations 100 --rounds 7 --effort 2 --tune \
+    >"$LOGS/allreduce_residual.txt" 2>&1
+  summary+=("allreduce --residual: rc $?")
   cp "$OUT"/allreduce_results0.csv "$LOGS/" 2>/dev/null
 
   # Llama-2-7B shape: TP=1 then TP=2, untuned first (quick: no tuning), tuned after.
@@ -128,13 +137,13 @@ if [ -x "$bin" ]; then
     summary+=("llm $name: rc $rc")
     [ $rc = 0 ] || tail -3 "$LOGS/$name.err"
   }
-  llm tp1_untuned 40 40 --no-tune --iterations 3 --warmup 1
-  llm tp2_untuned 40 0 --no-tune --iterations 3 --warmup 1 --tp 2
+  llm tp1_untuned 15 30 --no-tune --iterations 3 --warmup 1
+  llm tp2_untuned 15 25 --no-tune --iterations 3 --warmup 1 --tp 2
   # Tuning budgets kept small (at most 3 s per problem; the same for TP=1 and TP=2) so that
   # both tuned runs fit in what is left of the call.
   export TUNABLEOP_MAX_TUNING_DURATION_MS=10 TUNABLEOP_MAX_WARMUP_DURATION_MS=5 TUNABLEOP_MAX_PROBLEM_DURATION_MS=3000
-  llm tp1_tuned 100 45 --tune --iterations 3 --warmup 1
-  llm tp2_tuned 100 0 --tune --iterations 3 --warmup 1 --tp 2
+  llm tp1_tuned 40 22 --tune --iterations 3 --warmup 1
+  llm tp2_tuned 40 0 --tune --iterations 3 --warmup 1 --tp 2 --profile-decode 2
   cp "$OUT"/llm_results_*.csv "$LOGS/" 2>/dev/null
 else
   summary+=("tunableop CLI: not built")
@@ -148,6 +157,9 @@ printf '%s\n' "${summary[@]}"
 echo
 echo "== all-reduce, bf16, 2 GPUs (us per call; group mode, back to back) =="
 grep -E "^all-reduce|KiB|MiB|results file" "$LOGS/allreduce.txt" 2>/dev/null | head -60
+echo
+echo "== the engine's form: fp32 partial sums, rounded to bf16, added to the residual (16 KiB = one token) =="
+grep -E "^all-reduce|KiB|MiB" "$LOGS/allreduce_residual.txt" 2>/dev/null | head -40
 echo
 echo "== Llama-2-7B shape, bf16, batch 1, 256 tokens =="
 python3 - "$LOGS" <<'PY'
@@ -179,4 +191,10 @@ for mode in ("untuned", "tuned"):
         n = min(32, len(one[1]), len(two[1]))
         same = one[1][:n] == two[1][:n]
         print(f"first {n} greedy ids TP=2 vs TP=1 ({mode}): {'same' if same else 'DIFFERENT'}")
+prof = runs["tp2_tuned"][0].get("decode_profile") if runs["tp2_tuned"][0] else None
+if prof:
+    print(f"TP=2 tuned decode profile (rank 0, eager): step {prof.get('step_us', 0):.0f} us (graph), "
+          f"matmul {prof.get('matmul_us', 0):.0f} us, other {prof.get('other_us', 0):.0f} us")
+    for k in sorted(prof.get("kernels", []), key=lambda k: -k.get("us", 0))[:14]:
+        print(f"  {k.get('label', '')[:48]:<48} {k.get('calls', 0):>5} calls {k.get('us', 0):>9.1f} us")
 PY

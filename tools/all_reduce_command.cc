@@ -2,7 +2,8 @@
 // candidate on a communicator over the GPUs (or CPU ranks) is checked against the host sum and
 // timed back to back in group mode (one thread launches every rank's part; the slowest rank's
 // time counts); with --tune the op then decides as the engine would (results file, tuning on a
-// miss) and the table marks its choice.
+// miss) and the table marks its choice. --residual DTYPE times tensor parallelism's form: the
+// inputs (--dtype, fp32 in the engine) summed, rounded to DTYPE and added to an fp32 residual.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@ namespace tunableop::cli {
 namespace {
 
 struct AllReduceArgs {
-  std::string device = "cuda", gpus = "0,1", dtype = "bf16", sizes = "8K,64K,1M,16M";
+  std::string device = "cuda", gpus = "0,1", dtype = "bf16", sizes = "8K,64K,1M,16M", residual;
   int ranks = 2;  // cpu
   int iterations = 50, rounds = 5;
   bool tune = false;
@@ -70,13 +71,16 @@ struct Buffers {
       for (int64_t i = 0; i < p.count; ++i) store_from_double(p.dtype, host.back().data(), i, dist(rng));
       hosts.push_back(host.back().data());
       for (auto* list : {&in, &out}) {
-        auto m = comm.alloc(r, p.bytes());
+        auto m = comm.alloc(r, list == &in ? p.bytes() : p.output_bytes());
         if (!m.is_ok()) return m.status();
         list->push_back(*m);
       }
       TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_device(r, in.back(), host.back().data(), p.bytes()));
     }
     ref = ops::all_reduce_reference(p, hosts);
+    if (p.adds_residual()) {  // into a residual of zeros (check() resets it)
+      for (double& v : ref) v = ops::round_as(p.round_to, ops::round_as(p.dtype, v));
+    }
     return Status::ok();
   }
   AllReduceOperands operands() const {
@@ -95,15 +99,22 @@ struct Buffers {
   }
   // One run of c against the host sum, every rank the same bits.
   Status check(const AllReduceCandidate& c) {
+    TUNABLEOP_RETURN_IF_ERROR(c.supports(p));
+    const size_t out_bytes = p.output_bytes();
+    if (p.adds_residual()) {
+      const std::vector<uint8_t> zeros(out_bytes, 0);
+      for (int r = 0; r < p.world_size; ++r)
+        TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_device(r, out[size_t(r)], zeros.data(), out_bytes));
+    }
     TUNABLEOP_RETURN_IF_ERROR(c.run(p, operands()));
     TUNABLEOP_RETURN_IF_ERROR(sync());
-    std::vector<uint8_t> first(p.bytes()), got(p.bytes());
+    std::vector<uint8_t> first(out_bytes), got(out_bytes);
     for (int r = 0; r < p.world_size; ++r) {
       std::vector<uint8_t>& h = r == 0 ? first : got;
-      TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_host(r, h.data(), out[size_t(r)], p.bytes()));
+      TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_host(r, h.data(), out[size_t(r)], out_bytes));
       const double err = ops::all_reduce_error(p, h.data(), ref);
       if (!(err <= ops::all_reduce_tolerance(p))) return Status::numerics(fmt::format("rank {} error {:.3g}", r, err));
-      if (r > 0 && std::memcmp(first.data(), got.data(), p.bytes()) != 0)
+      if (r > 0 && std::memcmp(first.data(), got.data(), out_bytes) != 0)
         return Status::numerics(fmt::format("ranks 0 and {} differ", r));
     }
     return Status::ok();
@@ -132,6 +143,9 @@ int run_table(const AllReduceArgs& a) {
   if (!dtype.is_ok()) return fail(dtype.status());
   auto sizes = parse_sizes(a.sizes);
   if (!sizes.is_ok()) return fail(sizes.status());
+  StatusOr<DType> round_to = DType::kF32;
+  if (!a.residual.empty()) round_to = parse_dtype(a.residual);
+  if (!round_to.is_ok()) return fail(round_to.status());
   std::vector<int> devices;
   if (a.device == "cpu") {
     devices.assign(size_t(std::max(a.ranks, 1)), 0);
@@ -152,7 +166,10 @@ int run_table(const AllReduceArgs& a) {
   auto comm = make_communicator(ctx, devices);
   if (!comm.is_ok()) return fail(comm.status());
   Communicator& c = **comm;
-  fmt::print("all-reduce ({}, sum) on {}\n", dtype_name(*dtype), c.describe());
+  fmt::print(
+      "all-reduce ({}, sum{}) on {}\n", dtype_name(*dtype),
+      a.residual.empty() ? "" : fmt::format(", rounded to {} and added to an fp32 residual", dtype_name(*round_to)),
+      c.describe());
   fmt::print("{:<10} {:<18} {:>10}  {}\n", "size", "candidate", "us/call", "");
   std::unique_ptr<Timer> timer = c.make_timer();
   for (size_t bytes : *sizes) {
@@ -160,6 +177,11 @@ int run_table(const AllReduceArgs& a) {
     p.dtype = *dtype;
     p.count = int64_t(bytes / dtype_size(*dtype));
     p.world_size = c.world_size();
+    if (!a.residual.empty()) {
+      p.epilogue = AllReduceEpilogue::kAddResidual;
+      p.round_to = *round_to;
+    }
+    if (Status st = p.validate(); !st.is_ok()) return fail(st);
     Buffers b(c, p);
     if (Status st = b.make(); !st.is_ok()) return fail(st);
     std::string chosen;
@@ -210,6 +232,9 @@ void add_all_reduce_command(CLI::App& app) {
   c->add_option("--ranks", a->ranks, "cpu: host-thread ranks")->check(CLI::Range(1, 8))->capture_default_str();
   c->add_option("--dtype", a->dtype, "bf16, fp16, fp32 or fp64")->capture_default_str();
   c->add_option("--sizes", a->sizes, "message sizes per rank in bytes (K, M suffixes)")->capture_default_str();
+  c->add_option("--residual", a->residual,
+                "the engine's row-parallel form: the sum rounded to this dtype (bf16, fp32) and added to an fp32 "
+                "residual");
   c->add_option("--iterations", a->iterations, "back-to-back calls per timed sample")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();

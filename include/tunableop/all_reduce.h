@@ -34,6 +34,14 @@ namespace tunableop {
 enum class ReduceOp { kSum = 0 };
 const char* reduce_op_name(ReduceOp op);  // "sum"
 
+// What becomes of the sum. kAddResidual is tensor parallelism's row-parallel epilogue: the
+// inputs are the ranks' fp32 partial sums of a projection, and each rank's output is its copy of
+// the fp32 residual stream, which receives residual[i] += float(round_to(sum[i])), sum[i] being
+// what a plain all-reduce of dtype gives: the sum is rounded where one device rounds its GEMM
+// output, so TP=N differs from one device only by the fp32 summation order. A candidate may
+// fuse the add into its kernel.
+enum class AllReduceEpilogue { kNone = 0, kAddResidual = 1 };
+
 struct AllReduceOp;
 
 struct AllReduceParams {
@@ -42,15 +50,21 @@ struct AllReduceParams {
   int64_t count = 0;           // elements per rank
   int world_size = 2;          // ranks of the communicator
   ReduceOp op = ReduceOp::kSum;
+  AllReduceEpilogue epilogue = AllReduceEpilogue::kNone;
+  DType round_to = DType::kF32;  // kAddResidual: the sum's rounding before the add (fp32, bf16, fp16)
 
   bool operator==(const AllReduceParams&) const = default;
-  size_t bytes() const { return size_t(count) * dtype_size(dtype); }  // per rank
+  size_t bytes() const { return size_t(count) * dtype_size(dtype); }  // input per rank
+  bool adds_residual() const { return epilogue == AllReduceEpilogue::kAddResidual; }
+  DType output_dtype() const { return adds_residual() ? DType::kF32 : dtype; }
+  size_t output_bytes() const { return size_t(count) * dtype_size(output_dtype()); }
   // Names the first bad field.
   Status validate() const;
 };
 
 // Op "AllReduceTunableOp_<dtype>_<op>" (AllReduceTunableOp_BFloat16_sum); params
-// "n_<count>_ranks_<world_size>".
+// "n_<count>_ranks_<world_size>", with "_residual_<round_to>" for kAddResidual
+// (n_4096_ranks_2_residual_BFloat16).
 std::string all_reduce_op_signature(const AllReduceParams& p);
 std::string all_reduce_params_signature(const AllReduceParams& p);
 StatusOr<AllReduceParams> parse_all_reduce_signature(const std::string& op, const std::string& params);
@@ -61,7 +75,8 @@ constexpr int kMaxRanks = 8;
 struct AllReduceOperands {
   Communicator* comm = nullptr;
   int rank = -1;  // -1: group mode (every rank's entry below is used); r: rank mode (entry r)
-  // Per rank, memory of that rank's device; input may equal output (in place).
+  // Per rank, memory of that rank's device; input may equal output (in place; not with
+  // kAddResidual, whose output is the fp32 residual stream).
   std::array<const void*, kMaxRanks> input{};
   std::array<void*, kMaxRanks> output{};
   std::array<void*, kMaxRanks> stream{};  // cudaStream_t on CUDA; null: the communicator's stream

@@ -3,8 +3,10 @@
 //   in = the input (E), or rmsnorm(x) = E(x / sqrt(mean(x^2) + eps) * w) of an fp32 x, with w or
 //        (1 + w) (Gemma) as the norm weight;
 //   the output is y stored (E), added to an fp32 residual (residual += float(E(y))), gated
-//   (E(act(E(y[:, i])) * E(y[:, out/2 + i])), the gate_up layout), or y stored and each token's
-//   argmax written (the first index of the largest logit, as torch.argmax).
+//   (E(act(E(y[:, i])) * E(y[:, out/2 + i])), the gate_up layout), y stored and each token's
+//   argmax written (the first index of the largest logit, as torch.argmax), or y stored in fp32
+//   unrounded (tensor parallelism's row-parallel partial sums, summed across GPUs before any
+//   rounding; plain input only).
 // Row-major like a model's tensors: W [out, in], in/x [tokens, in], y/residual [tokens, out],
 // gated [tokens, out/2]. E = dtype (fp32 or bf16); the norm weight is E.
 //
@@ -30,7 +32,8 @@ enum class FusedOutput {
   kGatedSilu = 2,
   kGatedGeluTanh = 3,
   kGatedGeluErf = 4,
-  kArgmax = 5
+  kArgmax = 5,
+  kStoreF32 = 6
 };
 
 inline constexpr int64_t kFusedLinearMaxTokens = 8;
@@ -57,7 +60,7 @@ struct FusedLinearParams {
 };
 
 // Op: "FusedLinearTunableOp_<dtype>" (dtype as PyTorch names it). Params:
-// "out_<out>_tokens_<tokens>_in_<in>_input_<0|1|2>_eps_<eps>_output_<0..5>" (the enums' values).
+// "out_<out>_tokens_<tokens>_in_<in>_input_<0|1|2>_eps_<eps>_output_<0..6>" (the enums' values).
 std::string fused_linear_op_signature(const FusedLinearParams& p);
 std::string fused_linear_params_signature(const FusedLinearParams& p);
 StatusOr<FusedLinearParams> parse_fused_linear_signature(const std::string& op, const std::string& params);
@@ -67,7 +70,7 @@ struct FusedLinearOperands {
   const void* input = nullptr;  // kPlain: [tokens, in]
   const float* x = nullptr;     // rmsnorm: [tokens, in] fp32
   const void* norm = nullptr;   // rmsnorm: [in]
-  void* y = nullptr;            // kStore, kArgmax: [tokens, out]
+  void* y = nullptr;            // kStore, kArgmax: [tokens, out]; kStoreF32: the same in fp32
   float* residual = nullptr;    // kAddResidual: [tokens, out] fp32, accumulated into
   void* gated = nullptr;        // gated: [tokens, out / 2]
   int32_t* ids = nullptr;       // kArgmax: [tokens]

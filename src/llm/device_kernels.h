@@ -74,6 +74,11 @@ struct TensorParallelRank {
   // out[i] = sum over the ranks of their in[i], `count` elements of dtype(), on stream(); every
   // rank calls it at the same point of the forward pass. in == out is allowed.
   std::function<Status(const void* in, void* out, int64_t count)> all_reduce;
+  // residual[i] += float(E(sum over the ranks of their partial[i])): fp32 partial sums of a
+  // row-parallel projection, summed in fp32 and rounded to dtype() once, as one device rounds its
+  // GEMM output (a device whose row-parallel GEMMs write fp32 uses it instead of all_reduce and
+  // add_residual; the CUDA device does). On stream(); every rank calls it at the same point.
+  std::function<Status(const float* partial, float* residual, int64_t count)> all_reduce_residual;
 };
 
 // One projection y = input W^T with the element-wise work around it in a layer, as one call so

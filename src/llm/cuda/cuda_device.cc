@@ -19,6 +19,7 @@
 #include "cuda_common/cuda_memory.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
+#include "llm/cuda/row_parallel.h"
 #include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
 #include "llm/model.h"
@@ -67,6 +68,7 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
     const int64_t hd = config().head_dim;
     TUNABLEOP_RETURN_IF_ERROR(tp_ ? load_shard(spec, seed, host) : load_weights(spec, seed));
+    if (tp_) TUNABLEOP_RETURN_IF_ERROR(row_gemm_.init(stream_.get()));
     RopeTable rope = make_rope_table(hd, config().rope_theta, o_.max_seq);
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_cos_, rope.cos.data(), rope.cos.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_sin_, rope.sin.data(), rope.sin.size() * 4));
@@ -185,12 +187,13 @@ class CudaKernels final : public DeviceKernels {
 
   // Decode projections: the FusedLinear op (its shape tuned by TunableOp) where it beat the
   // unfused composition for this site, else the composition.
-  // Tensor parallel: a row-parallel projection (o, down) is all-reduced between its GEMM and
-  // its residual add, which no fused kernel does; it stays unfused (and untimed: timing it
-  // would run collectives on one rank alone).
+  // Tensor parallel: a row-parallel projection (o, down) writes fp32 partial sums, and the
+  // all-reduce (its candidates may fuse the residual add) sums them, rounds once and adds them
+  // to the residual stream (row_parallel.h); never timed against other forms (timing it would
+  // run collectives on one rank alone).
   Status project(const Projection& p, LinearOp& linear) override {
+    if (p.row_parallel && tensor_parallel().world > 1) return project_row_parallel(p);
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
-    if (p.row_parallel && tensor_parallel().world > 1) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
     if (!choice) {
@@ -202,6 +205,22 @@ class CudaKernels final : public DeviceKernels {
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
+    return Status::ok();
+  }
+
+  Status project_row_parallel(const Projection& p) {
+    if (p.epilogue != Projection::Epilogue::kAddResidual || !p.input)
+      return Status::internal(std::string("row-parallel projection ") + p.name + " without a residual add");
+    FusedLinearParams f = fused_params(p);
+    f.output = FusedOutput::kStoreF32;
+    const bool fused = p.phase == Phase::kDecode && fusion_on() && p.rows <= kFusedLinearMaxTokens;
+    std::string kernel;
+    auto partial =
+        row_gemm_.partial_sums(ctx_, p, o_.dtype, o_.max_batch, fused ? &f : nullptr, fused_operands(p), &kernel);
+    if (!partial.is_ok()) return partial.status();
+    mark(p.name, kernel.c_str(), p.weight_bytes(esize_), true);
+    TUNABLEOP_RETURN_IF_ERROR(tensor_parallel().all_reduce_residual(*partial, p.residual, p.rows * p.out));
+    mark(p.name, "all_reduce_residual");
     return Status::ok();
   }
 
@@ -695,9 +714,12 @@ class CudaKernels final : public DeviceKernels {
   cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
-  DeviceBuffer scratch_;                          // zero: a timing sink and a 16-byte buffer the timer reads
-  std::map<std::string, FusedLinearPlan> plans_;  // per decode projection site
-  DeviceBuffer tune_residual_, flush_;            // fused-projection timing scratch
+  DeviceBuffer scratch_;                           // zero: a timing sink and a 16-byte buffer the timer reads
+  std::map<std::string, FusedLinearPlan> plans_;   // per decode projection site
+  DeviceBuffer tune_residual_, flush_;             // fused-projection timing scratch
+  cuda::RowParallelGemm row_gemm_;                 // tensor parallel: o and down, fp32 partial sums
+  DeviceBuffer decode_partial_, prefill_partial_;  // their outputs
+  std::set<std::string> row_unfused_;              // decode sites the fused kernel does not take
   std::vector<cudaEvent_t> profile_events_;
   struct PreparedAttention {
     AttentionParams params;

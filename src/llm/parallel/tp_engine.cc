@@ -144,6 +144,16 @@ TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, C
     p.world_size = world;
     return all_reduce(ctx, p, AllReduceOperands::for_rank(comm, r, in, out, dev.stream()));
   };
+  tp.all_reduce_residual = [&comm, &ctx, &dev, r, world = layout.world()](const float* partial, float* residual,
+                                                                          int64_t count) {
+    AllReduceParams p;
+    p.dtype = DType::kF32;
+    p.count = count;
+    p.world_size = world;
+    p.epilogue = AllReduceEpilogue::kAddResidual;
+    p.round_to = dev.dtype();
+    return all_reduce(ctx, p, AllReduceOperands::for_rank(comm, r, partial, residual, dev.stream()));
+  };
   return tp;
 }
 

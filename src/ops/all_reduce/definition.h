@@ -22,7 +22,9 @@ struct OpDefinition<AllReduceOp> {
   static bool is_empty(const P& p) { return p.count == 0; }
   static std::string op_signature(const P& p) { return all_reduce_op_signature(p); }
   static std::string params_signature(const P& p) { return all_reduce_params_signature(p); }
-  static ProblemKey key(const P& p) { return {int64_t(p.dtype), p.count, p.world_size, int64_t(p.op)}; }
+  static ProblemKey key(const P& p) {
+    return {int64_t(p.dtype), p.count, p.world_size, int64_t(p.op) + 2 * int64_t(p.epilogue) + 8 * int64_t(p.round_to)};
+  }
 };
 
 }  // namespace tunableop::ops

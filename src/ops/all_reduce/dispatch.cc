@@ -34,9 +34,11 @@ struct Communicator::State {
     Status error;
   };
   std::shared_mutex decisions_mu;
-  std::map<std::tuple<int, int64_t, int>, Decision> decisions;
+  std::map<std::tuple<int, int64_t, int, int, int>, Decision> decisions;
 
-  static std::tuple<int, int64_t, int> key(const AllReduceParams& p) { return {int(p.dtype), p.count, int(p.op)}; }
+  static std::tuple<int, int64_t, int, int, int> key(const AllReduceParams& p) {
+    return {int(p.dtype), p.count, int(p.op), int(p.epilogue), int(p.round_to)};
+  }
   const Decision* find(const AllReduceParams& p) {
     std::shared_lock lock(decisions_mu);
     auto it = decisions.find(key(p));
@@ -122,6 +124,9 @@ Status check(Context& ctx, const AllReduceParams& p, const AllReduceOperands& o)
     if (o.rank >= 0 && r != o.rank) continue;
     if (!o.input[size_t(r)] || !o.output[size_t(r)])
       return Status::invalid_argument(fmt::format("all-reduce: rank {}'s input or output is null", r));
+    if (p.adds_residual() && o.input[size_t(r)] == o.output[size_t(r)])
+      return Status::invalid_argument(
+          fmt::format("all-reduce into the residual: rank {}'s input (partial sums) is its output (the residual)", r));
   }
   return Status::ok();
 }
@@ -131,18 +136,26 @@ Status check(Context& ctx, const AllReduceParams& p, const AllReduceOperands& o)
 Status probe(Communicator& comm, const AllReduceParams& p, const AllReduceCandidate& c) {
   AllReduceOperands o;
   o.comm = &comm;
-  std::vector<void*> bufs;
-  std::vector<uint8_t> zeros(std::max<size_t>(p.bytes(), 16), 0);
+  std::vector<std::pair<int, void*>> bufs;
+  // In place, except into the residual stream (an fp32 buffer of its own).
+  std::vector<uint8_t> zeros(std::max<size_t>(std::max(p.bytes(), p.output_bytes()), 16), 0);
   Status st;
-  for (int r = 0; r < p.world_size && st.is_ok(); ++r) {
+  auto zeroed = [&](int r) -> StatusOr<void*> {
     auto m = comm.alloc(r, zeros.size());
-    if (!m.is_ok()) {
-      st = m.status();
+    if (!m.is_ok()) return m.status();
+    bufs.emplace_back(r, *m);
+    TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_device(r, *m, zeros.data(), zeros.size()));
+    return *m;
+  };
+  for (int r = 0; r < p.world_size && st.is_ok(); ++r) {
+    auto in = zeroed(r);
+    auto out = !in.is_ok() || !p.adds_residual() ? in : zeroed(r);
+    if (!out.is_ok()) {
+      st = out.status();
       break;
     }
-    bufs.push_back(*m);
-    st = comm.copy_to_device(r, *m, zeros.data(), zeros.size());
-    o.input[size_t(r)] = o.output[size_t(r)] = *m;
+    o.input[size_t(r)] = *in;
+    o.output[size_t(r)] = *out;
     o.stream[size_t(r)] = comm.stream(r);
   }
   if (st.is_ok()) st = c.run(p, o);
@@ -150,7 +163,7 @@ Status probe(Communicator& comm, const AllReduceParams& p, const AllReduceCandid
     Status s = comm.synchronize(r, nullptr);
     if (st.is_ok()) st = s;
   }
-  for (size_t r = 0; r < bufs.size(); ++r) comm.free(int(r), bufs[r]);
+  for (const auto& [r, b] : bufs) comm.free(r, b);
   return st;
 }
 

@@ -17,6 +17,10 @@ Status AllReduceParams::validate() const {
   if (op != ReduceOp::kSum) return Status::invalid_argument("all-reduce op must be sum");
   if (dtype != DType::kF32 && dtype != DType::kF64 && dtype != DType::kBF16 && dtype != DType::kF16)
     return Status::invalid_argument("all-reduce dtype must be fp32, fp64, bf16 or fp16");
+  if (epilogue != AllReduceEpilogue::kNone && epilogue != AllReduceEpilogue::kAddResidual)
+    return Status::invalid_argument("all-reduce epilogue must be none or add-residual");
+  if (adds_residual() && (dtype == DType::kF64 || round_to == DType::kF64))
+    return Status::invalid_argument("an all-reduce into the residual stream sums fp32, bf16 or fp16 (not fp64)");
   if (count > (int64_t(1) << 40) / int64_t(dtype_size(dtype)))
     return Status::invalid_argument(fmt::format("all-reduce count {} is too large", count));
   return Status::ok();
@@ -27,7 +31,9 @@ std::string all_reduce_op_signature(const AllReduceParams& p) {
 }
 
 std::string all_reduce_params_signature(const AllReduceParams& p) {
-  return fmt::format("n_{}_ranks_{}", p.count, p.world_size);
+  std::string s = fmt::format("n_{}_ranks_{}", p.count, p.world_size);
+  if (p.adds_residual()) s += fmt::format("_residual_{}", dtype_torch_name(p.round_to));
+  return s;
 }
 
 namespace {
@@ -53,11 +59,19 @@ StatusOr<AllReduceParams> parse_all_reduce_signature(const std::string& op, cons
   if (!dtype.is_ok()) return bad(dtype.status().message());
   AllReduceParams p;
   p.dtype = *dtype;
-  const size_t ranks = params.find("_ranks_");
+  const size_t ranks = params.find("_ranks_"), residual = params.find("_residual_");
   int64_t count = 0, world = 0;
-  if (params.rfind("n_", 0) != 0 || ranks == std::string::npos || !parse_int(params.substr(2, ranks - 2), &count) ||
-      !parse_int(params.substr(ranks + 7), &world))
-    return bad("params must look like n_<count>_ranks_<world_size>");
+  const size_t world_end = residual == std::string::npos ? params.size() : residual;
+  if (params.rfind("n_", 0) != 0 || ranks == std::string::npos || world_end < ranks + 7 ||
+      !parse_int(params.substr(2, ranks - 2), &count) ||
+      !parse_int(params.substr(ranks + 7, world_end - ranks - 7), &world))
+    return bad("params must look like n_<count>_ranks_<world_size>[_residual_<dtype>]");
+  if (residual != std::string::npos) {
+    auto round_to = parse_dtype(params.substr(residual + 10));
+    if (!round_to.is_ok()) return bad(round_to.status().message());
+    p.epilogue = AllReduceEpilogue::kAddResidual;
+    p.round_to = *round_to;
+  }
   p.count = count;
   p.world_size = int(std::min<int64_t>(world, 1 << 20));
   if (Status st = p.validate(); !st.is_ok()) return bad(st.message());

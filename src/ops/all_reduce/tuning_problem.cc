@@ -19,11 +19,20 @@ StatusOr<std::unique_ptr<AllReduceTuningProblem>> AllReduceTuningProblem::create
     return Status::invalid_argument(
         fmt::format("all-reduce of {} ranks on a communicator of {}", p.world_size, comm.world_size()));
   std::unique_ptr<AllReduceTuningProblem> pr(new AllReduceTuningProblem(comm, p, std::move(candidates)));
-  const size_t bytes = std::max<size_t>(p.bytes(), 16);
+  const size_t bytes = std::max<size_t>(p.bytes(), 16), out_bytes = std::max<size_t>(p.output_bytes(), 16);
   const int W = p.world_size;
-  pr->poison_.assign(bytes, 0);
-  for (int64_t i = 0; i < p.count; ++i)
-    store_from_double(p.dtype, pr->poison_.data(), i, std::numeric_limits<double>::quiet_NaN());
+  pr->poison_.assign(out_bytes, 0);
+  std::mt19937_64 residual_rng(0x7e5d);
+  std::uniform_real_distribution<double> residual_dist(-4.0, 4.0);
+  for (int64_t i = 0; i < p.count; ++i) {
+    if (p.adds_residual()) {
+      const double v = double(float(residual_dist(residual_rng)));
+      pr->residual_.push_back(v);
+      store_from_double(DType::kF32, pr->poison_.data(), i, v);
+    } else {
+      store_from_double(p.dtype, pr->poison_.data(), i, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
   pr->out_of_place_.comm = pr->in_place_.comm = &comm;
   std::vector<const void*> host_inputs;
   for (int r = 0; r < W; ++r) {
@@ -33,10 +42,11 @@ StatusOr<std::unique_ptr<AllReduceTuningProblem>> AllReduceTuningProblem::create
     for (int64_t i = 0; i < p.count; ++i) store_from_double(p.dtype, pr->host_in_.back().data(), i, dist(rng));
     host_inputs.push_back(pr->host_in_.back().data());
     for (auto* list : {&pr->in_, &pr->out_}) {
-      auto m = comm.alloc(r, bytes);
+      const size_t n = list == &pr->in_ ? bytes : out_bytes;
+      auto m = comm.alloc(r, n);
       if (!m.is_ok())
-        return Status(m.status().code(), fmt::format("all-reduce tuning needs 2 x {} bytes on rank {}: {}", bytes, r,
-                                                     m.status().message()));
+        return Status(m.status().code(), fmt::format("all-reduce tuning needs {} bytes on rank {}: {}",
+                                                     bytes + out_bytes, r, m.status().message()));
       list->push_back(*m);
     }
     TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_device(r, pr->in_[size_t(r)], pr->host_in_.back().data(), bytes));
@@ -47,6 +57,10 @@ StatusOr<std::unique_ptr<AllReduceTuningProblem>> AllReduceTuningProblem::create
     pr->out_of_place_.stream[ur] = pr->in_place_.stream[ur] = comm.stream(r);
   }
   pr->ref_ = all_reduce_reference(p, host_inputs);
+  if (p.adds_residual()) {  // residual + the sum rounded as the epilogue rounds it
+    for (size_t i = 0; i < pr->ref_.size(); ++i)
+      pr->ref_[i] = pr->residual_[i] + round_as(p.round_to, round_as(p.dtype, pr->ref_[i]));
+  }
   pr->timer_ = comm.make_timer();
   return pr;
 }
@@ -65,7 +79,7 @@ Status AllReduceTuningProblem::synchronize_all() {
 Status AllReduceTuningProblem::check_outputs(size_t i, const AllReduceOperands& ops, const char* how) {
   TUNABLEOP_RETURN_IF_ERROR(cands_[i].run(p_, ops));
   TUNABLEOP_RETURN_IF_ERROR(synchronize_all());
-  const size_t bytes = p_.bytes();
+  const size_t bytes = p_.output_bytes();
   std::vector<uint8_t> first(bytes), got(bytes);
   const double tol = all_reduce_tolerance(p_);
   for (int r = 0; r < comm_.world_size(); ++r) {
@@ -89,8 +103,9 @@ Status AllReduceTuningProblem::check_numerics(size_t i) {
   const size_t bytes = p_.bytes();
   if (bytes == 0) return Status::ok();
   for (int r = 0; r < comm_.world_size(); ++r)
-    TUNABLEOP_RETURN_IF_ERROR(comm_.copy_to_device(r, out_[size_t(r)], poison_.data(), bytes));
-  TUNABLEOP_RETURN_IF_ERROR(check_outputs(i, out_of_place_, "out of place"));
+    TUNABLEOP_RETURN_IF_ERROR(comm_.copy_to_device(r, out_[size_t(r)], poison_.data(), p_.output_bytes()));
+  TUNABLEOP_RETURN_IF_ERROR(check_outputs(i, out_of_place_, p_.adds_residual() ? "into the residual" : "out of place"));
+  if (p_.adds_residual()) return Status::ok();  // no in-place form: the output is another buffer
   for (int r = 0; r < comm_.world_size(); ++r)
     TUNABLEOP_RETURN_IF_ERROR(comm_.copy_to_device(r, out_[size_t(r)], host_in_[size_t(r)].data(), bytes));
   return check_outputs(i, in_place_, "in place");

@@ -5,7 +5,9 @@
 //   timing    out of place (input -> output), the communicator's streams; its timer reports
 //             the slowest rank
 //   numerics  out of place on NaN-poisoned outputs, then in place, each compared with the sum
-//             computed on the host, and every rank's output must be the same bits
+//             computed on the host, and every rank's output must be the same bits;
+//             kAddResidual: out of place into a random residual stream (the same on every
+//             rank, as tensor parallelism's is), compared with residual + round(sum)
 #pragma once
 
 #include <memory>
@@ -47,7 +49,8 @@ class AllReduceTuningProblem final : public TuningProblem {
   std::vector<AllReduceCandidate> cands_;
   std::vector<void*> in_, out_;                // per rank, on its device
   std::vector<std::vector<uint8_t>> host_in_;  // per rank
-  std::vector<uint8_t> poison_;                // NaN in p.dtype
+  std::vector<uint8_t> poison_;                // NaN in p.dtype; kAddResidual: the residual before
+  std::vector<double> residual_;               // kAddResidual: the residual before (fp32 values)
   std::vector<double> ref_;
   AllReduceOperands out_of_place_, in_place_;
   std::unique_ptr<Timer> timer_;

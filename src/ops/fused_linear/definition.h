@@ -66,7 +66,7 @@ struct OpDefinition<FusedLinearOp> {
     } else if (p.gated()) {
       b.push_back({"gated", p.dtype, p.tokens * (p.out / 2), R::kOutput});
     } else {
-      b.push_back({"y", p.dtype, p.tokens * p.out, R::kOutput});
+      b.push_back({"y", p.output == FusedOutput::kStoreF32 ? DType::kF32 : p.dtype, p.tokens * p.out, R::kOutput});
       // int32 ids, 4 bytes each: declared fp32 (the framework only sizes and poisons it).
       if (p.output == FusedOutput::kArgmax) b.push_back({"ids", DType::kF32, p.tokens, R::kOutput});
     }
@@ -119,7 +119,7 @@ struct OpDefinition<FusedLinearOp> {
   static OutputLayout output(const P& p) {
     const size_t index = p.norm() ? 3 : 2;  // after W and the input buffers
     const int64_t rows = p.gated() ? p.out / 2 : p.out;
-    const DType t = p.output == FusedOutput::kAddResidual ? DType::kF32 : p.dtype;
+    const DType t = p.output == FusedOutput::kAddResidual || p.output == FusedOutput::kStoreF32 ? DType::kF32 : p.dtype;
     return {index, t, rows, p.tokens, rows, 1, rows * p.tokens};
   }
   static double tolerance(const P& p) { return fused_linear_tolerance(p); }

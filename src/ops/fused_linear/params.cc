@@ -40,7 +40,7 @@ Status FusedLinearParams::validate() const {
     return Status::invalid_argument(
         fmt::format("FusedLinear: a gated output pairs rows, out must be even, got {}", out));
   }
-  if (int(input) < 0 || int(input) > 2 || int(output) < 0 || int(output) > 5) {
+  if (int(input) < 0 || int(input) > 2 || int(output) < 0 || int(output) > 6) {
     return Status::invalid_argument("FusedLinear: unknown input or output kind");
   }
   if (norm()) {
@@ -98,7 +98,7 @@ StatusOr<FusedLinearParams> parse_fused_linear_signature(const std::string& op, 
   char* end = nullptr;
   p.eps = std::strtod(v.c_str(), &end);
   if (!end || *end != '\0') return bad("eps is not a number");
-  if (!field("output", &v) || !integer(v, &output) || output > 5 || *s != '\0') return bad("expected output_<0..5>");
+  if (!field("output", &v) || !integer(v, &output) || output > 6 || *s != '\0') return bad("expected output_<0..6>");
   p.input = FusedInput(input);
   p.output = FusedOutput(output);
   if (!p.norm()) p.eps = 1e-6;  // not part of a plain input's problem

@@ -50,7 +50,8 @@ std::vector<double> fused_linear_reference_f64(const FusedLinearParams& p, const
       for (int64_t i = 0; i < K; ++i) s += load_as_double(p.dtype, w, r * K + i) * b[size_t(t * K + i)];
       y[size_t(t * M + r)] = s;
     }
-  if (p.output == FusedOutput::kStore || p.output == FusedOutput::kArgmax) return y;
+  if (p.output == FusedOutput::kStore || p.output == FusedOutput::kArgmax || p.output == FusedOutput::kStoreF32)
+    return y;
   if (p.output == FusedOutput::kAddResidual) {
     for (size_t i = 0; i < y.size(); ++i) y[i] = double(residual[i]) + round_to(p.dtype, y[i]);
     return y;

@@ -44,6 +44,31 @@ TEST(AllReduceParams, SignaturesRoundTrip) {
   EXPECT_EQ(all_reduce_params_signature(p), "n_4096_ranks_2");
 }
 
+TEST(AllReduceParams, ResidualEpilogueHasItsOwnSignatureAndRules) {
+  AllReduceParams p;
+  p.dtype = DType::kF32;
+  p.count = 4096;
+  p.epilogue = AllReduceEpilogue::kAddResidual;
+  p.round_to = DType::kBF16;
+  ASSERT_TRUE(p.validate().is_ok());
+  EXPECT_EQ(all_reduce_params_signature(p), "n_4096_ranks_2_residual_BFloat16");
+  EXPECT_EQ(p.output_dtype(), DType::kF32);
+  EXPECT_EQ(p.output_bytes(), 4096u * 4);
+  auto back = parse_all_reduce_signature(all_reduce_op_signature(p), all_reduce_params_signature(p));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(*back, p);
+  // A different problem from the plain sum of the same inputs.
+  AllReduceParams plain = p;
+  plain.epilogue = AllReduceEpilogue::kNone;
+  EXPECT_NE(all_reduce_params_signature(plain), all_reduce_params_signature(p));
+  p.round_to = DType::kF64;
+  EXPECT_NE(p.validate().message().find("fp64"), std::string::npos);
+  for (const char* bad : {"n_8_ranks_2_residual_", "n_8_ranks_2_residual_Int8", "n_8_ranks__residual_float"}) {
+    auto q = parse_all_reduce_signature("AllReduceTunableOp_float_sum", bad);
+    EXPECT_FALSE(q.is_ok()) << bad;
+  }
+}
+
 TEST(AllReduceParams, BadSignaturesAreRefusedWithTheProblem) {
   for (auto [op, params] :
        std::vector<std::pair<std::string, std::string>>{{"AllReduceTunableOp_BFloat16_max", "n_8_ranks_2"},

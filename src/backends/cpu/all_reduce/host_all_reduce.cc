@@ -125,7 +125,12 @@ AllReduceCandidate host_candidate(std::string name, int64_t block) {
   AllReduceCandidate c;
   c.name = std::move(name);
   c.device = DeviceKind::kCpu;
-  c.supports = [](const AllReduceParams& p) { return p.validate(); };
+  c.supports = [](const AllReduceParams& p) -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(p.validate());
+    // The CPU engine's partial sums are already fp32 and it adds them itself.
+    if (p.adds_residual()) return Status::unsupported("host all-reduce: no residual epilogue");
+    return Status::ok();
+  };
   c.run = [block](const AllReduceParams& p, const AllReduceOperands& o) -> Status {
     if (!host_comm(o)) return Status::unsupported("not a host communicator");
     return o.rank < 0 ? run_group(p, o, block) : run_rank(p, o, block);

@@ -54,6 +54,19 @@ void register_cuda_all_reduce(Registry& r) {
                            [](CudaCommunicator& c, const AllReduceParams& p, const AllReduceOperands& o) {
                              return c.peer_all_reduce(PeerAlgo::kTwoShot, p, o);
                            }));
+  // Stores into the peers' memory with the flag beside the data: no staging copy, no barrier.
+  AllReduceCandidate ll = candidate("Peer_OneShotLL", 0, "tunableop", "one-shot LL",
+                                    [](CudaCommunicator& c, const AllReduceParams& p, const AllReduceOperands& o) {
+                                      return c.peer_all_reduce(PeerAlgo::kOneShotLL, p, o);
+                                    });
+  ll.supports = [](const AllReduceParams& p) -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(p.validate());
+    if (p.dtype == DType::kF64 || p.bytes() > kPeerLLMaxBytes)
+      return Status::unsupported(
+          fmt::format("Peer_OneShotLL: fp32, bf16 or fp16 messages of at most {} bytes", kPeerLLMaxBytes));
+    return Status::ok();
+  };
+  list.push_back(std::move(ll));
 #ifdef TUNABLEOP_HAVE_NCCL
   // NCCL per algorithm and protocol (one communicator each, made when first tried). Tree is
   // meant for many nodes; on one machine it is only worth a look at search effort 2.

@@ -180,12 +180,22 @@ Status CudaCommunicator::init(Logger& log) {
       }
     }
   }
-  const size_t bytes = 4 * kPeerChunkBytes + (kPeerFlagWords + kPeerCounterWords) * sizeof(uint32_t);
+  // Per rank one zeroed allocation: 4 staging buffers, flags and counters, then the LL receive
+  // areas ([parity][sender] slots) and the LL epoch word. The epochs start at 1 (0 never appears
+  // as a flag, so zeroed areas hold nothing), or where TUNABLEOP_TEST_LL_EPOCH says (the tests
+  // start near 2^32 to see the epoch wrap).
+  const size_t ll_offset =
+      (4 * kPeerChunkBytes + (kPeerFlagWords + kPeerCounterWords) * sizeof(uint32_t) + 255) / 256 * 256;
+  const size_t state_offset = ll_offset + 2 * size_t(W) * kPeerLLSlotBytes, bytes = state_offset + 256;
+  uint32_t epoch = 1;
+  if (const char* e = std::getenv("TUNABLEOP_TEST_LL_EPOCH"); e && uint32_t(std::strtoull(e, nullptr, 0)) != 0)
+    epoch = uint32_t(std::strtoull(e, nullptr, 0));
   for (int r = 0; r < W && peer_; ++r) {
     DeviceScope d(device(r));
     void* m = nullptr;
     cudaError_t e = cudaMalloc(&m, bytes);
     if (e == cudaSuccess) e = cudaMemset(m, 0, bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(static_cast<char*>(m) + state_offset, &epoch, 4, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       if (m) cudaFree(m);
@@ -197,8 +207,23 @@ Status CudaCommunicator::init(Logger& log) {
     peer_template_.staging[r] = m;
     peer_template_.flags[r] = reinterpret_cast<uint32_t*>(static_cast<char*>(m) + 4 * kPeerChunkBytes);
     peer_counters_.push_back(peer_template_.flags[r] + kPeerFlagWords);
+    peer_template_.ll_recv[r] = static_cast<char*>(m) + ll_offset;
+    ll_state_.push_back(reinterpret_cast<uint32_t*>(static_cast<char*>(m) + state_offset));
+    cudaDeviceProp prop{};
+    pdl_ = (r == 0 || pdl_) && cudaGetDeviceProperties(&prop, device(r)) == cudaSuccess && prop.major >= 9;
+  }
+  // The sums of epilogues a candidate cannot fuse (NCCL's).
+  for (int r = 0; r < W; ++r) {
+    DeviceScope d(device(r));
+    void* m = nullptr;
+    if (cudaMalloc(&m, kPeerChunkBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return Status::device_error(fmt::format("all-reduce scratch of {} bytes on cuda:{}", kPeerChunkBytes, device(r)));
+    }
+    sum_scratch_.push_back(m);
   }
   if (!peer_) {
+    ll_state_.clear();
     for (size_t r = 0; r < peer_mem_.size(); ++r) {
       DeviceScope d(device(int(r)));
       cudaFree(peer_mem_[r]);
@@ -219,6 +244,10 @@ CudaCommunicator::~CudaCommunicator() {
     DeviceScope d(device(int(r)));
     cudaFree(peer_mem_[r]);
   }
+  for (size_t r = 0; r < sum_scratch_.size(); ++r) {
+    DeviceScope d(device(int(r)));
+    cudaFree(sum_scratch_[r]);
+  }
   for (size_t r = 0; r < streams_.size(); ++r) {
     DeviceScope d(device(int(r)));
     cudaStreamDestroy(streams_[r]);
@@ -234,7 +263,7 @@ std::string CudaCommunicator::describe() const {
   const std::string nccl = nccl_why_not_;
 #endif
   return fmt::format("{} GPUs (cuda:{}): {}; {}", world_size(), gpus, nccl,
-                     peer_ ? "peer access (one-shot, two-shot kernels)" : peer_why_not_);
+                     peer_ ? "peer access (one-shot, two-shot, one-shot LL kernels)" : peer_why_not_);
 }
 
 bool CudaCommunicator::has_nccl() const {
@@ -312,7 +341,10 @@ Status CudaCommunicator::recover() {
 Status CudaCommunicator::peer_all_reduce(PeerAlgo algo, const AllReduceParams& p, const AllReduceOperands& o) {
   if (!peer_) return Status::unsupported(peer_why_not_);
   const size_t esize = dtype_size(p.dtype);
-  const int64_t chunk = int64_t(kPeerChunkBytes / esize);
+  if (algo == PeerAlgo::kOneShotLL && (p.dtype == DType::kF64 || p.bytes() > kPeerLLMaxBytes))
+    return Status::unsupported(
+        fmt::format("one-shot LL: fp32, bf16 or fp16 messages of at most {} bytes", kPeerLLMaxBytes));
+  const int64_t chunk = algo == PeerAlgo::kOneShotLL ? p.count : int64_t(kPeerChunkBytes / esize);
   const int first = o.rank < 0 ? 0 : o.rank, last = o.rank < 0 ? world_size() : o.rank + 1;
   // Chunk by chunk, every rank's launch of a chunk before the next chunk (group mode).
   for (int64_t at = 0; at < p.count; at += chunk) {
@@ -321,7 +353,11 @@ Status CudaCommunicator::peer_all_reduce(PeerAlgo algo, const AllReduceParams& p
       TUNABLEOP_RETURN_IF_ERROR(d.status());
       PeerCall c = peer_template_;
       c.input = static_cast<const char*>(o.input[size_t(r)]) + size_t(at) * esize;
-      c.output = static_cast<char*>(o.output[size_t(r)]) + size_t(at) * esize;
+      c.output = static_cast<char*>(o.output[size_t(r)]) + size_t(at) * dtype_size(p.output_dtype());
+      if (p.adds_residual()) c.residual = static_cast<float*>(c.output);
+      c.round_to = int(p.round_to);
+      c.ll_state = algo == PeerAlgo::kOneShotLL ? ll_state_[size_t(r)] : nullptr;
+      c.pdl = pdl_;
       c.count = std::min(chunk, p.count - at);
       c.dtype = int(p.dtype);
       c.rank = r;
@@ -374,25 +410,39 @@ Status CudaCommunicator::nccl_all_reduce(const std::string& variant, const AllRe
     }
     comms = &it->second;
   }
-  if (o.rank >= 0) {
-    const int r = o.rank;
-    DeviceScope d(device(r));
-    return nccl_status(*nccl_,
-                       nccl_->all_reduce(o.input[size_t(r)], o.output[size_t(r)], size_t(p.count), *type, ncclSum,
-                                         (*comms)[size_t(r)], static_cast<cudaStream_t>(rank_stream(o, r))),
+  // kAddResidual: NCCL sums into this rank's scratch, chunk by chunk, and a kernel adds.
+  const size_t esize = dtype_size(p.dtype);
+  const int64_t chunk = p.adds_residual() ? int64_t(kPeerChunkBytes / esize) : p.count;
+  const int first = o.rank < 0 ? 0 : o.rank, last = o.rank < 0 ? world_size() : o.rank + 1;
+  for (int64_t at = 0; at < p.count; at += chunk) {
+    const int64_t n = std::min(chunk, p.count - at);
+    auto in = [&](int r) { return static_cast<const char*>(o.input[size_t(r)]) + size_t(at) * esize; };
+    auto out = [&](int r) {
+      return p.adds_residual() ? sum_scratch_[size_t(r)] : static_cast<char*>(o.output[size_t(r)]) + size_t(at) * esize;
+    };
+    DeviceScope keep(device(first));
+    if (o.rank < 0) TUNABLEOP_RETURN_IF_ERROR(nccl_status(*nccl_, nccl_->group_start(), "ncclGroupStart"));
+    Status st;
+    for (int r = first; r < last && st.is_ok(); ++r) {
+      DeviceScope d(device(r));
+      st = nccl_status(*nccl_,
+                       nccl_->all_reduce(in(r), out(r), size_t(n), *type, ncclSum, (*comms)[size_t(r)],
+                                         static_cast<cudaStream_t>(rank_stream(o, r))),
                        "ncclAllReduce");
+    }
+    if (o.rank < 0) {
+      Status end = nccl_status(*nccl_, nccl_->group_end(), "ncclGroupEnd");
+      if (st.is_ok()) st = end;
+    }
+    TUNABLEOP_RETURN_IF_ERROR(st);
+    for (int r = first; r < last && p.adds_residual(); ++r) {
+      DeviceScope d(device(r));
+      TUNABLEOP_CUDA_TRY(add_sum_to_residual(int(p.dtype), sum_scratch_[size_t(r)], n, int(p.round_to),
+                                             static_cast<float*>(o.output[size_t(r)]) + at,
+                                             static_cast<cudaStream_t>(rank_stream(o, r))));
+    }
   }
-  DeviceScope keep(device(0));
-  TUNABLEOP_RETURN_IF_ERROR(nccl_status(*nccl_, nccl_->group_start(), "ncclGroupStart"));
-  Status st;
-  for (int r = 0; r < world_size() && st.is_ok(); ++r) {
-    st = nccl_status(*nccl_,
-                     nccl_->all_reduce(o.input[size_t(r)], o.output[size_t(r)], size_t(p.count), *type, ncclSum,
-                                       (*comms)[size_t(r)], static_cast<cudaStream_t>(rank_stream(o, r))),
-                     "ncclAllReduce");
-  }
-  Status end = nccl_status(*nccl_, nccl_->group_end(), "ncclGroupEnd");
-  return st.is_ok() ? end : st;
+  return Status::ok();
 }
 #endif
 

@@ -59,7 +59,8 @@ class CudaCommunicator final : public Communicator {
   bool capturing(int rank, void* stream) const override;
   Status recover() override;
 
-  // Our kernels over peer memory: Unsupported (with the reason) without peer access.
+  // Our kernels over peer memory: Unsupported (with the reason) without peer access (LL: also
+  // past kPeerLLMaxBytes and for fp64). They do the kAddResidual epilogue in the kernel.
   Status peer_all_reduce(PeerAlgo algo, const AllReduceParams& p, const AllReduceOperands& o);
 
 #ifdef TUNABLEOP_HAVE_NCCL
@@ -75,12 +76,16 @@ class CudaCommunicator final : public Communicator {
   void* rank_stream(const AllReduceOperands& o, int r) { return o.stream[size_t(r)] ? o.stream[size_t(r)] : stream(r); }
 
   std::vector<cudaStream_t> streams_;
-  // Peer kernels: per rank one allocation holding 4 staging buffers, then flags and counters.
+  // Peer kernels: per rank one allocation holding 4 staging buffers, flags and counters, the LL
+  // receive areas and LL state.
   bool peer_ = false;
   std::string peer_why_not_;
   std::vector<void*> peer_mem_;
   PeerCall peer_template_;  // staging and flag pointers of every rank
   std::vector<uint32_t*> peer_counters_;
+  std::vector<uint32_t*> ll_state_;  // per rank: LL {epoch, finished blocks}, in peer_mem_
+  std::vector<void*> sum_scratch_;   // per rank: a kPeerChunkBytes sum for epilogues NCCL lacks
+  bool pdl_ = false;                 // every GPU is sm_90 or newer: LL launches with PDL
 #ifdef TUNABLEOP_HAVE_NCCL
   const NcclLibrary* nccl_ = nullptr;
   std::mutex nccl_mu_;
@@ -91,8 +96,8 @@ class CudaCommunicator final : public Communicator {
 };
 
 // The CUDA CommunicatorFactory and the all-reduce candidates: Default (NCCL's own choice, or
-// our two-shot kernel where NCCL is missing), NCCL per algorithm and protocol, our one-shot
-// and two-shot kernels.
+// our two-shot kernel where NCCL is missing), NCCL per algorithm and protocol, our one-shot,
+// two-shot and one-shot LL kernels.
 void register_cuda_all_reduce(Registry& r);
 
 }  // namespace tunableop::cuda

@@ -1,11 +1,15 @@
-// One-shot and two-shot all-reduce kernels over CUDA peer memory (peer_kernels.h explains the
-// protocol). Data moves in 16-byte packs; inputs and outputs of any alignment are read and
-// written element by element where a pack cannot be.
+// One-shot, two-shot and one-shot LL all-reduce kernels over CUDA peer memory (peer_kernels.h
+// explains the protocols). Data moves in 16-byte packs (LL: 8 bytes of data per 16-byte line);
+// inputs and outputs of any alignment are read and written element by element where a pack
+// cannot be.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "backends/cuda/all_reduce/peer_kernels.h"
 #include "cuda_common/elem.cuh"
+#include "cuda_common/pdl.cuh"
 
 namespace tunableop::cuda {
 namespace {
@@ -67,12 +71,33 @@ __device__ __forceinline__ uint4 load_input(const T* src, int64_t j, int64_t cou
   return p.bits;
 }
 
+// v rounded to the dtype `t` (DType order) and widened back: the epilogue's one rounding.
+__device__ __forceinline__ float round_as(int t, float v) {
+  switch (t) {
+    case 2: return __bfloat162float(__float2bfloat16_rn(v));
+    case 3: return __half2float(__float2half_rn(v));
+  }
+  return v;
+}
+
+// The epilogue: residual[i] += float(round_to(v)).
+__device__ __forceinline__ void add_residual(const PeerCall& a, int64_t i, float v) {
+  a.residual[i] += round_as(a.round_to, v);
+}
+
 template <class T>
-__device__ __forceinline__ void store_output(T* dst, int64_t j, int64_t count, bool aligned, uint4 bits) {
+__device__ __forceinline__ void store_output(const PeerCall& a, T* dst, int64_t j, int64_t count, bool aligned,
+                                             uint4 bits) {
   constexpr int N = Pack<T>::kN;
   const int64_t base = j * N;
   Pack<T> p;
   p.bits = bits;
+  if constexpr (!std::is_same_v<T, double>) {
+    if (a.residual) {
+      for (int i = 0; i < N && base + i < count; ++i) add_residual(a, base + i, to_f<T>(p.v[i]));
+      return;
+    }
+  }
   if (aligned && base + N <= count) {
     *reinterpret_cast<uint4*>(dst + base) = p.bits;
   } else {
@@ -135,7 +160,7 @@ __global__ void __launch_bounds__(kPeerThreads) peer_all_reduce_kernel(PeerCall 
 
   if (!kTwoShot) {
     for (int64_t j = first; j < packs; j += stride)
-      store_output<T>(out, j, a.count, out_aligned, sum_pack<T>(a, in_offset, j));
+      store_output<T>(a, out, j, a.count, out_aligned, sum_pack<T>(a, in_offset, j));
     if (threadIdx.x == 0) {
       counters[0] = epoch + 1;
       counters[1] = call;
@@ -150,7 +175,7 @@ __global__ void __launch_bounds__(kPeerThreads) peer_all_reduce_kernel(PeerCall 
     if (j < lo) continue;
     const uint4 s = sum_pack<T>(a, in_offset, j);
     my_result[j] = s;
-    store_output<T>(out, j, a.count, out_aligned, s);
+    store_output<T>(a, out, j, a.count, out_aligned, s);
   }
   block_barrier(a, epoch + 2);
   // ... then every other slice from its owner.
@@ -159,7 +184,7 @@ __global__ void __launch_bounds__(kPeerThreads) peer_all_reduce_kernel(PeerCall 
     if (owner == a.rank) continue;
     const uint4 s =
         __ldcg(reinterpret_cast<const uint4*>(static_cast<const char*>(a.staging[owner]) + result_offset) + j);
-    store_output<T>(out, j, a.count, out_aligned, s);
+    store_output<T>(a, out, j, a.count, out_aligned, s);
   }
   if (threadIdx.x == 0) {
     counters[0] = epoch + 2;
@@ -167,8 +192,135 @@ __global__ void __launch_bounds__(kPeerThreads) peer_all_reduce_kernel(PeerCall 
   }
 }
 
+// --- One-shot LL. A line carries 8 bytes of data (E = 8 / sizeof(T) elements) as two 32-bit
+// words, each beside a copy of the epoch.
+template <class T>
+union LLData {
+  static constexpr int kE = 8 / int(sizeof(T));
+  uint2 words;
+  T v[kE];
+};
+
+__device__ __forceinline__ void store_line(void* p, uint32_t w0, uint32_t w1, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w0), "r"(flag), "r"(w1), "r"(flag)
+               : "memory");
+}
+__device__ __forceinline__ uint4 load_line(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// Line j of this rank's input (elements past the end read as 0).
+template <class T>
+__device__ __forceinline__ LLData<T> load_ll_input(const T* in, int64_t j, int64_t count, bool aligned) {
+  constexpr int E = LLData<T>::kE;
+  LLData<T> d;
+  const int64_t base = j * E;
+  if (aligned && base + E <= count) {
+    d.words = *reinterpret_cast<const uint2*>(in + base);
+  } else {
+    for (int i = 0; i < E; ++i) d.v[i] = base + i < count ? in[base + i] : from_f<T>(0.f);
+  }
+  return d;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kPeerLLThreads) peer_ll_kernel(PeerCall a) {
+  constexpr int E = LLData<T>::kE;
+  // Everything below reads what earlier kernels of the stream wrote (the input, the epoch).
+  pdl_wait();
+  const uint32_t epoch = *reinterpret_cast<volatile uint32_t*>(a.ll_state);
+  const size_t parity = epoch & 1u;
+  const int64_t lines = (a.count + E - 1) / E;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const T* in = static_cast<const T*>(a.input);
+  T* out = static_cast<T*>(a.output);
+  const bool in_aligned = (reinterpret_cast<uintptr_t>(in) & 7u) == 0;
+  auto slot = [&](int owner, int sender) {
+    return static_cast<char*>(a.ll_recv[owner]) + (parity * size_t(a.world) + size_t(sender)) * kPeerLLSlotBytes;
+  };
+  // Push: this rank's lines into every peer's slot for it.
+  for (int64_t j = first; j < lines; j += stride) {
+    const LLData<T> d = load_ll_input<T>(in, j, a.count, in_aligned);
+    for (int q = 0; q < a.world; ++q) {
+      if (q != a.rank) store_line(slot(q, a.rank) + size_t(j) * 16, d.words.x, d.words.y, epoch);
+    }
+  }
+  pdl_launch_dependents();
+  // Receive and sum in rank order (the same order on every rank: the same bits everywhere).
+  for (int64_t j = first; j < lines; j += stride) {
+    float acc[E];
+    for (int i = 0; i < E; ++i) acc[i] = 0.f;
+    for (int q = 0; q < a.world; ++q) {
+      LLData<T> d;
+      if (q == a.rank) {
+        d = load_ll_input<T>(in, j, a.count, in_aligned);
+      } else {
+        const char* line = slot(a.rank, q) + size_t(j) * 16;
+        uint4 v = load_line(line);
+        while (v.y != epoch || v.w != epoch) v = load_line(line);
+        d.words = make_uint2(v.x, v.z);
+      }
+      for (int i = 0; i < E; ++i) acc[i] += to_f<T>(d.v[i]);
+    }
+    const int64_t base = j * E;
+    for (int i = 0; i < E && base + i < a.count; ++i) {
+      if (a.residual) {
+        add_residual(a, base + i, to_f<T>(from_f<T>(acc[i])));
+      } else {
+        out[base + i] = from_f<T>(acc[i]);
+      }
+    }
+  }
+  // The last block to finish advances the epoch (never to 0) for the next call.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(a.ll_state + 1, 1u) == gridDim.x - 1) {
+      const uint32_t next = epoch + 1 == 0 ? 1 : epoch + 1;
+      atomicExch(a.ll_state + 1, 0u);
+      atomicExch(a.ll_state, next);
+    }
+  }
+}
+
+template <class T>
+cudaError_t launch_ll(const PeerCall& call, cudaStream_t s) {
+  if (call.count * int64_t(sizeof(T)) > int64_t(kPeerLLMaxBytes)) return cudaErrorInvalidValue;
+  const int64_t lines = (call.count + LLData<T>::kE - 1) / LLData<T>::kE;
+  int64_t blocks = (lines + kPeerLLThreads - 1) / kPeerLLThreads;
+  blocks = blocks < 1 ? 1 : blocks > kPeerLLMaxBlocks ? kPeerLLMaxBlocks : blocks;
+  return ::tunableop::cuda::launch(peer_ll_kernel<T>, dim3(unsigned(blocks)), dim3(kPeerLLThreads), 0, s, call.pdl,
+                                   call);
+}
+
+template <class T>
+__global__ void add_sum_kernel(const T* sum, int64_t count, int round_to, float* residual) {
+  pdl_wait();
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    residual[i] += round_as(round_to, to_f<T>(sum[i]));
+}
+
+template <class T>
+cudaError_t launch_add(const void* sum, int64_t count, int round_to, float* residual, cudaStream_t s) {
+  const int64_t blocks = (count + 255) / 256;
+  add_sum_kernel<T>
+      <<<unsigned(blocks < 1024 ? blocks : 1024), 256, 0, s>>>(static_cast<const T*>(sum), count, round_to, residual);
+  return cudaGetLastError();
+}
+
 template <class T>
 cudaError_t launch(PeerAlgo algo, const PeerCall& call, cudaStream_t s) {
+  if constexpr (!std::is_same_v<T, double>) {
+    if (algo == PeerAlgo::kOneShotLL) return launch_ll<T>(call, s);
+  } else {
+    if (algo == PeerAlgo::kOneShotLL || call.residual) return cudaErrorInvalidValue;
+  }
   if (algo == PeerAlgo::kTwoShot) {
     peer_all_reduce_kernel<T, true><<<kPeerBlocks, kPeerThreads, 0, s>>>(call);
   } else {
@@ -178,6 +330,17 @@ cudaError_t launch(PeerAlgo algo, const PeerCall& call, cudaStream_t s) {
 }
 
 }  // namespace
+
+cudaError_t add_sum_to_residual(int dtype, const void* sum, int64_t count, int round_to, float* residual,
+                                cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  switch (dtype) {
+    case 0: return launch_add<float>(sum, count, round_to, residual, stream);
+    case 2: return launch_add<__nv_bfloat16>(sum, count, round_to, residual, stream);
+    case 3: return launch_add<__half>(sum, count, round_to, residual, stream);
+  }
+  return cudaErrorInvalidValue;
+}
 
 cudaError_t peer_all_reduce(PeerAlgo algo, const PeerCall& call, cudaStream_t stream) {
   if (call.count <= 0) return cudaSuccess;

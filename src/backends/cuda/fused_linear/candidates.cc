@@ -19,6 +19,7 @@ GemvOut out_kind(FusedOutput o) {
     case FusedOutput::kStore: return GemvOut::kStore;
     case FusedOutput::kAddResidual: return GemvOut::kAddResidual;
     case FusedOutput::kArgmax: return GemvOut::kArgmax;
+    case FusedOutput::kStoreF32: return GemvOut::kStoreF32;
     default: return GemvOut::kGated;
   }
 }

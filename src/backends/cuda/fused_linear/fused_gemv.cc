@@ -10,6 +10,7 @@ cudaError_t fused_gemv_store(const FusedGemvArgs& a, const FusedGemvShape& s, cu
 cudaError_t fused_gemv_residual(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 cudaError_t fused_gemv_gated(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 cudaError_t fused_gemv_argmax(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
+cudaError_t fused_gemv_store_f32(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 
 namespace {
 
@@ -49,7 +50,8 @@ const char* fused_gemv_unsupported(const FusedGemvArgs& a, const FusedGemvShape&
       if (!norm) return "this output takes a normalised input (rmsnorm prologue)";
       break;
     case GemvOut::kAddResidual:
-      if (norm) return "the residual output takes a plain input";
+    case GemvOut::kStoreF32:
+      if (norm) return "the residual and fp32 outputs take a plain input";
       break;
   }
   if (!fused_gemv_offered(a.out_kind, s)) return "shape not offered";
@@ -68,6 +70,7 @@ const char* fused_gemv_unsupported(const FusedGemvArgs& a, const FusedGemvShape&
   }
   switch (a.out_kind) {
     case GemvOut::kStore:
+    case GemvOut::kStoreF32:
       if (!a.y) return "no output";
       break;
     case GemvOut::kAddResidual:
@@ -90,6 +93,7 @@ cudaError_t fused_gemv(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStre
     case GemvOut::kAddResidual: return fused_gemv_residual(a, s, stream);
     case GemvOut::kGated: return fused_gemv_gated(a, s, stream);
     case GemvOut::kArgmax: return fused_gemv_argmax(a, s, stream);
+    case GemvOut::kStoreF32: return fused_gemv_store_f32(a, s, stream);
   }
   return cudaErrorInvalidValue;
 }

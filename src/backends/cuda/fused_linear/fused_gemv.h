@@ -5,7 +5,8 @@
 //   input     kInput: in (E) as given | kNorm: rmsnorm(x, norm_w) of the fp32 residual stream,
 //             computed by every block into shared memory (x is a few KB, read from L2)
 //   output    kStore: y (E) | kAddResidual: residual += float(E(y)) | kGated: act(E(gate)) *
-//             E(up) (rows i and m/2 + i of W) | kArgmax: y (the logits) and each column's argmax
+//             E(up) (rows i and m/2 + i of W) | kArgmax: y (the logits) and each column's argmax |
+//             kStoreF32: y in fp32, unrounded (tensor parallelism's partial sums)
 //
 // Each output element is rounded to E exactly where the unfused kernels round it (the GEMM's
 // output, then the element-wise op), so fused and unfused differ only by summation order.
@@ -29,7 +30,7 @@ namespace tunableop::cuda {
 
 enum class Elem { kF32, kBF16 };
 enum class GemvIn { kInput, kNorm };
-enum class GemvOut { kStore, kAddResidual, kGated, kArgmax };
+enum class GemvOut { kStore, kAddResidual, kGated, kArgmax, kStoreF32 };
 
 struct FusedGemvShape {
   int rows = 1;     // R: rows per warp group (kGated: R/2 gate rows and their R/2 up rows)
@@ -48,7 +49,7 @@ struct FusedGemvArgs {
   const void* norm_w = nullptr;  // kNorm: [k] E
   float eps = 1e-6f;
   bool add_one = false;            // kNorm: Gemma's (1 + w)
-  void* y = nullptr;               // kStore, kArgmax: [n, m] E
+  void* y = nullptr;               // kStore, kArgmax: [n, m] E; kStoreF32: [n, m] fp32
   float* residual = nullptr;       // kAddResidual: [n, m] fp32
   void* gated = nullptr;           // kGated: [n, m / 2] E
   GatedAct act = GatedAct::kSilu;  // kGated

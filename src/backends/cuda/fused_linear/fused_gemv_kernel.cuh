@@ -275,6 +275,8 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
               best_v[j] = f, best_i[j] = row;
             }
           }
+        } else if constexpr (OUT == GemvOut::kStoreF32) {
+          static_cast<float*>(a.y)[j * a.m + row] = acc[p][j];
         } else if constexpr (OUT == GemvOut::kAddResidual) {
           a.residual[j * a.m + row] += to_f<T>(from_f<T>(acc[p][j]));
         } else {  // kGated: the unfused path rounds gate and up to E, then the product

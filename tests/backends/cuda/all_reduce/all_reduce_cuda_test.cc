@@ -2,11 +2,16 @@
 // against the host sum, every dtype, odd counts, a message longer than one staging chunk,
 // misaligned buffers, in place and not, every rank the same bits; then rank mode, one thread
 // per GPU, eager and captured in a CUDA graph replayed many times (the peer kernels' epochs
-// and staging parity must survive replays), and the op's decision shared by every rank.
+// and staging parity must survive replays), and the op's decision shared by every rank. The
+// residual epilogue (tensor parallelism's fp32 partial sums, rounded once and added to the
+// residual stream) bit for bit on every candidate, eagerly and under graph replays; the LL
+// kernel's epoch wrapping past 2^32 - 1 under replays.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -14,6 +19,7 @@
 #include "ops/all_reduce/reference.h"
 #include "ops/framework/elements.h"
 #include "tunableop/all_reduce.h"
+#include "tunableop/half.h"
 
 namespace tunableop {
 namespace {
@@ -122,6 +128,10 @@ bool check_group_mode(Communicator& comm, const AllReduceCandidate& c) {
       for (int64_t offset : {0, 1}) {
         for (bool in_place : {false, true}) {
           Problem pr(comm, t, n, offset);
+          if (!c.supports(pr.p).is_ok()) {  // Peer_OneShotLL: small fp32/bf16/fp16 messages only
+            pr.release(comm);
+            continue;
+          }
           pr.reset(comm);
           if (in_place) pr.load_outputs_with_inputs(comm);
           Status st = c.run(pr.p, pr.operands(comm, in_place));
@@ -150,11 +160,13 @@ TEST_F(AllReduceCuda, EveryCandidateSumsInGroupMode) {
   }
 }
 
-// Rank mode: one thread per GPU calls candidate `c` on its own stream, eagerly and in a graph.
-void rank_mode_graph_replays(Communicator& comm, const AllReduceCandidate& c) {
-  Problem pr(comm, DType::kBF16, 3 * 4096 + 1, 0);
-  pr.reset(comm);
+// Rank mode: one thread per GPU runs `call(rank, stream)` on its own stream, eagerly and in a
+// graph replayed many times with eager calls between some replays; the number of calls each
+// rank made (every rank makes the same), or -1 after an error.
+int replay_in_rank_mode(Communicator& comm, const std::string& what,
+                        const std::function<Status(int rank, cudaStream_t s)>& call) {
   std::vector<Status> errors(2);
+  std::vector<int> calls(2, 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
@@ -162,22 +174,24 @@ void rank_mode_graph_replays(Communicator& comm, const AllReduceCandidate& c) {
       cudaSetDevice(comm.device(r));
       cudaStream_t s = nullptr;
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-      auto call = [&] {
-        return c.run(pr.p, AllReduceOperands::for_rank(comm, r, pr.in[size_t(r)], pr.out[size_t(r)], s));
+      auto once = [&] {
+        ++calls[size_t(r)];
+        return call(r, s);
       };
-      for (int i = 0; i < 3 && err.is_ok(); ++i) err = call();  // eager
+      for (int i = 0; i < 3 && err.is_ok(); ++i) err = once();  // eager
       cudaGraph_t g = nullptr;
       cudaGraphExec_t exec = nullptr;
       if (err.is_ok() && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-        Status a = call(), b = call();  // two calls: both staging parities in one graph
+        Status a = call(r, s), b = call(r, s);  // two calls: both staging parities in one graph
         if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess)
           err = Status::device_error("capture failed");
         if (!a.is_ok()) err = a;
         if (!b.is_ok()) err = b;
       }
-      for (int i = 0; i < 7 && err.is_ok(); ++i) {  // replays, with an eager call between some
+      for (int i = 0; i < 9 && err.is_ok(); ++i) {  // replays, with an eager call between some
         if (cudaGraphLaunch(exec, s) != cudaSuccess) err = Status::device_error("graph launch failed");
-        if (i % 3 == 1 && err.is_ok()) err = call();
+        calls[size_t(r)] += 2;
+        if (i % 3 == 1 && err.is_ok()) err = once();
       }
       if (cudaStreamSynchronize(s) != cudaSuccess) err = Status::device_error("stream failed");
       if (exec) cudaGraphExecDestroy(exec);
@@ -186,19 +200,37 @@ void rank_mode_graph_replays(Communicator& comm, const AllReduceCandidate& c) {
     });
   }
   for (auto& t : threads) t.join();
-  for (const Status& e : errors) ASSERT_TRUE(e.is_ok()) << c.name << ": " << e.to_string();
-  pr.expect_sums(comm, c.name + " after graph replays");
+  for (const Status& e : errors) {
+    EXPECT_TRUE(e.is_ok()) << what << ": " << e.to_string();
+    if (!e.is_ok()) return -1;
+  }
+  EXPECT_EQ(calls[0], calls[1]);
+  return calls[0];
+}
+
+// NCCL communicators are made in group mode: one group-mode call before rank mode.
+Status warm_up_in_group_mode(Communicator& comm, const AllReduceCandidate& c, DType t) {
+  Problem warm(comm, t, 64, 0);
+  warm.reset(comm);
+  Status st = c.run(warm.p, warm.operands(comm, false));
+  warm.release(comm);
+  return st;
+}
+
+void rank_mode_graph_replays(Communicator& comm, const AllReduceCandidate& c) {
+  Problem pr(comm, DType::kBF16, 3 * 4096 + 1, 0);
+  pr.reset(comm);
+  const int calls = replay_in_rank_mode(comm, c.name, [&](int r, cudaStream_t s) {
+    return c.run(pr.p, AllReduceOperands::for_rank(comm, r, pr.in[size_t(r)], pr.out[size_t(r)], s));
+  });
+  if (calls > 0) pr.expect_sums(comm, c.name + " after graph replays");
   pr.release(comm);
 }
 
 TEST_F(AllReduceCuda, RankModeSurvivesGraphReplays) {
   for (const auto& c : candidates()) {
     if (c.name != "Default" && c.name.rfind("Peer_", 0) != 0 && c.name != "Nccl_Ring_LL") continue;
-    // NCCL communicators are made in group mode: one group-mode call first.
-    Problem warm(*comm_, DType::kBF16, 64, 0);
-    warm.reset(*comm_);
-    Status st = c.run(warm.p, warm.operands(*comm_, false));
-    warm.release(*comm_);
+    Status st = warm_up_in_group_mode(*comm_, c, DType::kBF16);
     if (st.is_unsupported()) continue;
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     rank_mode_graph_replays(*comm_, c);
@@ -231,5 +263,145 @@ TEST_F(AllReduceCuda, EveryRankRunsTheCandidateRankZeroDecided) {
   pr.release(*comm_);
 }
 
+// The residual epilogue: fp32 (or bf16) partial sums per rank, summed, rounded to `round_to`
+// once and added to an fp32 residual stream that starts the same on every rank. With 2 ranks
+// the fp32 sum a + b is one rounding whatever the order, so the expected residual is exact:
+// float(residual + round_to(dtype(a + b))), bit for bit; after `calls` calls, that add repeated.
+struct ResidualProblem {
+  AllReduceParams p;
+  std::vector<std::vector<uint8_t>> host;
+  std::vector<float> residual0;
+  std::vector<void*> in, out, base;
+
+  ResidualProblem(Communicator& comm, DType t, DType round_to, int64_t n, int64_t offset) {
+    p.dtype = t;
+    p.count = n;
+    p.world_size = comm.world_size();
+    p.epilogue = AllReduceEpilogue::kAddResidual;
+    p.round_to = round_to;
+    std::mt19937_64 rng(uint64_t(n * 13 + 5));
+    std::uniform_real_distribution<double> dist(-3, 3);
+    for (int64_t i = 0; i < n; ++i) residual0.push_back(float(dist(rng)));
+    for (int r = 0; r < p.world_size; ++r) {
+      host.emplace_back(p.bytes());
+      for (int64_t i = 0; i < n; ++i) store_from_double(t, host.back().data(), i, dist(rng));
+      const size_t shift = size_t(offset) * dtype_size(t);
+      auto a = comm.alloc(r, p.bytes() + shift + 16), b = comm.alloc(r, p.output_bytes() + 4 * size_t(offset) + 16);
+      EXPECT_TRUE(a.is_ok() && b.is_ok());
+      base.push_back(*a);
+      base.push_back(*b);
+      in.push_back(static_cast<char*>(*a) + shift);
+      out.push_back(static_cast<char*>(*b) + 4 * size_t(offset));
+    }
+  }
+  void reset(Communicator& comm) {
+    for (int r = 0; r < p.world_size; ++r) {
+      ASSERT_TRUE(comm.copy_to_device(r, in[size_t(r)], host[size_t(r)].data(), p.bytes()).is_ok());
+      ASSERT_TRUE(comm.copy_to_device(r, out[size_t(r)], residual0.data(), p.output_bytes()).is_ok());
+    }
+  }
+  AllReduceOperands operands(Communicator& comm) const {
+    AllReduceOperands o;
+    o.comm = &comm;
+    for (int r = 0; r < p.world_size; ++r) {
+      o.input[size_t(r)] = in[size_t(r)];
+      o.output[size_t(r)] = out[size_t(r)];
+    }
+    return o;
+  }
+  static float round_as(DType t, float v) {
+    if (t == DType::kBF16) return to_float(to_bf16(v));
+    if (t == DType::kF16) return to_float(to_fp16(v));
+    return v;
+  }
+  void expect(Communicator& comm, const std::string& what, int calls = 1) {
+    ASSERT_EQ(p.world_size, 2);
+    std::vector<float> got(size_t(p.count));
+    int64_t wrong = 0, first_wrong = -1;
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(comm.synchronize(r, nullptr).is_ok());
+      ASSERT_TRUE(comm.copy_to_host(r, got.data(), out[size_t(r)], p.output_bytes()).is_ok());
+      for (int64_t i = 0; i < p.count; ++i) {
+        const float a = float(load_as_double(p.dtype, host[0].data(), i));
+        const float b = float(load_as_double(p.dtype, host[1].data(), i));
+        float want = residual0[size_t(i)];
+        // The sum in the inputs' dtype (as a plain all-reduce gives it), then round_to.
+        for (int k = 0; k < calls; ++k) want += round_as(p.round_to, round_as(p.dtype, a + b));
+        if (std::memcmp(&want, &got[size_t(i)], 4) != 0 && wrong++ == 0) first_wrong = i;
+      }
+      EXPECT_EQ(wrong, 0) << what << ", rank " << r << ": first at " << first_wrong << " (of " << p.count << ")";
+    }
+  }
+  void release(Communicator& comm) {
+    for (size_t i = 0; i < base.size(); ++i) comm.free(int(i / 2), base[i]);
+  }
+};
+
+TEST_F(AllReduceCuda, EveryCandidateAddsTheRoundedSumToTheResidual) {
+  for (const auto& c : candidates()) {
+    int ran = 0;
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      for (DType round_to : {DType::kBF16, DType::kF32}) {
+        // Counts that are not multiples of any vector width, and one past a staging chunk.
+        for (int64_t n : {int64_t(1), int64_t(5), int64_t(4096 + 3), int64_t(4 << 20) + 3}) {
+          if (n > 4099 && (t != DType::kF32 || round_to != DType::kBF16)) continue;
+          for (int64_t offset : {0, 1}) {
+            ResidualProblem pr(*comm_, t, round_to, n, offset);
+            if (!c.supports(pr.p).is_ok()) {
+              pr.release(*comm_);
+              continue;
+            }
+            pr.reset(*comm_);
+            Status st = c.run(pr.p, pr.operands(*comm_));
+            if (!st.is_unsupported()) {
+              EXPECT_TRUE(st.is_ok()) << c.name << ": " << st.to_string();
+              pr.expect(*comm_, c.name + " " + dtype_name(t) + " -> " + dtype_name(round_to) + " n " +
+                                    std::to_string(n) + " offset " + std::to_string(offset));
+              ++ran;
+            }
+            pr.release(*comm_);
+          }
+        }
+      }
+    }
+    if (c.name.rfind("Peer_", 0) == 0 || c.name == "Default") EXPECT_GT(ran, 0) << c.name << " must run on 2 GPUs";
+  }
+}
+
+void residual_graph_replays(Communicator& comm, const AllReduceCandidate& c) {
+  ResidualProblem pr(comm, DType::kF32, DType::kBF16, 4096 + 3, 0);
+  pr.reset(comm);
+  const int calls = replay_in_rank_mode(comm, c.name + " (residual)", [&](int r, cudaStream_t s) {
+    return c.run(pr.p, AllReduceOperands::for_rank(comm, r, pr.in[size_t(r)], pr.out[size_t(r)], s));
+  });
+  if (calls > 0) pr.expect(comm, c.name + " into the residual after graph replays", calls);
+  pr.release(comm);
+}
+
+TEST_F(AllReduceCuda, ResidualEpilogueSurvivesGraphReplays) {
+  for (const auto& c : candidates()) {
+    if (c.name != "Default" && c.name.rfind("Peer_", 0) != 0) continue;
+    Status st = warm_up_in_group_mode(*comm_, c, DType::kF32);
+    if (st.is_unsupported()) continue;
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    residual_graph_replays(*comm_, c);
+  }
+}
+
+// The LL kernel's epoch starts 16 calls before 2^32 - 1: the replays take it past the wrap (0
+// is skipped, the receive areas' parities keep alternating), with and without the epilogue.
+TEST_F(AllReduceCuda, OneShotLLEpochWrapsUnderGraphReplays) {
+  setenv("TUNABLEOP_TEST_LL_EPOCH", "0xfffffff0", 1);
+  auto comm = make_communicator(*ctx_, {0, 1});
+  unsetenv("TUNABLEOP_TEST_LL_EPOCH");
+  ASSERT_TRUE(comm.is_ok()) << comm.status().to_string();
+  for (const auto& c : candidates()) {
+    if (c.name != "Peer_OneShotLL") continue;
+    rank_mode_graph_replays(**comm, c);  // 24 calls
+    residual_graph_replays(**comm, c);   // 24 more
+    return;
+  }
+  FAIL() << "no Peer_OneShotLL candidate";
+}
 }  // namespace
 }  // namespace tunableop

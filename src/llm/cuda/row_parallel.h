@@ -1,0 +1,58 @@
+// Tensor parallelism's row-parallel projections (o, down) on one CUDA rank: y = input W^T of
+// the rank's share of the input columns, written as fp32 partial sums (never rounded to the
+// model dtype), which the all-reduce then sums across the ranks, rounds once to the dtype (where
+// one device rounds its GEMM output) and adds to the fp32 residual stream
+// (TensorParallelRank::all_reduce_residual). TP=N then differs from one device only by the fp32
+// summation order, not by an extra bf16 rounding of every partial sum.
+//
+// Decode with the fused projections on: the FusedLinear op's fp32 store (FusedOutput::kStoreF32,
+// its shape tuned like every site's). Otherwise, and for shapes that kernel does not take: the
+// GEMM op has one dtype for A, B and C, so the bf16 x bf16 -> fp32 product goes to cuBLAS
+// directly (cublasGemmEx, fp32 compute, no TF32): not a tuned problem, and not counted among
+// the engine's GEMM problems.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "cuda_common/cuda_memory.h"
+#include "llm/device_kernels.h"
+#include "tunableop/fused_linear.h"
+#include "tunableop/status.h"
+#include "tunableop/types.h"
+
+namespace tunableop::llm::cuda {
+
+class RowParallelGemm {
+ public:
+  RowParallelGemm() = default;
+  ~RowParallelGemm();
+  RowParallelGemm(const RowParallelGemm&) = delete;
+  RowParallelGemm& operator=(const RowParallelGemm&) = delete;
+
+  // On the current device; every GEMM then runs on `stream` (its workspace is fixed, so the
+  // calls can be captured in a CUDA graph).
+  Status init(cudaStream_t stream);
+  // y[rows, out] (fp32) = x[rows, in] W[out, in]^T, x and W of `dtype` (bf16 or fp32).
+  Status run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w, float* y);
+
+  // Projection p's fp32 partial sums (p.input W^T) in a buffer of this object's: the FusedLinear
+  // problem `fused` with operands `fo` (its y is set here) when given and the kernel takes it,
+  // else run(). Decode's buffer never moves (a captured graph holds it; sized for `max_batch`
+  // rows), prefill's grows. `kernel`: what ran, for the profile.
+  StatusOr<float*> partial_sums(Context& ctx, const Projection& p, DType dtype, int64_t max_batch,
+                                const FusedLinearParams* fused, FusedLinearOperands fo, std::string* kernel);
+
+ private:
+  void* handle_ = nullptr;  // cublasHandle_t
+  ::tunableop::cuda::DeviceBuffer workspace_;
+  ::tunableop::cuda::DeviceBuffer decode_partial_, prefill_partial_;
+  std::map<std::string, FusedLinearPlan> plans_;  // per decode site
+  std::set<std::string> unfused_;                 // decode sites the fused kernel does not take
+};
+
+}  // namespace tunableop::llm::cuda
