@@ -143,7 +143,12 @@ if [ -x "$bin" ]; then
   # both tuned runs fit in what is left of the call.
   export TUNABLEOP_MAX_TUNING_DURATION_MS=10 TUNABLEOP_MAX_WARMUP_DURATION_MS=5 TUNABLEOP_MAX_PROBLEM_DURATION_MS=3000
   llm tp1_tuned 40 22 --tune --iterations 3 --warmup 1
-  llm tp2_tuned 40 0 --tune --iterations 3 --warmup 1 --tp 2 --profile-decode 2
+  llm tp2_tuned 40 12 --tune --iterations 3 --warmup 1 --tp 2 --profile-decode 2
+  # With --tp the whole-step variants are not timed (decode uses fused, PDL early): the same
+  # tuned run with other variants forced, while time is left (the tuning is in the results file).
+  llm tp2_pdl_late 12 8 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 4
+  llm tp2_prefetch1 12 4 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 6
+  llm tp2_prefetch2 12 0 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 9
   cp "$OUT"/llm_results_*.csv "$LOGS/" 2>/dev/null
 else
   summary+=("tunableop CLI: not built")
@@ -177,7 +182,8 @@ def load(name):
     except Exception:
         return {}, []
 print(f"{'run':<14} {'tok/s':>9} {'TPOT ms':>9} {'TTFT ms':>9}  device")
-runs = {n: load(n) for n in ("tp1_untuned", "tp2_untuned", "tp1_tuned", "tp2_tuned")}
+runs = {n: load(n) for n in ("tp1_untuned", "tp2_untuned", "tp1_tuned", "tp2_tuned", "tp2_pdl_late",
+                             "tp2_prefetch1", "tp2_prefetch2")}
 for n, (j, _) in runs.items():
     if j:
         print(f"{n:<14} {j.get('tokens_per_s', 0):>9.1f} {j.get('tpot_ms', 0):>9.3f} {j.get('ttft_ms', 0):>9.2f}  {j.get('device', '')[:90]}")
@@ -191,6 +197,11 @@ for mode in ("untuned", "tuned"):
         n = min(32, len(one[1]), len(two[1]))
         same = one[1][:n] == two[1][:n]
         print(f"first {n} greedy ids TP=2 vs TP=1 ({mode}): {'same' if same else 'DIFFERENT'}")
+base = runs["tp1_tuned"][0].get("tokens_per_s") if runs["tp1_tuned"][0] else None
+for n in ("tp2_pdl_late", "tp2_prefetch1", "tp2_prefetch2"):
+    j = runs[n][0]
+    if base and j and j.get("tokens_per_s"):
+        print(f"{n} / tp1_tuned: {j['tokens_per_s'] / base:.3f}x")
 prof = runs["tp2_tuned"][0].get("decode_profile") if runs["tp2_tuned"][0] else None
 if prof:
     print(f"TP=2 tuned decode profile (rank 0, eager): step {prof.get('step_us', 0):.0f} us (graph), "

@@ -80,6 +80,10 @@ struct AllReduceOperands {
   std::array<const void*, kMaxRanks> input{};
   std::array<void*, kMaxRanks> output{};
   std::array<void*, kMaxRanks> stream{};  // cudaStream_t on CUDA; null: the communicator's stream
+  // A hint, no effect on the result: memory rank r reads next (the next projection's weights),
+  // which a candidate that waits on its peers may fetch into the L2 meanwhile (Peer_OneShotLL).
+  std::array<const void*, kMaxRanks> prefetch{};
+  std::array<int64_t, kMaxRanks> prefetch_bytes{};
 
   // Rank r's own call (rank mode).
   static AllReduceOperands for_rank(Communicator& comm, int rank, const void* input, void* output, void* stream);

@@ -78,7 +78,11 @@ struct TensorParallelRank {
   // row-parallel projection, summed in fp32 and rounded to dtype() once, as one device rounds its
   // GEMM output (a device whose row-parallel GEMMs write fp32 uses it instead of all_reduce and
   // add_residual; the CUDA device does). On stream(); every rank calls it at the same point.
-  std::function<Status(const float* partial, float* residual, int64_t count)> all_reduce_residual;
+  // `prefetch`: what this rank reads next (bytes of the next weights), a hint the all-reduce may
+  // use while it waits (AllReduceOperands::prefetch).
+  std::function<Status(const float* partial, float* residual, int64_t count, const void* prefetch,
+                       int64_t prefetch_bytes)>
+      all_reduce_residual;
 };
 
 // One projection y = input W^T with the element-wise work around it in a layer, as one call so

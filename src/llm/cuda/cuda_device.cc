@@ -219,7 +219,14 @@ class CudaKernels final : public DeviceKernels {
         row_gemm_.partial_sums(ctx_, p, o_.dtype, o_.max_batch, fused ? &f : nullptr, fused_operands(p), &kernel);
     if (!partial.is_ok()) return partial.status();
     mark(p.name, kernel.c_str(), p.weight_bytes(esize_), true);
-    TUNABLEOP_RETURN_IF_ERROR(tensor_parallel().all_reduce_residual(*partial, p.residual, p.rows * p.out));
+    // With the L2-prefetch step variants: the head of the next projection's weights (gate_up
+    // after o, the next layer's qkv or the lm_head after down) while the all-reduce waits.
+    const auto [next, next_bytes] =
+        p.phase == Phase::kDecode && variant_.prefetch >= 1
+            ? cuda::next_weights(view_, config(), p.w, tp_->lm_head(tp_rank_)[0].rows, esize_, int64_t(12) << 20)
+            : std::pair<const void*, int64_t>{nullptr, 0};
+    TUNABLEOP_RETURN_IF_ERROR(
+        tensor_parallel().all_reduce_residual(*partial, p.residual, p.rows * p.out, next, next_bytes));
     mark(p.name, "all_reduce_residual");
     return Status::ok();
   }

@@ -19,6 +19,24 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
 }  // namespace
 
+std::pair<const void*, int64_t> next_weights(const DeviceWeights& weights, const ModelConfig& c, const void* w,
+                                             int64_t lm_head_rows, size_t esize, int64_t cap) {
+  const auto& layers = weights.layers;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    int64_t rows = 0;
+    const void* next = nullptr;
+    if (layers[l].wo == w) {
+      next = layers[l].w_gate_up, rows = 2 * c.intermediate_size;
+    } else if (layers[l].w_down == w) {
+      const bool last = l + 1 == layers.size();
+      next = last ? weights.lm_head : layers[l + 1].wqkv;
+      rows = last ? lm_head_rows : c.qkv_dim();
+    }
+    if (next) return {next, std::min(rows * c.hidden_size * int64_t(esize), cap)};
+  }
+  return {nullptr, 0};
+}
+
 RowParallelGemm::~RowParallelGemm() {
   if (handle_) cublasDestroy(static_cast<cublasHandle_t>(handle_));
 }

@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "cuda_common/cuda_memory.h"
 #include "llm/device_kernels.h"
@@ -26,6 +27,12 @@
 #include "tunableop/types.h"
 
 namespace tunableop::llm::cuda {
+
+// The weights read after row-parallel projection `w` (o: its layer's gate_up; down: the next
+// layer's qkv, or the lm_head of `lm_head_rows` rows after the last layer) and at most `cap`
+// bytes of them; {nullptr, 0} for another weight.
+std::pair<const void*, int64_t> next_weights(const DeviceWeights& weights, const ModelConfig& c, const void* w,
+                                             int64_t lm_head_rows, size_t esize, int64_t cap);
 
 class RowParallelGemm {
  public:

@@ -145,14 +145,18 @@ TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, C
     return all_reduce(ctx, p, AllReduceOperands::for_rank(comm, r, in, out, dev.stream()));
   };
   tp.all_reduce_residual = [&comm, &ctx, &dev, r, world = layout.world()](const float* partial, float* residual,
-                                                                          int64_t count) {
+                                                                          int64_t count, const void* prefetch,
+                                                                          int64_t prefetch_bytes) {
     AllReduceParams p;
     p.dtype = DType::kF32;
     p.count = count;
     p.world_size = world;
     p.epilogue = AllReduceEpilogue::kAddResidual;
     p.round_to = dev.dtype();
-    return all_reduce(ctx, p, AllReduceOperands::for_rank(comm, r, partial, residual, dev.stream()));
+    AllReduceOperands o = AllReduceOperands::for_rank(comm, r, partial, residual, dev.stream());
+    o.prefetch[size_t(r)] = prefetch;
+    o.prefetch_bytes[size_t(r)] = prefetch_bytes;
+    return all_reduce(ctx, p, o);
   };
   return tp;
 }

@@ -358,6 +358,9 @@ Status CudaCommunicator::peer_all_reduce(PeerAlgo algo, const AllReduceParams& p
       c.round_to = int(p.round_to);
       c.ll_state = algo == PeerAlgo::kOneShotLL ? ll_state_[size_t(r)] : nullptr;
       c.pdl = pdl_;
+      const bool aligned = (reinterpret_cast<uintptr_t>(o.prefetch[size_t(r)]) & 15u) == 0;
+      c.prefetch = aligned && at == 0 ? o.prefetch[size_t(r)] : nullptr;
+      c.prefetch_bytes = c.prefetch ? o.prefetch_bytes[size_t(r)] : 0;
       c.count = std::min(chunk, p.count - at);
       c.dtype = int(p.dtype);
       c.rank = r;

@@ -251,6 +251,24 @@ __global__ void __launch_bounds__(kPeerLLThreads) peer_ll_kernel(PeerCall a) {
       if (q != a.rank) store_line(slot(q, a.rank) + size_t(j) * 16, d.words.x, d.words.y, epoch);
     }
   }
+  // While the peers' lines travel, this block's share of the next weights into the L2.
+  const int64_t pf_bytes = a.prefetch ? a.prefetch_bytes / 16 * 16 : 0;
+  if (pf_bytes > 0) {
+    const int64_t share = ((pf_bytes + gridDim.x - 1) / gridDim.x + 127) / 128 * 128;
+    const char* pf = static_cast<const char*>(a.prefetch);
+    const int64_t end = min(pf_bytes, share * (int64_t(blockIdx.x) + 1));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int64_t kPiece = 4096;
+    for (int64_t off = share * blockIdx.x + int64_t(threadIdx.x) * kPiece; off < end;
+         off += int64_t(blockDim.x) * kPiece) {
+      const uint32_t size = uint32_t(min(kPiece, end - off));
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + off), "r"(size) : "memory");
+    }
+#else
+    for (int64_t off = share * blockIdx.x + int64_t(threadIdx.x) * 32; off < end; off += int64_t(blockDim.x) * 32)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(pf + off));
+#endif
+  }
   pdl_launch_dependents();
   // Receive and sum in rank order (the same order on every rank: the same bits everywhere).
   for (int64_t j = first; j < lines; j += stride) {

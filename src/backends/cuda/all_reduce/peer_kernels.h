@@ -75,6 +75,10 @@ struct PeerCall {
   void* ll_recv[kPeerMaxRanks] = {};
   uint32_t* ll_state = nullptr;
   bool pdl = false;  // launched with programmatic dependent launch (sm_90)
+  // LL: memory to fetch into the L2 while waiting for the peers (a 16-byte aligned start; no
+  // effect on the result).
+  const void* prefetch = nullptr;
+  int64_t prefetch_bytes = 0;
 };
 
 // Launches one chunk on `stream` (of this rank's device, which must be current). LL: the whole
