@@ -2,8 +2,10 @@
 # One call on a two-GPU machine (nvidia-h200-x2) for tensor parallelism and the all-reduce op
 # (issue 14): configure for sm_90, build only the CLI and the multi-GPU tests, then
 #   1. the tests: CUDA all-reduce candidates (group mode, rank mode under graph replays, every
-#      rank on rank 0's decision) and the tensor-parallel engine (TP=2 greedy tokens == TP=1 on
-#      the Hugging Face fixtures in fp32 and on the random-weight models in bf16, 32 steps);
+#      rank on rank 0's decision, the residual epilogue, the LL kernel's epoch wrapping under
+#      replays), the tensor-parallel engine (TP=2 greedy tokens == TP=1 on the Hugging Face
+#      fixtures in fp32 and on the random-weight models in bf16, 32 steps) and FusedLinear (its
+#      fp32 store among the other outputs);
 #   2. `tunableop allreduce`: every candidate's time per message size (8K, 64K, 1M, 16M, bf16)
 #      and the op's tuned choice, kept in a results file; then the engine's row-parallel form
 #      (fp32 partial sums rounded to bf16 and added to the residual: 16K is one decode token);
@@ -84,7 +86,7 @@ fi
 grep -E "tunableop:" "$LOGS/configure.log"
 
 stamp "build"
-targets="tunableop_cli test_cuda_all_reduce test_llm_parallel_cuda"
+targets="tunableop_cli test_cuda_all_reduce test_llm_parallel_cuda test_cuda_fused_linear"
 # shellcheck disable=SC2086
 if ! timeout "$(budget 110 60)" ninja -C "$BUILD" -j32 -k 0 $targets >"$LOGS/build.log" 2>&1; then
   grep -E "FAILED|error" "$LOGS/build.log" | head -20
@@ -108,6 +110,8 @@ run_test() {  # name, binary, cap seconds, seconds kept for later
 }
 run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 30 50
 run_test tp_engine "$T/llm/test_llm_parallel_cuda" 40 45
+# The FusedLinear kernel's fp32 store (the row-parallel partial sums) with every other output.
+run_test fused_linear "$T/backends/cuda/fused_linear/test_cuda_fused_linear" 20 40
 
 if [ -x "$bin" ]; then
   t=$(budget 15 40)

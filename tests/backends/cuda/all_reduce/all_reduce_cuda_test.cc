@@ -364,7 +364,9 @@ TEST_F(AllReduceCuda, EveryCandidateAddsTheRoundedSumToTheResidual) {
         }
       }
     }
-    if (c.name.rfind("Peer_", 0) == 0 || c.name == "Default") EXPECT_GT(ran, 0) << c.name << " must run on 2 GPUs";
+    if (c.name.rfind("Peer_", 0) == 0 || c.name == "Default") {
+      EXPECT_GT(ran, 0) << c.name << " must run on 2 GPUs";
+    }
   }
 }
 

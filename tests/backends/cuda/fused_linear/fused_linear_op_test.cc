@@ -60,7 +60,8 @@ void run_and_check(Context& ctx, const FusedLinearParams& p) {
   const size_t es = dtype_size(p.dtype);
   DeviceBuffer w = upload(h.w.data(), h.w.size()), in = upload(h.input.data(), h.input.size());
   DeviceBuffer x = upload(h.x.data(), h.x.size() * 4), nw = upload(h.norm.data(), h.norm.size());
-  DeviceBuffer y(size_t(p.tokens * p.out) * es), gated(size_t(p.tokens * p.out / 2) * es), ids(size_t(p.tokens) * 4);
+  const size_t y_es = p.output == FusedOutput::kStoreF32 ? 4 : es;
+  DeviceBuffer y(size_t(p.tokens * p.out) * y_es), gated(size_t(p.tokens * p.out / 2) * es), ids(size_t(p.tokens) * 4);
   for (int call = 0; call < 2; ++call) {
     DeviceBuffer res = upload(h.residual.data(), h.residual.size());
     FusedLinearOperands o;
@@ -80,7 +81,7 @@ void run_and_check(Context& ctx, const FusedLinearParams& p) {
     std::vector<uint8_t> out = p.output == FusedOutput::kAddResidual ? download(res, h.residual.size())
                                : p.gated()                           ? download(gated, gated.size())
                                                                      : download(y, y.size());
-    const DType t = p.output == FusedOutput::kAddResidual ? DType::kF32 : p.dtype;
+    const DType t = p.output == FusedOutput::kAddResidual || p.output == FusedOutput::kStoreF32 ? DType::kF32 : p.dtype;
     double num = 0, den = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
       const double v = load_as_double(t, out.data(), int64_t(i));
@@ -113,6 +114,7 @@ const std::vector<FusedLinearParams>& problems() {
   static const std::vector<FusedLinearParams> v = {
       make(640, 512, 1, FusedInput::kRmsNormPlusOne, FusedOutput::kStore),
       make(512, 1024, 3, FusedInput::kPlain, FusedOutput::kAddResidual),
+      make(515, 1024, 2, FusedInput::kPlain, FusedOutput::kStoreF32),
       make(1030, 512, 1, FusedInput::kRmsNorm, FusedOutput::kGatedSilu),
       make(1030, 512, 3, FusedInput::kRmsNormPlusOne, FusedOutput::kGatedGeluTanh),
       make(5003, 256, 3, FusedInput::kRmsNorm, FusedOutput::kArgmax),
