@@ -9,9 +9,9 @@
 #   2. `tunableop allreduce`: every candidate's time per message size (8K, 64K, 1M, 16M, bf16)
 #      and the op's tuned choice, kept in a results file; then the engine's row-parallel form
 #      (fp32 partial sums rounded to bf16 and added to the residual: 16K is one decode token);
-#   3. Llama-2-7B shape, bf16, batch 1, 256 tokens: tokens/s with TP=1 and TP=2, untuned
-#      (cuBLAS Default GEMMs, the op's all-reduce) and then tuned while time is left, TP=2 tuned
-#      with a decode profile (rank 0's kernels, eager).
+#   3. Llama-2-7B shape, bf16, batch 1, 256 tokens: tokens/s with TP=1 and TP=2 tuned (untuned
+#      too with TP_UNTUNED=1), TP=2 with a decode profile (rank 0's kernels, eager), then TP=2
+#      with other step variants forced while time is left.
 # Everything must fit in one call of TP_BUDGET_S seconds: each step gets a timeout from what is
 # left (a whole run took 106 s on 2 x H200).
 # Logs go to $OUT/logs (./gpu-tp-out elsewhere); a short table is printed last.
@@ -88,7 +88,7 @@ grep -E "tunableop:" "$LOGS/configure.log"
 stamp "build"
 targets="tunableop_cli test_cuda_all_reduce test_llm_parallel_cuda test_cuda_fused_linear"
 # shellcheck disable=SC2086
-if ! timeout "$(budget 110 60)" ninja -C "$BUILD" -j32 -k 0 $targets >"$LOGS/build.log" 2>&1; then
+if ! timeout "$(budget 95 80)" ninja -C "$BUILD" -j32 -k 0 $targets >"$LOGS/build.log" 2>&1; then
   grep -E "FAILED|error" "$LOGS/build.log" | head -20
   echo "gpu-tp: build failed or ran out of time; continuing with what was built"
 fi
@@ -108,26 +108,14 @@ run_test() {  # name, binary, cap seconds, seconds kept for later
   summary+=("$name: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/$name.log" | tr '\n' ' ') (rc $rc)")
   grep -E "Failure|Skipped|^\[  FAILED|differ" "$LOGS/$name.log" | head -8
 }
-run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 30 50
-run_test tp_engine "$T/llm/test_llm_parallel_cuda" 40 45
-# The FusedLinear kernel's fp32 store (the row-parallel partial sums) with every other output.
-run_test fused_linear "$T/backends/cuda/fused_linear/test_cuda_fused_linear" 20 40
+# Most important first (the call is capped at TP_BUDGET_S): the tests of the new kernels and of
+# the tokens, the tuned 7B runs, then the all-reduce tables, the FusedLinear test and the other
+# step variants while time is left.
+run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 25 70
+run_test tp_engine "$T/llm/test_llm_parallel_cuda" 25 60
 
 if [ -x "$bin" ]; then
-  t=$(budget 15 40)
-  stamp "allreduce table (up to ${t}s)"
-  TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
-    --dtype bf16 --sizes 8K,64K,1M,16M --iterations 100 --rounds 7 --effort 2 --tune >"$LOGS/allreduce.txt" 2>&1
-  summary+=("allreduce: rc $?")
-  t=$(budget 15 35)
-  stamp "allreduce table, fp32 partial sums into the residual (up to ${t}s)"
-  TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
-    --dtype fp32 --residual bf16 --sizes 16K,64K,1M --iterations 100 --rounds 7 --effort 2 --tune \
-    >"$LOGS/allreduce_residual.txt" 2>&1
-  summary+=("allreduce --residual: rc $?")
-  cp "$OUT"/allreduce_results0.csv "$LOGS/" 2>/dev/null
-
-  # Llama-2-7B shape: TP=1 then TP=2, untuned first (quick: no tuning), tuned after.
+  # Llama-2-7B shape: TP=1 then TP=2 (untuned too with TP_UNTUNED=1).
   llm() {  # name, cap, keep, args...
     local name=$1 cap=$2 keep=$3
     shift 3
@@ -141,18 +129,35 @@ if [ -x "$bin" ]; then
     summary+=("llm $name: rc $rc")
     [ $rc = 0 ] || tail -3 "$LOGS/$name.err"
   }
-  llm tp1_untuned 15 30 --no-tune --iterations 3 --warmup 1
-  llm tp2_untuned 15 25 --no-tune --iterations 3 --warmup 1 --tp 2
+  if [ "${TP_UNTUNED:-0}" = 1 ]; then
+    llm tp1_untuned 15 75 --no-tune --iterations 3 --warmup 1
+    llm tp2_untuned 15 60 --no-tune --iterations 3 --warmup 1 --tp 2
+  fi
   # Tuning budgets kept small (at most 3 s per problem; the same for TP=1 and TP=2) so that
   # both tuned runs fit in what is left of the call.
   export TUNABLEOP_MAX_TUNING_DURATION_MS=10 TUNABLEOP_MAX_WARMUP_DURATION_MS=5 TUNABLEOP_MAX_PROBLEM_DURATION_MS=3000
-  llm tp1_tuned 40 22 --tune --iterations 3 --warmup 1
-  llm tp2_tuned 40 12 --tune --iterations 3 --warmup 1 --tp 2 --profile-decode 2
+  llm tp1_tuned 30 30 --tune --iterations 3 --warmup 1
+  llm tp2_tuned 30 8 --tune --iterations 3 --warmup 1 --tp 2 --profile-decode 2
+
+  t=$(budget 10 0)
+  stamp "allreduce table, fp32 partial sums into the residual (up to ${t}s)"
+  TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
+    --dtype fp32 --residual bf16 --sizes 16K,64K,1M --iterations 100 --rounds 7 --effort 2 --tune \
+    >"$LOGS/allreduce_residual.txt" 2>&1
+  summary+=("allreduce --residual: rc $?")
+  t=$(budget 12 0)
+  stamp "allreduce table (up to ${t}s)"
+  TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "$bin" allreduce --device cuda --gpus 0,1 \
+    --dtype bf16 --sizes 8K,64K,1M,16M --iterations 100 --rounds 7 --effort 2 --tune >"$LOGS/allreduce.txt" 2>&1
+  summary+=("allreduce: rc $?")
+  cp "$OUT"/allreduce_results0.csv "$LOGS/" 2>/dev/null
+  # The FusedLinear kernel's fp32 store (the row-parallel partial sums) with every other output.
+  run_test fused_linear "$T/backends/cuda/fused_linear/test_cuda_fused_linear" 15 0
   # With --tp the whole-step variants are not timed (decode uses fused, PDL early): the same
   # tuned run with other variants forced, while time is left (the tuning is in the results file).
-  llm tp2_pdl_late 12 8 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 4
-  llm tp2_prefetch1 12 4 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 6
   llm tp2_prefetch2 12 0 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 9
+  llm tp2_prefetch1 12 0 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 6
+  llm tp2_pdl_late 12 0 --tune --iterations 2 --warmup 1 --tp 2 --step-variant 4
   cp "$OUT"/llm_results_*.csv "$LOGS/" 2>/dev/null
 else
   summary+=("tunableop CLI: not built")
