@@ -109,7 +109,9 @@ TEST_F(TensorParallelCuda, RandomModelsBf16SameFirst32Tokens) {
            {"tiny", 0}, {"tiny-gemma", 0}, {"llama-2-7b", 2}, {"gemma-2b", 2}}) {
     Run r = run(builtin(preset), layers, DType::kBF16, kPrompt, 32);
     ASSERT_TRUE(r.ok) << preset;
-    EXPECT_EQ(r.two, r.one) << preset;
+    size_t same = 0;
+    while (same < r.one.size() && same < r.two.size() && r.one[same] == r.two[same]) ++same;
+    EXPECT_EQ(r.two, r.one) << preset << ": the first " << same << " tokens agree";
   }
 }
 
