@@ -231,6 +231,9 @@ __device__ __forceinline__ LLData<T> load_ll_input(const T* in, int64_t j, int64
 template <class T>
 __global__ void __launch_bounds__(kPeerLLThreads) peer_ll_kernel(PeerCall a) {
   constexpr int E = LLData<T>::kE;
+  // The next kernel (the next projection, PDL early) may launch at once: it issues its first
+  // weight loads while this one waits for the peers, and runs past its own wait only after us.
+  pdl_launch_dependents();
   // Everything below reads what earlier kernels of the stream wrote (the input, the epoch).
   pdl_wait();
   const uint32_t epoch = *reinterpret_cast<volatile uint32_t*>(a.ll_state);
@@ -269,7 +272,6 @@ __global__ void __launch_bounds__(kPeerLLThreads) peer_ll_kernel(PeerCall a) {
       asm volatile("prefetch.global.L2 [%0];" ::"l"(pf + off));
 #endif
   }
-  pdl_launch_dependents();
   // Receive and sum in rank order (the same order on every rank: the same bits everywhere).
   for (int64_t j = first; j < lines; j += stride) {
     float acc[E];
