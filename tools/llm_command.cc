@@ -4,6 +4,7 @@
 //   generate  text in, text out: prompts through the model's tokenizer, sampling or greedy,
 //             streamed, stopping at EOS; the default for --prompt, --prompt-file, --interactive.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,11 +127,7 @@ int fail(const Status& s) {
 constexpr int64_t kGenerateMaxNew = 256;      // generate mode's --max-new-tokens default
 constexpr int64_t kInteractiveMaxSeq = 4096;  // interactive KV cache (prompts of any length)
 
-std::string join_ids(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
-  return s;
-}
+std::string join_ids(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
 
 // --prompt (in order), then --prompt-file's lines (blank lines skipped).
 StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {

@@ -42,8 +42,6 @@ Result llm(const ScratchDir& scratch, const std::string& args, const std::string
   return r;
 }
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
-
 class LlmCommandText : public ::testing::Test {
  protected:
   void SetUp() override {
