@@ -75,6 +75,7 @@ struct LlmArgs {
   bool no_pdl = false;
   int step_variant = -1;
   int profile_decode = 0;
+  int profile_prefill = 0;
   bool measure_bandwidth = false;
   std::string prompt_lens;  // synthetic prompts of these lengths, one per sequence
   std::string kv_cache = "static";
@@ -168,10 +169,11 @@ Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
     return Status::invalid_argument("--kv-pages sizes a paged cache: add --kv-cache paged");
   }
   if (generate) {
-    if (a.compare || a.total_tokens > 0 || a.json || a.profile_decode > 0 || a.measure_bandwidth) {
+    if (a.compare || a.total_tokens > 0 || a.json || a.profile_decode > 0 || a.profile_prefill > 0 ||
+        a.measure_bandwidth) {
       return Status::invalid_argument(
-          "--compare, --total-tokens, --json, --profile-decode and --measure-bandwidth measure fixed-length greedy "
-          "generation: add --mode bench");
+          "--compare, --total-tokens, --json, --profile-decode, --profile-prefill and --measure-bandwidth measure "
+          "fixed-length greedy generation: add --mode bench");
     }
     if (a.interactive && (texts || a.o_prompt_ids->count() || a.prompt_len > 0)) {
       return Status::invalid_argument("--interactive reads its prompts from standard input: give no other prompt");
@@ -217,6 +219,7 @@ struct BenchExtras {
   double copy_gbps = 0;
   std::string choices;
   llm::StepProfile profile;
+  llm::StepProfile prefill_profile;
 };
 
 // The profiled steps run at the benchmark's mean position (half-way through its new tokens): the
@@ -236,6 +239,11 @@ StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
     auto p = llm::profile_decode_steps(engine, prompts, int(profile_warmup(max_new)), a.profile_decode);
     if (!p.is_ok()) return p.status();
     x.profile = std::move(p.value());
+  }
+  if (a.profile_prefill > 0) {
+    auto p = llm::profile_prefills(engine, prompts, a.profile_prefill);
+    if (!p.is_ok()) return p.status();
+    x.prefill_profile = std::move(p.value());
   }
   return x;
 }
@@ -258,6 +266,9 @@ void print_extras(const BenchExtras& x, const std::vector<const llm::BenchmarkRe
     for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", line);
   }
   if (x.profile.steps > 0) fmt::print("{}", llm::format_profile(x.profile, reports.back()->tpot_ms));
+  if (x.prefill_profile.steps > 0) {
+    fmt::print("{}", llm::format_prefill_profile(x.prefill_profile, reports.back()->ttft_ms));
+  }
 }
 
 std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
@@ -266,6 +277,9 @@ std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
   j["decode_fraction_of_copy"] = x.copy_gbps > 0 ? r.decode_weight_gbps / x.copy_gbps : 0.0;
   j["kernel_choices"] = x.choices;
   if (x.profile.steps > 0) j["decode_profile"] = nlohmann::json::parse(llm::profile_json(x.profile, r.tpot_ms));
+  if (x.prefill_profile.steps > 0) {
+    j["prefill_profile"] = nlohmann::json::parse(llm::prefill_profile_json(x.prefill_profile, r.ttft_ms));
+  }
   return j.dump();
 }
 
@@ -692,6 +706,10 @@ void add_llm_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--profile-decode", a->profile_decode,
                 "bench: afterwards, time each kernel of this many decode steps (run eagerly) and print the breakdown")
+      ->check(at_least(0));
+  c->add_option("--profile-prefill", a->profile_prefill,
+                "bench: afterwards, time each kernel of this many prefills (in the benchmark's last mode) and print "
+                "the breakdown against the TTFT")
       ->check(at_least(0));
   c->add_flag("--measure-bandwidth", a->measure_bandwidth,
               "bench: measure the device's copy bandwidth in this run and print decode traffic against it");

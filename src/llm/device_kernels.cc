@@ -59,12 +59,16 @@ Status DeviceKernels::project(const Projection& p, LinearOp& linear) {
   }
   TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, dtype(), p.rows, p.in, p.out, in, p.w, p.y, stream()));
   if (p.row_parallel) TUNABLEOP_RETURN_IF_ERROR(after_row_parallel_linear(p.y, p.rows, p.out));
-  mark(p.name, "gemm", p.weight_bytes(dtype_size(dtype())), true);
+  mark(p.name, "gemm", p.weight_bytes(dtype_size(dtype())), true, p.flops());
   switch (p.epilogue) {
     case E::kStore: return Status::ok();
     case E::kAddResidual:
       TUNABLEOP_RETURN_IF_ERROR(add_residual(p.residual, p.y, p.rows));
       mark(p.name, "residual");
+      if (p.next_norm) {
+        TUNABLEOP_RETURN_IF_ERROR(rmsnorm(p.residual, p.next_norm, p.rows, p.next_normed));
+        mark(p.name, "next_norm");
+      }
       return Status::ok();
     case E::kGated:
       TUNABLEOP_RETURN_IF_ERROR(gated_activation(p.y, p.rows, p.gated));
@@ -91,9 +95,9 @@ Status DeviceKernels::begin_profile() {
   return Status::ok();
 }
 
-void DeviceKernels::record_mark(std::string label, int64_t bytes, bool matmul) {
+void DeviceKernels::record_mark(std::string label, int64_t bytes, bool matmul, double flops) {
   const double t = now_s();
-  spans_.push_back({std::move(label), (t - last_mark_s_) * 1e3, bytes, matmul});
+  spans_.push_back({std::move(label), (t - last_mark_s_) * 1e3, bytes, matmul, flops});
   last_mark_s_ = t;
 }
 
