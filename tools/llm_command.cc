@@ -220,13 +220,34 @@ struct BenchExtras {
   std::string choices;
   llm::StepProfile profile;
   llm::StepProfile prefill_profile;
+  std::string prefill_served;  // with the prefill profile: what serves each prefill problem
 };
+
+// Each prefill problem (GEMM, attention) with the solution the results serve and its tuned time
+// as a rate, one line each: what the prefill breakdown's rates compare with.
+std::string prefill_solutions(Context& ctx, llm::Engine& engine) {
+  std::string s;
+  auto add = [&](const std::vector<llm::LinearOp::Problem>& problems) {
+    for (const auto& p : problems) {
+      if (!p.in_prefill) continue;
+      const auto e = ctx.results().lookup(p.op, p.params);
+      s += fmt::format("  {} {}: {}", p.op, p.params, e ? e->solution : "not in the results (Default)");
+      if (e && e->time_ms > 0 && p.flops > 0) {
+        s += fmt::format(", tuned alone {:.4f} ms = {:.1f} TFLOP/s", e->time_ms, p.flops / e->time_ms / 1e9);
+      }
+      s += e && !e->note.empty() ? " (" + e->note + ")\n" : "\n";
+    }
+  };
+  add(engine.linear().problems());
+  add(engine.linear().attention_problems());
+  return s;
+}
 
 // The profiled steps run at the benchmark's mean position (half-way through its new tokens): the
 // attention kernels' time grows with the context, and a profile at the prompt would hide it.
 int64_t profile_warmup(int64_t max_new) { return std::max<int64_t>(2, max_new / 2); }
 
-StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
+StatusOr<BenchExtras> bench_extras(const LlmArgs& a, Context& ctx, llm::Engine& engine,
                                    const std::vector<std::vector<int32_t>>& prompts, int64_t max_new) {
   BenchExtras x;
   if (a.measure_bandwidth) {
@@ -244,6 +265,7 @@ StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
     auto p = llm::profile_prefills(engine, prompts, a.profile_prefill);
     if (!p.is_ok()) return p.status();
     x.prefill_profile = std::move(p.value());
+    if (ctx.config().snapshot().enabled) x.prefill_served = prefill_solutions(ctx, engine);
   }
   return x;
 }
@@ -268,6 +290,7 @@ void print_extras(const BenchExtras& x, const std::vector<const llm::BenchmarkRe
   if (x.profile.steps > 0) fmt::print("{}", llm::format_profile(x.profile, reports.back()->tpot_ms));
   if (x.prefill_profile.steps > 0) {
     fmt::print("{}", llm::format_prefill_profile(x.prefill_profile, reports.back()->ttft_ms));
+    if (!x.prefill_served.empty()) fmt::print("Prefill problems as the results serve them:\n{}", x.prefill_served);
   }
 }
 
@@ -279,6 +302,7 @@ std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
   if (x.profile.steps > 0) j["decode_profile"] = nlohmann::json::parse(llm::profile_json(x.profile, r.tpot_ms));
   if (x.prefill_profile.steps > 0) {
     j["prefill_profile"] = nlohmann::json::parse(llm::prefill_profile_json(x.prefill_profile, r.ttft_ms));
+    j["prefill_served"] = x.prefill_served;
   }
   return j.dump();
 }
@@ -331,7 +355,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
   if (a.compare) {
     auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) { set_tunableop_mode(engine, ctx, tuned); });
     if (!r.is_ok()) return fail(r.status());
-    auto extras = bench_extras(a, engine, prompts, max_new);  // in the tuned mode, the last one set
+    auto extras = bench_extras(a, ctx, engine, prompts, max_new);  // in the tuned mode, the last one set
     if (!extras.is_ok()) return fail(extras.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
     const double paired = llm::paired_speedup(r->first, r->second);
@@ -359,7 +383,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
 
   auto r = llm::run_benchmark(engine, prompts, bo);
   if (!r.is_ok()) return fail(r.status());
-  auto extras = bench_extras(a, engine, prompts, max_new);
+  auto extras = bench_extras(a, ctx, engine, prompts, max_new);
   if (!extras.is_ok()) return fail(extras.status());
   if (a.json) {
     std::string j = llm::report_json(*r);
