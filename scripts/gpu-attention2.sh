@@ -15,7 +15,7 @@
 # (--profile-prefill 3: GEMMs, attention, every other kernel, TFLOP/s, host queue time, the TTFT
 # gap), Llama-2-7B first; the element-wise kernel tests vs fp64; Gemma-2B; the engine's GPU tests
 # that cover prefill (HF fixtures fused and unfused, CUDA vs CPU, profiled prefill); then, while
-# the budget lasts, Llama with --fusion off (prefill's residual add and rmsnorm unfused: the A/B)
+# the budget lasts, Gemma decode TPOT (the element-wise kernels changed), Llama with --fusion off (prefill's residual add and rmsnorm unfused: the A/B)
 # and an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
 # 285) are skipped and said so.
 set -uo pipefail
@@ -87,7 +87,9 @@ if [ "$FAST" = 1 ]; then
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   gtest llm/test_llm_cuda_kernels 40
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
-  gtest llm/test_llm_cuda 90 '*MatchesTransformersFixtures*:*Fp32MatchesCpuEngine*:*Bf16IsCloseToFp32*:*ProfiledPrefill*:*PaddingAndBatching*:*PagedCacheEqualsStatic*'
+  gtest llm/test_llm_cuda 100 '*MatchesTransformersFixtures*:*Fp32MatchesCpuEngine*:*Bf16IsCloseToFp32*:*ProfiledPrefill*:*PaddingAndBatching*:*PagedCacheEqualsStatic*:*GraphReplay*:*FusedProjectionsMatchUnfused*'
+  # Decode with the packed element-wise kernels (stage 2, run 5: TPOT 2.261 ms static).
+  llm gemma_decode_static 75 --model builtin:gemma-2b --prompt-len 1024 --max-new-tokens 128 --tune --iterations 3
   llm llama_ttft_unfused 80 --model builtin:llama-2-7b "${ttft[@]}" --fusion off
   nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   secs=$(left 60)
