@@ -347,7 +347,8 @@ class Model final : public Engine {
       qkv.y = a.qkv.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(qkv, linear_));
       TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
-      d.mark("rope_kv");
+      // Prefill: q and k read and rotated, v read, q written back, k and v into the cache.
+      d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
       TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
       d.mark("attention", nullptr, 0, false, attention_flops);
       Projection o = proj("o", rows, Q, H, lw.wo);

@@ -93,10 +93,14 @@ std::string format_prefill_profile(const StepProfile& p, double ttft_ms) {
   const double other_ms = p.other_ms - attention_ms;
   auto share = [&](double ms) { return total > 0 ? 100 * ms / total : 0.0; };
   std::string s = fmt::format("Prefill breakdown (eager, one event per kernel, mean of {} prefills):\n", p.steps);
-  s += fmt::format("  {:<44} {:>6} {:>10} {:>6} {:>9}\n", "kernel", "calls", "us", "share", "TFLOP/s");
+  s += fmt::format("  {:<44} {:>6} {:>10} {:>6} {:>9} {:>9}\n", "kernel", "calls", "us", "share", "TFLOP/s", "GB/s");
   for (const auto& r : p.rows) {
-    s += fmt::format("  {:<44} {:>6.0f} {:>10.1f} {:>5.1f}% {:>9}\n", r.label + (r.matmul ? " *" : ""), r.calls,
-                     r.ms * 1e3, share(r.ms), tflops(r.flops, r.ms));
+    // GB/s of the activations an element-wise kernel moves at least (a matmul's bytes are its
+    // weights: not its limit here).
+    const std::string gbps =
+        !r.matmul && r.bytes > 0 && r.ms > 0 ? fmt::format("{:.0f}", double(r.bytes) / (r.ms * 1e-3) / 1e9) : "";
+    s += fmt::format("  {:<44} {:>6.0f} {:>10.1f} {:>5.1f}% {:>9} {:>9}\n", r.label + (r.matmul ? " *" : ""), r.calls,
+                     r.ms * 1e3, share(r.ms), tflops(r.flops, r.ms), gbps);
   }
   s += fmt::format(
       "  GEMMs (*): {:.1f} us ({:.1f}%, {} TFLOP/s), attention: {:.1f} us ({:.1f}%, {} TFLOP/s), other kernels: "

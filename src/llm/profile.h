@@ -13,7 +13,8 @@ namespace tunableop::llm {
 struct ProfileSpan {
   std::string label;    // "qkv.gemm", "attention", "gate_up [fused ...]"
   double ms = 0;        // the work queued between the previous mark and this one
-  int64_t bytes = 0;    // weights it streams (0: none)
+  int64_t bytes = 0;    // weights it streams (0: none); prefill's element-wise kernels: the
+                        // activation bytes they move at least
   bool matmul = false;  // a GEMM, or a kernel that contains one
   double flops = 0;     // floating-point work (GEMMs, attention; 0: not counted)
 };

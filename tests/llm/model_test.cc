@@ -184,6 +184,9 @@ TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
     labels.push_back(s.label);
     EXPECT_GE(s.ms, 0) << s.label;
     EXPECT_EQ(s.matmul, s.label.find(".gemm") != std::string::npos) << s.label;
+    if (!s.matmul) {
+      EXPECT_EQ(s.bytes, 0) << s.label << ": decode spans carry only the weights' bytes";
+    }
     if (s.label == "lm_head.gemm") {
       EXPECT_EQ(s.bytes, c.hidden_size * c.vocab_size * 4);
     }
@@ -244,10 +247,24 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
     if (s.label == "rope_kv" || s.label == "embedding") {
       EXPECT_EQ(s.flops, 0) << s.label;
     }
+    // The activation bytes an element-wise kernel moves (fp32 on the CPU), for the GB/s column.
+    if (s.label == "gate_up.act") {
+      EXPECT_EQ(s.bytes, rows * c.intermediate_size * 3 * 4);
+    }
+    if (s.label == "rope_kv") {
+      EXPECT_EQ(s.bytes, 2 * rows * c.qkv_dim() * 4);
+    }
+    if (s.label == "o.residual") {
+      EXPECT_EQ(s.bytes, rows * c.hidden_size * 12);
+    }
+    if (s.label == "o.next_norm") {
+      EXPECT_EQ(s.bytes, rows * c.hidden_size * 8);
+    }
   }
   ASSERT_GE(labels.size(), size_t(4));
   EXPECT_EQ(labels[0], "embedding");
   EXPECT_EQ(labels[1], "qkv.norm");
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "o.next_norm"), labels.end()) << "the norm ahead of gate_up";
   EXPECT_EQ(labels[labels.size() - 4], "gather_rows");
   EXPECT_EQ(labels.back(), "lm_head.argmax");
 

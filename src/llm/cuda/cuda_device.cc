@@ -216,7 +216,7 @@ class CudaKernels final : public DeviceKernels {
     mark(p.name, "gemm", p.weight_bytes(esize_), true, p.flops());
     TUNABLEOP_CUDA_TRY(cuda::add_rmsnorm(e_, p.residual, p.y, p.next_norm, p.rows, c.hidden_size, float(c.rms_norm_eps),
                                          c.norm_adds_one(), p.next_normed, stream_.get(), launch_pdl()));
-    mark(p.name, "residual+norm");
+    mark(p.name, "residual+norm", p.rows * c.hidden_size * (8 + 2 * int64_t(esize_)));
     return Status::ok();
   }
 
