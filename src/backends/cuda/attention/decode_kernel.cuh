@@ -273,17 +273,32 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
   }
   if (tid == 0) tickets[bk] = 0;  // for the next launch (or graph replay); nobody else reads it now
   __syncthreads();
-  for (int x = 2 * tid; x < rows_total * D; x += 2 * blockDim.x) {
+  // Each thread takes 4 columns of a row and reads them from kCombineBatch splits at once (the
+  // loads are independent; one after another they would cost an L2 round trip each).
+  constexpr int kCombineBatch = 8;
+  for (int x = 4 * tid; x < rows_total * D; x += 4 * blockDim.x) {
     const int r = x / D;
-    float v0 = 0.f, v1 = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = weight_s[s][r];
-      if (w == 0.f) continue;
-      const float2 p = __ldcg(reinterpret_cast<const float2*>(o_part + (int64_t(s) * slabs + bk) * rows_total * D + x));
-      v0 = fmaf(w, p.x, v0), v1 = fmaf(w, p.y, v1);
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+      float4 part[kCombineBatch];
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) {
+        if (s0 + u < splits)
+          part[u] =
+              __ldcg(reinterpret_cast<const float4*>(o_part + (int64_t(s0 + u) * slabs + bk) * rows_total * D + x));
+      }
+#pragma unroll
+      for (int u = 0; u < kCombineBatch; ++u) {
+        if (s0 + u >= splits) break;
+        const float w = weight_s[s0 + u][r];  // every partial is finite (zeros where a split saw no key)
+        sum.x = fmaf(w, part[u].x, sum.x), sum.y = fmaf(w, part[u].y, sum.y);
+        sum.z = fmaf(w, part[u].z, sum.z), sum.w = fmaf(w, part[u].w, sum.w);
+      }
     }
     const float inv = row_l[r] > 0.f ? 1.f / row_l[r] : 0.f;
-    store_out(r, x % D, v0 * inv, v1 * inv);
+    const int i = r / group, h = g * group + r % group;
+    T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + x % D;
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(sum.x * inv, sum.y * inv), pack2<T>(sum.z * inv, sum.w * inv));
   }
 }
 
