@@ -123,13 +123,17 @@ void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
 
 TEST(DecodeOneLaunch, GraphReplaysMatchTheEagerRun) {
   TUNABLEOP_REQUIRE_GPU();
-  AttentionParams p = decode_params(256);  // Gemma-2B's decode: 8 heads on one kv head
-  p.batch = 2, p.kv_len = 251, p.var_kv_len = true, p.q_row_stride = 10 * 256;
-  check_graph_replay(p.with_defaults(), 7);
-  AttentionParams paged = decode_params(128);  // GQA 4, pages of 16
-  paged.batch = 3, paged.heads = 16, paged.kv_heads = 4, paged.kv_len = 300, paged.page_size = 16;
-  paged.var_kv_len = true, paged.dtype = DType::kF16, paged.q_row_stride = 0, paged.o_row_stride = 0;
-  check_graph_replay(paged.with_defaults(), 8);
+  // Gemma-2B's decode: 8 heads on one kv head, q read from the fused qkv row, a static cache
+  // longer than the longest sequence.
+  AttentionParams p;
+  p.batch = 2, p.q_len = 1, p.kv_len = 251, p.max_seq = 256, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
+  p.var_kv_len = true, p.q_row_stride = 10 * 256;
+  check_graph_replay(p, 7);
+  // GQA 4, fp16, pages of 16 out of order.
+  AttentionParams paged;
+  paged.dtype = DType::kF16, paged.batch = 3, paged.q_len = 1, paged.kv_len = 300, paged.heads = 16;
+  paged.kv_heads = 4, paged.head_dim = 128, paged.page_size = 16, paged.var_kv_len = true;
+  check_graph_replay(paged, 8);
 }
 
 }  // namespace
