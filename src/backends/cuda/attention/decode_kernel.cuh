@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
   __syncthreads();
   // Each thread takes 4 columns of a row and reads them from kCombineBatch splits at once (the
   // loads are independent; one after another they would cost an L2 round trip each).
-  constexpr int kCombineBatch = 8;
+  constexpr int kCombineBatch = 16;
   for (int x = 4 * tid; x < rows_total * D; x += 4 * blockDim.x) {
     const int r = x / D;
     float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
