@@ -21,6 +21,7 @@
 #   bash scripts/gpu-decode.sh                 # everything ($OUT set by the device tool)
 #   DECODE_HF=0                                # no Hugging Face runs
 #   DECODE_TESTS=0                             # no tests (and their targets not built)
+#   DECODE_TESTS=llm                           # only the engine's (test_llm_cuda)
 #   DECODE_BATCHES="4 16"                      # the batch sizes of step 5 (default "4 16")
 #   DECODE_BUDGET=510                          # seconds from the start; later steps skipped past it
 #   DECODE_DRY=1                               # no GPU: print the commands instead of running them
@@ -32,7 +33,8 @@
 #                                              # replay test, and attention_lab on short-cache decode
 #                                              # shapes (every candidate timed; after the tests)
 # A quick check of one change (about 4 minutes with the build):
-#   DECODE_ATTN=1 DECODE_HF=0 DECODE_BATCHES= DECODE_BEFORE=0 DECODE_BUDGET=290 bash scripts/gpu-decode.sh
+#   DECODE_ATTN=1 DECODE_TESTS=llm DECODE_HF=0 DECODE_BATCHES= DECODE_BEFORE=0 DECODE_BUDGET=290 \
+#     bash scripts/gpu-decode.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -76,7 +78,11 @@ stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-no
 
 stamp "configure + build (sm_90)"
 targets="tunableop_cli"
-[ "${DECODE_TESTS:-1}" = 1 ] && targets="$targets test_llm_cuda test_cuda_fused_linear"
+TESTS=${DECODE_TESTS:-1}
+tests="backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:170"
+[ "$TESTS" = llm ] && tests="llm/test_llm_cuda:170"
+[ "$TESTS" = 0 ] && tests=""
+for t in $tests; do targets="$targets $(basename "${t%%:*}")"; done
 ATTN=${DECODE_ATTN:-0}
 bench_flag=OFF
 [ "$ATTN" = 1 ] && targets="$targets test_cuda_attention attention_lab" && bench_flag=ON
@@ -93,8 +99,8 @@ else
 fi
 stamp "built"
 
-if [ "${DECODE_TESTS:-1}" = 1 ]; then
-  for t in backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:170; do
+if [ -n "$tests" ]; then
+  for t in $tests; do
     prog=${t%%:*} want=${t##*:} name=$(basename "${t%%:*}")
     secs=$(left "$want")
     if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; continue; fi
@@ -174,7 +180,7 @@ for b in ${DECODE_BATCHES-4 16}; do
   done
 done
 
-cp "$OUT"/results_*.csv "$LOGS/" 2>/dev/null
+cp "$OUT"/results_*.csv "$OUT"/results_*.csv.stats "$LOGS/" 2>/dev/null  # stats: every candidate's time
 rm -f "$OUT"/results_*.csv.stats
 stamp "done"
 echo "== decode step breakdowns, batch 1 (before: unfused, no PDL; after: fused + PDL, chosen by measurement)"
