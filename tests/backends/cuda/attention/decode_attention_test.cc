@@ -74,6 +74,7 @@ void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
   DeviceBuffer table;
   if (h.p.paged()) table = upload(h.block_table.data(), h.block_table.size() * sizeof(int32_t));
   DeviceBuffer out(h.out.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads (legacy stream) are done
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   AttentionOperands o;
@@ -91,11 +92,14 @@ void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
     // Shorter lengths first (the eager run and the capture), then the real ones for the replays.
     std::vector<int32_t> shorter = h.kv_lens;
     for (auto& n : shorter) n = std::max(1, n / 2);
-    ASSERT_EQ(cudaMemcpy(lens.data(), shorter.data(), shorter.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
-              cudaSuccess);
+    // Copies and fills on `stream` itself (non-blocking: it does not wait for the legacy stream).
+    ASSERT_EQ(
+        cudaMemcpyAsync(lens.data(), shorter.data(), shorter.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+        cudaSuccess);
     ASSERT_TRUE(c.run(h.p, o).is_ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(lens.data(), h.kv_lens.data(), shorter.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
+    ASSERT_EQ(cudaMemcpyAsync(lens.data(), h.kv_lens.data(), shorter.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                              stream),
               cudaSuccess);
     ASSERT_TRUE(c.run(h.p, o).is_ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -110,7 +114,7 @@ void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     for (int rep = 0; rep < 3; ++rep) {
-      ASSERT_EQ(cudaMemset(out.data(), 0xFF, out.size()), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(out.data(), 0xFF, out.size(), stream), cudaSuccess);
       ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       EXPECT_TRUE(read_out() == eager) << "replay " << rep << " differs from the eager run";
