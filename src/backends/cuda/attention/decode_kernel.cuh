@@ -37,9 +37,8 @@ using flash_detail::pack2;
 
 constexpr int kMaxWarps = 8;
 constexpr int kMaxSplits = 32;
-constexpr int kMaxRows = 32;     // rows per kv head, d64
-constexpr int kRowDims = 2048;   // R * D: the query rows and accumulators of a lane fit in 2 x 64 registers
-constexpr int kKeysPerStep = 4;  // K/V rows a warp has in flight
+constexpr int kMaxRows = 32;    // rows per kv head, d64
+constexpr int kRowDims = 2048;  // R * D: the query rows and accumulators of a lane fit in 2 x 64 registers
 
 // D / 32 contiguous elements of a row per lane, as one load.
 template <int D>
@@ -146,8 +145,13 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
     for (int e = 0; e < E; ++e) acc[r][e] = 0.f;
   }
 
+  // Several keys at a time (kKeysPerStep): their loads in flight together, their dot products reduced
+  // side by side (independent shuffle chains), then per row one running-max update and one
+  // rescale for the whole step. Branch-free over rows and keys (predicates), so the compiler
+  // interleaves the rows' chains; keys past the warp's range load as zeros and are masked.
+  constexpr int kKeysPerStep = R >= 32 ? 1 : R >= 16 ? 2 : 4;  // registers: the scores are steps x rows
   for (int jb = wj0; jb < wj1; jb += kKeysPerStep) {
-    Vec kr[kKeysPerStep], vr[kKeysPerStep];
+    Vec kr[kKeysPerStep] = {}, vr[kKeysPerStep] = {};
 #pragma unroll
     for (int u = 0; u < kKeysPerStep; ++u) {
       if (jb + u < wj1) {
@@ -156,34 +160,52 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
         vr[u] = *reinterpret_cast<const Vec*>(vbase + off);
       }
     }
+    float s[kKeysPerStep][R];
 #pragma unroll
     for (int u = 0; u < kKeysPerStep; ++u) {
-      const int j = jb + u;
-      if (j >= wj1) break;  // the same for the whole warp
-      float kf[E], vf[E];
+      float kf[E];
       to_floats<T, E>(kr[u], kf);
-      to_floats<T, E>(vr[u], vf);
-      float s[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float d = 0.f;
 #pragma unroll
         for (int e = 0; e < E; ++e) d = fmaf(q[r][e], kf[e], d);
-        s[r] = d;
+        s[u][r] = d;
       }
+    }
 #pragma unroll
-      for (int r = 0; r < R; ++r) s[r] = warp_sum(s[r]);
+    for (int u = 0; u < kKeysPerStep; ++u)
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const bool visible = r < rows_real && (!a.causal || j <= pos0 + r / group);
-        if (!visible) continue;
-        const float m_new = fmaxf(m[r], s[r]);
-        const float corr = fast_exp2(m[r] - m_new);  // 0 on the first key (m = -inf)
-        const float p = fast_exp2(s[r] - m_new);
-        m[r] = m_new;
-        l[r] = fmaf(l[r], corr, p);
+      for (int r = 0; r < R; ++r) s[u][r] = warp_sum(s[u][r]);
+    float vf[kKeysPerStep][E];
 #pragma unroll
-        for (int e = 0; e < E; ++e) acc[r][e] = fmaf(acc[r][e], corr, p * vf[e]);
+    for (int u = 0; u < kKeysPerStep; ++u) to_floats<T, E>(vr[u], vf[u]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      bool vis[kKeysPerStep];
+      float mx = m[r];
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u) {
+        const int j = jb + u;
+        vis[u] = j < wj1 && r < rows_real && (!a.causal || j <= pos0 + r / group);
+        mx = vis[u] ? fmaxf(mx, s[u][r]) : mx;
+      }
+      const float m_use = mx == -INFINITY ? 0.f : mx;  // a row that saw no key yet stays at 0
+      const float corr = fast_exp2(m[r] - m_use);      // 0 while m = -inf (l, acc still 0)
+      float p[kKeysPerStep], psum = 0.f;
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u) {
+        p[u] = vis[u] ? fast_exp2(s[u][r] - m_use) : 0.f;
+        psum += p[u];
+      }
+      m[r] = mx;
+      l[r] = fmaf(l[r], corr, psum);
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        float x = acc[r][e] * corr;
+#pragma unroll
+        for (int u = 0; u < kKeysPerStep; ++u) x = fmaf(p[u], vf[u][e], x);
+        acc[r][e] = x;
       }
     }
   }
