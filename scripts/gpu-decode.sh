@@ -140,10 +140,10 @@ run() {  # name, seconds wanted, args...
   go "$secs" "$bin" llm --device cuda --tune "$@" >"$LOGS/$name.txt" 2>&1 ||
     echo "gpu-decode: $name exited $? (see $name.txt)"
 }
-# --no-in-context-check: the tuner's in-context check (tuned vs Default choices, interleaved)
-# re-captures the decode graphs many times; the 05:31 run of this script on the H100 timed the
-# benchmark at 2.40 ms (Gemma) although every tuned step replay measured 2.05 ms, i.e. the
-# benchmark replayed a graph captured in a Default state. Issue 13 measures the tuned decode.
+# --no-in-context-check: issue 13 measures the tuned decode. (With the check on, the 05:31 H100 run
+# of this script had the engine's re-preparation after the check, ~0.2-0.5 s of graph captures and
+# step-variant timing, inside the first timed run: TPOT is a mean, so 2.40 ms instead of ~2.05 ms
+# on Gemma. tools/llm_command.cc now runs one untimed generation after the check.)
 common=(--total-tokens 256 --iterations 3 --warmup 1 --measure-bandwidth --profile-decode 3 --no-in-context-check)
 before=(--fusion off --no-pdl)
 for m in $MODELS; do
