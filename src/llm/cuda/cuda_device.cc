@@ -199,7 +199,10 @@ class CudaKernels final : public DeviceKernels {
       if (!made.is_ok()) return made.status();
       choice = *made;
     }
-    if (!choice->best.fused) return DeviceKernels::project(p, linear);
+    auto fused_ran = [choice] {  // timed successfully (the "every site" variants take it)
+      return std::any_of(choice->timed.begin(), choice->timed.end(), [](const auto& t) { return t.fused; });
+    };
+    if (!choice->best.fused && !(variant_.every_site && fused_ran())) return DeviceKernels::project(p, linear);
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
