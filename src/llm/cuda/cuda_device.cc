@@ -187,12 +187,11 @@ class CudaKernels final : public DeviceKernels {
 
   // Decode projections: the FusedLinear op (its shape tuned by TunableOp) where it beat the
   // unfused composition for this site, else the composition.
-  // Tensor parallel: a row-parallel projection (o, down) writes fp32 partial sums, and the
-  // all-reduce (its candidates may fuse the residual add) sums them, rounds once and adds them
-  // to the residual stream (row_parallel.h); never timed against other forms (timing it would
-  // run collectives on one rank alone).
+  // Tensor parallel: o and down write fp32 partial sums that the all-reduce sums, rounds once
+  // and adds to the residual (row_parallel.h); never timed alone (collectives need every rank).
   Status project(const Projection& p, LinearOp& linear) override {
     if (p.row_parallel && tensor_parallel().world > 1) return project_row_parallel(p);
+    if (p.epilogue == Projection::Epilogue::kAddResidual && p.next_norm) return add_and_norm_ahead(p, linear);
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
@@ -201,7 +200,10 @@ class CudaKernels final : public DeviceKernels {
       if (!made.is_ok()) return made.status();
       choice = *made;
     }
-    if (!choice->best.fused) return DeviceKernels::project(p, linear);
+    auto fused_ran = [choice] {  // timed successfully (the "every site" variants take it)
+      return std::any_of(choice->timed.begin(), choice->timed.end(), [](const auto& t) { return t.fused; });
+    };
+    if (!choice->best.fused && !(variant_.every_site && fused_ran())) return DeviceKernels::project(p, linear);
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
@@ -219,8 +221,7 @@ class CudaKernels final : public DeviceKernels {
         row_gemm_.partial_sums(ctx_, p, o_.dtype, o_.max_batch, fused ? &f : nullptr, fused_operands(p), &kernel);
     if (!partial.is_ok()) return partial.status();
     mark(p.name, kernel.c_str(), p.weight_bytes(esize_), true);
-    // With the L2-prefetch step variants: the head of the next projection's weights (gate_up
-    // after o, the next layer's qkv or the lm_head after down) while the all-reduce waits.
+    // L2-prefetch step variants: the head of the next weights while the all-reduce waits.
     const auto [next, next_bytes] =
         p.phase == Phase::kDecode && variant_.prefetch >= 1
             ? cuda::next_weights(view_, config(), p.w, tp_->lm_head(tp_rank_)[0].rows, esize_, int64_t(12) << 20)
@@ -228,6 +229,24 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_RETURN_IF_ERROR(
         tensor_parallel().all_reduce_residual(*partial, p.residual, p.rows * p.out, next, next_bytes));
     mark(p.name, "all_reduce_residual");
+    if (p.next_norm) {  // prefill: the next projection reads its rmsnorm from next_normed
+      TUNABLEOP_RETURN_IF_ERROR(rmsnorm(p.residual, p.next_norm, p.rows, p.next_normed));
+      mark(p.name, "next_norm");
+    }
+    return Status::ok();
+  }
+
+  // Prefill's o and down (issue 12): the GEMM, then the residual add and the next projection's
+  // rmsnorm in one pass over the rows (the bits of add_residual + rmsnorm).
+  Status add_and_norm_ahead(const Projection& p, LinearOp& linear) {
+    const ModelConfig& c = config();
+    if (p.out != c.hidden_size || p.norm) return DeviceKernels::project(p, linear);  // its checks and errors
+    TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, o_.dtype, p.rows, p.in, p.out, p.input, p.w, p.y, stream_.get()));
+    if (p.row_parallel) TUNABLEOP_RETURN_IF_ERROR(after_row_parallel_linear(p.y, p.rows, p.out));
+    mark(p.name, "gemm", p.weight_bytes(esize_), true, p.flops());
+    TUNABLEOP_CUDA_TRY(cuda::add_rmsnorm(e_, p.residual, p.y, p.next_norm, p.rows, c.hidden_size, float(c.rms_norm_eps),
+                                         c.norm_adds_one(), p.next_normed, stream_.get(), launch_pdl()));
+    mark(p.name, "residual+norm", p.rows * c.hidden_size * (8 + 2 * int64_t(esize_)));
     return Status::ok();
   }
 
@@ -314,11 +333,11 @@ class CudaKernels final : public DeviceKernels {
   }
 
  private:
-  void record_mark(std::string label, int64_t bytes, bool matmul) override {
+  void record_mark(std::string label, int64_t bytes, bool matmul, double flops) override {
     if (timing_) return;  // a projection's first decode times its candidates: not the step's work
     auto e = new_event();
     if (e.is_ok()) (void)cudaEventRecord(*e, stream_.get());
-    spans_.push_back({std::move(label), 0, bytes, matmul});
+    spans_.push_back({std::move(label), 0, bytes, matmul, flops});
   }
   StatusOr<cudaEvent_t> new_event() {
     cudaEvent_t e = nullptr;
