@@ -207,6 +207,14 @@ struct EngineApi {
   void* (*own_symbol)(Library lib, const char* name) = nullptr;
 };
 
+// Exported by the preload library for benchmarks and tests (C linkage, plain ints): the program's
+// real definition of `name` exactly as the hooks reach it (Library as int), and the number of
+// calls of an entry point (Api as int) that ended for a reason (Reason as int) so far.
+using RealSymbolQuery = void* (*)(int library, const char* name);
+using CallCountQuery = unsigned long long (*)(int api, int reason);
+inline constexpr const char* kRealSymbolQueryName = "tunableop_interpose_real_symbol";
+inline constexpr const char* kCallCountQueryName = "tunableop_interpose_calls";
+
 // Exported by the engine; null when the ABI versions differ.
 using EngineEntry = const EngineApi* (*)(const PreloadApi* preload);
 inline constexpr const char* kEngineEntryName = "tunableop_interpose_engine";

@@ -42,6 +42,8 @@ struct EngineRef {
 EngineRef engine();
 
 void count(Api api, Reason reason);
+// The calls counted so far for (api, reason).
+unsigned long long calls(Api api, Reason reason);
 
 enum class Route { kIntercept, kStraight, kEngineOwn };
 inline Route route() {
