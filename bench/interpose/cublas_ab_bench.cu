@@ -7,15 +7,19 @@
 // the GPU. Run it under `tunableop run --tune` (hooked = served or library default, as tuned),
 // `--no-tune` without results (hooked = passed through the engine) and with the interposer
 // disabled (hooked = the inert hook); scripts/gpu-interpose.sh's cost step does all three.
+// Both arms' results are compared at the end of each entry point (exit 1 when they differ).
 //   interpose_cublas_ab_bench [--mode LABEL] [--rounds R] [--block B]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ab_bench.h"
 
@@ -68,6 +72,34 @@ struct Bench {
   }
 };
 
+// Small values with a pattern (not all zero: the two arms' results are compared).
+template <class T>
+void fill(T* dev, size_t count, float scale) {
+  std::vector<T> h(count);
+  for (size_t i = 0; i < count; ++i) h[i] = T(scale * float(int((i * 7919) % 17) - 8) / 8.0f);
+  cudaMemcpy(dev, h.data(), count * sizeof(T), cudaMemcpyHostToDevice);
+}
+
+// The real and the hooked arm computed the same product (within the chosen candidate's
+// precision: `tol` of the largest magnitude).
+template <class T>
+bool same(const char* entry, const T* x, const T* y, size_t count, double tol) {
+  std::vector<T> hx(count), hy(count);
+  cudaMemcpy(hx.data(), x, count * sizeof(T), cudaMemcpyDeviceToHost);
+  cudaMemcpy(hy.data(), y, count * sizeof(T), cudaMemcpyDeviceToHost);
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double a = double(float(hx[i])), b = double(float(hy[i]));
+    scale = std::max(scale, std::fabs(a));
+    worst = std::max(worst, std::fabs(a - b));
+    if (std::isnan(a) || std::isnan(b)) worst = INFINITY;
+  }
+  if (worst <= tol * std::max(scale, 1.0)) return true;
+  std::printf("%s: the hooked call's result differs from the real one's (max |diff| %g, max |x| %g)\n", entry, worst,
+              scale);
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,16 +136,16 @@ int main(int argc, char** argv) {
   cudaMalloc(&c, size_t(m) * n * 2);
   cudaMalloc(&c2, size_t(m) * n * 2);
   cudaMalloc(&bias, size_t(m) * 2);
-  cudaMemset(a, 0, size_t(m) * k * 2);
-  cudaMemset(b, 0, size_t(k) * n * 2);
-  cudaMemset(bias, 0, size_t(m) * 2);
+  fill(a, size_t(m) * k, 1.0f);
+  fill(b, size_t(k) * n, 0.5f);
+  fill(bias, size_t(m), 0.25f);
   const int fm = 64;  // fp32: 64 x 64 x 64
   cudaMalloc(&fa, size_t(fm) * fm * 4);
   cudaMalloc(&fb, size_t(fm) * fm * 4);
   cudaMalloc(&fc, size_t(fm) * fm * 4);
   cudaMalloc(&fc2, size_t(fm) * fm * 4);
-  cudaMemset(fa, 0, size_t(fm) * fm * 4);
-  cudaMemset(fb, 0, size_t(fm) * fm * 4);
+  fill(fa, size_t(fm) * fm, 1.0f);
+  fill(fb, size_t(fm) * fm, 0.5f);
   cudaStreamCreateWithFlags(&bench.stream, cudaStreamNonBlocking);
   cudaStream_t s = bench.stream;
   cublasHandle_t h;
@@ -144,11 +176,13 @@ int main(int argc, char** argv) {
   };
   bench.run("cublasGemmEx bf16 tn 256x8x256", Api::kCublasGemmEx, gemm_ex(gemm_ex_real, c),
             gemm_ex(gemm_ex_hooked, c2));
+  bench.ok &= same("cublasGemmEx", c, c2, size_t(m) * n, 2e-2);
 
   auto sgemm = [&](SgemmFn fn, float* out) {
     return [=, &alpha, &beta] { fn(h, CUBLAS_OP_N, CUBLAS_OP_N, fm, fm, fm, &alpha, fa, fm, fb, fm, &beta, out, fm); };
   };
   bench.run("cublasSgemm_v2 fp32 nn 64x64x64", Api::kCublasSgemm, sgemm(sgemm_real, fc), sgemm(sgemm_hooked, fc2));
+  bench.ok &= same("cublasSgemm_v2", fc, fc2, size_t(fm) * fm, 1e-4);
 
   cublasLtHandle_t lt;
   cublasLtCreate(&lt);
@@ -181,6 +215,7 @@ int main(int argc, char** argv) {
     };
     bench.run("cublasLtMatmul bf16 tn+bias 256x8x256", Api::kCublasLtMatmul, lt_call(lt_real, c),
               lt_call(lt_hooked, c2));
+    bench.ok &= same("cublasLtMatmul", c, c2, size_t(m) * n, 2e-2);
   }
   cudaError_t e = cudaStreamSynchronize(s);
   std::printf("\nstream: %s\n", cudaGetErrorString(e));

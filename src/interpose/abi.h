@@ -160,6 +160,7 @@ struct CublasCall {
   int batch = 1;
   bool strided = false;  // a *StridedBatched* entry point (strides meaningful when batch > 1)
   int compute_type = 0;  // cublasComputeType_t
+  int algo = -1;         // cublasGemmAlgo_t of the *Ex entry points (CUBLAS_GEMM_DEFAULT otherwise)
   // The workspace the program gave this handle with cublasSetWorkspace (tracked by the preload
   // library, since cuBLAS has no getter); 0 bytes when none or unknown.
   void* workspace = nullptr;
