@@ -84,6 +84,17 @@ def suite_rows(logdir):
     return tables
 
 
+FOUND = re.compile(r"found fastest for \w+\(([^)]*)\) (\S+) \[([\d.e+-]+) ms, Default ([\d.e+-]+) ms")
+
+
+def tuned_choices(text):
+    """params signature -> "choice (a / b ms)" from the tuner's log lines (TUNABLEOP_VERBOSE >= 1)."""
+    out = {}
+    for m in FOUND.finditer(text or ""):
+        out[m.group(1)] = "%s (%.4g / %.4g)" % (m.group(2), float(m.group(3)), float(m.group(4)))
+    return out
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -150,8 +161,10 @@ def main():
     out.append("\n## F.linear suite (34 bf16 shapes, CUDA graph replay, rotating inputs > L2)\n")
     if budgets:
         out.append("Tuning budgets: " + budgets + "\n")
-    out.append("| shape | m x n x k | plain ms | PyTorch TunableOp ms | ours ms | ours/plain | ours/PyTorch TunableOp |")
-    out.append("|---|---|---|---|---|---|---|")
+    choices = tuned_choices(read(d, "suite_ours.txt"))
+    out.append("| shape | m x n x k | plain ms | PyTorch TunableOp ms | ours ms | ours/plain | ours/PyTorch TunableOp "
+               "| our choice (tuner: its ms / Default's ms) |")
+    out.append("|---|---|---|---|---|---|---|---|")
     sp_plain, sp_pt = [], []
     csv = ["shape,m,n,k,plain_ms,pytorch_tunableop_ms,ours_ms"]
     for shape, (mm, nn, kk, p_ms) in t["plain"].items():
@@ -163,8 +176,9 @@ def main():
             sp_plain.append(s1)
         if s2:
             sp_pt.append(s2)
-        out.append("| %s | %dx%dx%d | %.4f | %s | %s | %s | %s |" % (shape, mm, nn, kk, p_ms, fmt(pt, 4), fmt(o, 4),
-                                                                 fmt(s1, 3), fmt(s2, 3)))
+        out.append("| %s | %dx%dx%d | %.4f | %s | %s | %s | %s | %s |" % (
+            shape, mm, nn, kk, p_ms, fmt(pt, 4), fmt(o, 4), fmt(s1, 3), fmt(s2, 3),
+            choices.get("tn_%d_%d_%d" % (mm, nn, kk), "-")))
         csv.append("%s,%d,%d,%d,%.5f,%s,%s" % (shape, mm, nn, kk, p_ms, "" if pt is None else "%.5f" % pt,
                                                "" if o is None else "%.5f" % o))
     g1, g2 = geomean(sp_plain), geomean(sp_pt)

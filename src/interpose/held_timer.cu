@@ -26,7 +26,8 @@ class HeldEventTimer : public Timer {
  public:
   static std::unique_ptr<HeldEventTimer> make(cudaStream_t stream) {
     std::unique_ptr<HeldEventTimer> t(new HeldEventTimer(stream));
-    if (cudaHostAlloc(reinterpret_cast<void**>(&t->host_flag_), sizeof(unsigned), cudaHostAllocMapped) != cudaSuccess ||
+    if (cudaHostAlloc(reinterpret_cast<void**>(&t->host_flag_), sizeof(unsigned),
+                      cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
         cudaHostGetDevicePointer(reinterpret_cast<void**>(&t->device_flag_), t->host_flag_, 0) != cudaSuccess ||
         cudaEventCreate(&t->start_) != cudaSuccess || cudaEventCreate(&t->stop_) != cudaSuccess) {
       (void)cudaGetLastError();
