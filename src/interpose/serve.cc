@@ -73,19 +73,22 @@ DecisionOf<Op> decision_for(DeviceEngine& dev, const typename Op::Params& p, con
   return d;
 }
 
-// Outside a capture: Context::choose looks the problem up, tunes it (tuning on, on copies of the
-// program's operands) or records it (--record).
-// "Default" as the program would run it: its own call, replayed on the tuning buffers.
+// "Default" as the program would run it: its own call, replayed on the tuning buffers. Should
+// the replay fail (unexpected: the same call just succeeded for the program), our Default runs.
 template <class Op>
 typename Op::Candidate program_default(typename Op::Candidate ours, const CallSite& site) {
-  ours.supports = [](const typename Op::Params&) { return Status::ok(); };
-  ours.workspace_bytes = nullptr;  // the program's call brings its own
-  ours.run = [replay = site.replay, call = site.replay_call](
-                 const typename Op::Params&, const typename Op::Operands& o) { return replay(call, o.a, o.b, o.c); };
+  ours.run = [replay = site.replay, call = site.replay_call, fallback = ours.run](const typename Op::Params& p,
+                                                                                  const typename Op::Operands& o) {
+    Status st = replay(call, o.a, o.b, o.c);
+    return st.is_ok() ? st : fallback(p, o);
+  };
   ours.info.details.emplace_back("call", "the program's own");
   return ours;
 }
 
+// Outside a capture: Context::choose looks the problem up, tunes it (tuning on, on copies of the
+// program's operands) or records it (--record). On a GPU the tuning measures device time only
+// (held_timer.h) and its Default is the program's own call when the call site can replay it.
 template <class Op>
 const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops,
                              const CallSite& site) {
@@ -98,7 +101,7 @@ const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, co
     if (rt == nullptr) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
     const TuningPolicy& policy = dev.options.policy;
     auto candidates = Dispatch::candidates_for(ctx, p, policy.search_effort);
-    if (site.replay != nullptr && !candidates.empty())
+    if (site.replay != nullptr && !candidates.empty() && candidates.front().name == "Default")
       candidates.front() = program_default<Op>(candidates.front(), site);
     auto pr = Op::Problem::create(p, ops, std::move(candidates), *rt, policy, ctx.log());
     if (!pr.is_ok()) return pr.status();
