@@ -2,11 +2,11 @@
 // the device until the host has queued all of it.
 //
 // Why: the ordinary event timer records "start" on an idle stream, so the region includes the
-// host time to launch the first run. cuBLAS spends ~5-10 us of host time per call (its
-// heuristic), our own kernels ~2-3 us: on a 36 us GEMM that is a 10% head start for a cheap
-// launch, which the program never sees when it replays a CUDA graph or keeps its stream busy
-// (measured: llama2-7b.down@8 tuned away from cuBLAS by the tuner, 4.4% slower than cuBLAS in
-// PyTorch's graph replay). Held, the region is device time only: what the program gets.
+// host time to launch the first run. cublasGemmEx spends 7-12 us of host time per call on the
+// H100 machine (its heuristic), a served GEMV 3.5-5 us: on a 36 us GEMM a head start of 10% or
+// more for a cheap launch, which the program never sees when it replays a CUDA graph or keeps
+// its stream busy (the suspected cause of llama2-7b.down@8 being tuned away from cuBLAS, then
+// 4.4% slower than cuBLAS in PyTorch's graph replay). Held, the region is device time only.
 #pragma once
 
 #include <memory>
