@@ -49,12 +49,13 @@ class HeldEventTimer : public Timer {
   HeldEventTimer(const HeldEventTimer&) = delete;
   HeldEventTimer& operator=(const HeldEventTimer&) = delete;
 
+  // A failure spoils one sample (infinite time), as with the event timer; the next starts afresh.
   void start() override {
     ++seq_;
     wait_for_release<<<1, 1, 0, stream_>>>(device_flag_, seq_, kTimeoutNs);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaEventRecord(start_, stream_);
-    if (e != cudaSuccess) error_ = e;
+    started_ = e == cudaSuccess;
   }
   double stop_ms() override {
     constexpr double kBroken = std::numeric_limits<double>::infinity();
@@ -64,10 +65,7 @@ class HeldEventTimer : public Timer {
     if (e == cudaSuccess) e = cudaEventSynchronize(stop_);
     float ms = 0;
     if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start_, stop_);
-    if (e != cudaSuccess || error_ != cudaSuccess) {
-      if (error_ == cudaSuccess) error_ = e;
-      return kBroken;
-    }
+    if (e != cudaSuccess || !started_) return kBroken;
     return double(ms);
   }
   double now_ms() override {
@@ -86,7 +84,7 @@ class HeldEventTimer : public Timer {
   unsigned* device_flag_ = nullptr;
   unsigned seq_ = 0;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  cudaError_t error_ = cudaSuccess;
+  bool started_ = false;  // this sample's hold and "start" were queued
 };
 
 // Everything but the timer is the wrapped problem's.
