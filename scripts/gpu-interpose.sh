@@ -148,6 +148,9 @@ if want suite; then
     PYTORCH_TUNABLEOP_TUNING=0 "$PY" $suite
   timed suite_ours2 40 120 "${OURS[@]}" --results "$LOGS/suite_ours.csv" -- "$PY" $suite
   timed suite_plain2 40 120 "$PY" $suite
+  # The same comparison inside one process (no process-to-process noise): PyTorch's own calls
+  # (interposer switched off while capturing) against ours, graphs replayed in alternation.
+  timed suite_ab 40 150 "$BIN" run --no-tune -v 1 --results "$LOGS/suite_ours.csv" -- "$PY" $suite --ab
 fi
 
 if want ex2; then

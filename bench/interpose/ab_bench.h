@@ -25,10 +25,12 @@ namespace tunableop::interpose::ab {
 struct Preload {
   RealSymbolQuery real_symbol = nullptr;
   CallCountQuery calls = nullptr;
+  SetEnabledSwitch set_enabled = nullptr;
   static Preload find() {
     Preload p;
     p.real_symbol = reinterpret_cast<RealSymbolQuery>(dlsym(RTLD_DEFAULT, kRealSymbolQueryName));
     p.calls = reinterpret_cast<CallCountQuery>(dlsym(RTLD_DEFAULT, kCallCountQueryName));
+    p.set_enabled = reinterpret_cast<SetEnabledSwitch>(dlsym(RTLD_DEFAULT, kSetEnabledSwitchName));
     return p;
   }
   bool present() const { return real_symbol != nullptr && calls != nullptr; }

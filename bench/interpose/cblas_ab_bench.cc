@@ -100,5 +100,23 @@ int main(int argc, char** argv) {
     std::printf("hook counted %llu calls during the timing, expected %llu\n", counts.total(), expected);
     return 1;
   }
+  if (expected == 0) return 0;
+  // The process-wide switch (linear_suite.py --ab uses it): off, the hooks forward uncounted.
+  if (pre.set_enabled == nullptr) {
+    std::printf("the preload library exports no %s\n", tunableop::interpose::kSetEnabledSwitchName);
+    return 1;
+  }
+  const auto t0 = pre.counts(Api::kCblasSgemm);
+  pre.set_enabled(0);
+  for (int i = 0; i < 10; ++i) call_hooked();
+  const auto t1 = pre.counts(Api::kCblasSgemm);
+  pre.set_enabled(1);
+  for (int i = 0; i < 10; ++i) call_hooked();
+  const auto t2 = pre.counts(Api::kCblasSgemm);
+  if (t1.total() != t0.total() || t2.total() != t1.total() + 10) {
+    std::printf("switched off the hooks counted %llu calls (expected 0), switched on again %llu (expected 10)\n",
+                t1.total() - t0.total(), t2.total() - t1.total());
+    return 1;
+  }
   return 0;
 }

@@ -95,6 +95,20 @@ def tuned_choices(text):
     return out
 
 
+def suite_ab_rows(text):
+    """linear_suite.py --ab lines: (shape, m, n, k, plain_ms, ours_ms, max_rel_diff)."""
+    rows = []
+    for line in (text or "").splitlines():
+        parts = line.strip().split(",")
+        if len(parts) == 7 and "@" in parts[0]:
+            try:
+                rows.append((parts[0], int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4]), float(parts[5]),
+                             parts[6]))
+            except ValueError:
+                pass
+    return rows
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -187,6 +201,22 @@ def main():
                % (len(t["plain"]), len(t["pytorch"]), len(t["ours"]), fmt(g1, 3), fmt(min(sp_plain) if sp_plain else None, 3),
                   fmt(g2, 3), fmt(min(sp_pt) if sp_pt else None, 3)))
     out.append("ours: " + interpose_fraction(read(d, "suite_ours.txt")) + "\n")
+
+    ab = suite_ab_rows(read(d, "suite_ab.txt"))
+    out.append("### The same, in one process (`linear_suite.py --ab`)\n")
+    out.append("Per shape, a graph captured with the interposer switched off (PyTorch's own calls) and one with "
+               "it on (ours, served from the suite's results), replayed in alternation, 7 rounds, medians; "
+               "\"max rel diff\" compares their outputs.\n")
+    if ab:
+        out.append("| shape | m x n x k | plain ms | ours ms | ours/plain | max rel diff |\n|---|---|---|---|---|---|")
+        for name, mm, nn, kk, p_ms, o_ms, diff in ab:
+            out.append("| %s | %dx%dx%d | %.4f | %.4f | %.3f | %s |" % (name, mm, nn, kk, p_ms, o_ms, p_ms / o_ms, diff))
+        sp = [r[4] / r[5] for r in ab if r[5] > 0]
+        low = [r[0] for r in ab if r[5] > 0 and r[4] / r[5] < 0.98]
+        out.append("\nin one process: %d shapes, geomean ours/plain %s (min %s); below 0.98x: %s\n" % (
+            len(ab), fmt(geomean(sp), 3), fmt(min(sp) if sp else None, 3), ", ".join(low) if low else "none"))
+    else:
+        out.append("not run / no result\n")
     if a.suite_csv:
         with open(a.suite_csv, "w") as f:
             f.write("\n".join(csv) + "\n")

@@ -215,6 +215,9 @@ using RealSymbolQuery = void* (*)(int library, const char* name);
 using CallCountQuery = unsigned long long (*)(int api, int reason);
 inline constexpr const char* kRealSymbolQueryName = "tunableop_interpose_real_symbol";
 inline constexpr const char* kCallCountQueryName = "tunableop_interpose_calls";
+// Interception off (0) or on (1) for the whole process from now on, as TUNABLEOP_ENABLED.
+using SetEnabledSwitch = void (*)(int on);
+inline constexpr const char* kSetEnabledSwitchName = "tunableop_interpose_set_enabled";
 
 // Exported by the engine; null when the ABI versions differ.
 using EngineEntry = const EngineApi* (*)(const PreloadApi* preload);

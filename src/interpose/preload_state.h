@@ -33,6 +33,9 @@ class ScopedGuard {
 
 // TUNABLEOP_ENABLED (or PYTORCH_TUNABLEOP_ENABLED): off means every hook is a plain forward.
 bool enabled();
+// Turns interception on or off for every thread from now on (benchmarks: one process timing the
+// program's own calls against ours, see introspect.cc).
+void set_enabled(bool on);
 
 // The engine, loaded on the first call; null with the reason when it cannot be used.
 struct EngineRef {
