@@ -139,6 +139,10 @@ if want suite; then
   timed suite_plain 40 120 "$PY" $suite
   timed suite_ours 60 200 TUNABLEOP_MAX_TUNING_DURATION_MS="$SUITE_T" TUNABLEOP_MAX_WARMUP_DURATION_MS="$SUITE_W" \
     TUNABLEOP_MAX_PROBLEM_DURATION_MS="$SUITE_P" "${OURS[@]}" --results "$LOGS/suite_ours.csv" -- "$PY" $suite
+  # The same comparison inside one process (no process-to-process noise), ours served from the
+  # results just tuned: PyTorch's own calls (interposer switched off while capturing) against
+  # ours, graphs replayed in alternation (linear_suite.py --ab).
+  timed suite_ab 40 150 "$BIN" run --no-tune -v 1 --results "$LOGS/suite_ours.csv" -- "$PY" $suite --ab
   timed suite_pytorch 60 200 PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_FILENAME="$LOGS/suite_pytorch.csv" \
     PYTORCH_TUNABLEOP_MAX_TUNING_DURATION_MS="$SUITE_T" PYTORCH_TUNABLEOP_MAX_WARMUP_DURATION_MS="$SUITE_W" "$PY" $suite
   # A second round in the reverse order, both tuners serving from their files: separate processes
@@ -148,9 +152,6 @@ if want suite; then
     PYTORCH_TUNABLEOP_TUNING=0 "$PY" $suite
   timed suite_ours2 40 120 "${OURS[@]}" --results "$LOGS/suite_ours.csv" -- "$PY" $suite
   timed suite_plain2 40 120 "$PY" $suite
-  # The same comparison inside one process (no process-to-process noise): PyTorch's own calls
-  # (interposer switched off while capturing) against ours, graphs replayed in alternation.
-  timed suite_ab 40 150 "$BIN" run --no-tune -v 1 --results "$LOGS/suite_ours.csv" -- "$PY" $suite --ab
 fi
 
 if want ex2; then
