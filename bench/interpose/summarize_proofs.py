@@ -150,7 +150,7 @@ def main():
                 header = line
             elif line.startswith("| ") and not line.startswith("|---"):
                 rows.append(line)
-            elif "skipped" in line or "failed" in line:
+            elif "skipped" in line or "failed" in line or "differs" in line:
                 rows.append("| %s: %s |" % (name, line.strip()))
     if rows:
         out.append((header or "| entry point | mode | real ns | hooked ns | hooked - real ns | quartiles | rounds x "
