@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the interposer (issue 11): build for sm_90, run the CUDA interposer test,
-# measure the host cost per served call, then run unmodified programs plain, with PyTorch's
-# TunableOp and under `tunableop run --tune`, in the same run on the same GPU:
+# measure the host cost per call (in-process A/B: real vs hooked entry point), then run unmodified
+# programs plain, with PyTorch's TunableOp and under `tunableop run --tune`, same run, same GPU:
 #   ex1    seed Example 1 (fp32 matmul, 10,000 iterations)             bench/interpose/matmul_example1.py
 #   suite  the 34-shape bf16 F.linear suite, CUDA graph replay          bench/interpose/linear_suite.py
 #   ex2    seed Example 2 (HF transformers, Gemma-2B shape, eager and compiled decode)
@@ -85,8 +85,8 @@ if want build; then
   if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGS/configure.log" 2>&1; then
     # Only targets this configuration defines (ninja refuses the whole list for one unknown name).
     targets=()
-    for t in tunableop_cli tunableop_preload tunableop_interpose interpose_cublas_program interpose_cublas_bench \
-      test_interpose_cuda_mapping; do
+    for t in tunableop_cli tunableop_preload tunableop_interpose interpose_cublas_program interpose_cublas_ab_bench \
+      interpose_cblas_ab_bench test_interpose_cuda_mapping; do
       ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
     done
     ninja -C "$BUILD" -k 0 "${targets[@]}" >"$LOGS/build.log" 2>&1
@@ -110,11 +110,18 @@ if want test; then
 fi
 
 if want cost; then
-  timed cost_plain 20 60 "$BUILD/bench/interpose/interpose_cublas_bench"
-  timed cost_ours 20 90 "${OURS[@]}" --results "$LOGS/cost_results.csv" -- "$BUILD/bench/interpose/interpose_cublas_bench"
-  # No results and no tuning: every call goes through the hook and the engine to the library.
-  timed cost_passthrough 20 60 "$BIN" run --no-tune -v 1 --results "$LOGS/cost_empty.csv" -- \
-    "$BUILD/bench/interpose/interpose_cublas_bench"
+  # In-process A/B (bench/interpose/ab_bench.h): real vs hooked entry point in one process, under
+  # --tune (served / library default as tuned), --no-tune without results (passed through the
+  # engine) and disabled (the inert hook). Separate-process comparisons are +-3 us apart from
+  # noise alone; these are not.
+  for side in gpu cpu; do
+    if [ $side = gpu ]; then ab="$BUILD/bench/interpose/interpose_cublas_ab_bench"; else ab="$BUILD/bench/interpose/interpose_cblas_ab_bench"; fi
+    timed ab_${side}_tune 20 90 "${OURS[@]}" --results "$LOGS/ab_${side}_results.csv" -- "$ab" --mode "served (--tune)"
+    timed ab_${side}_passthrough 15 60 "$BIN" run --no-tune -v 1 --results "$LOGS/ab_${side}_empty.csv" -- \
+      "$ab" --mode "passed (--no-tune)"
+    timed ab_${side}_disabled 15 60 LD_PRELOAD="$BUILD/src/interpose/libtunableop_preload.so" TUNABLEOP_ENABLED=0 \
+      "$ab" --mode "disabled"
+  done
 fi
 
 if want ex1; then
@@ -132,6 +139,10 @@ if want suite; then
   timed suite_plain 40 120 "$PY" $suite
   timed suite_ours 60 200 TUNABLEOP_MAX_TUNING_DURATION_MS="$SUITE_T" TUNABLEOP_MAX_WARMUP_DURATION_MS="$SUITE_W" \
     TUNABLEOP_MAX_PROBLEM_DURATION_MS="$SUITE_P" "${OURS[@]}" --results "$LOGS/suite_ours.csv" -- "$PY" $suite
+  # The same comparison inside one process (no process-to-process noise), ours served from the
+  # results just tuned: PyTorch's own calls (interposer switched off while capturing) against
+  # ours, graphs replayed in alternation (linear_suite.py --ab).
+  timed suite_ab 40 150 "$BIN" run --no-tune -v 1 --results "$LOGS/suite_ours.csv" -- "$PY" $suite --ab
   timed suite_pytorch 60 200 PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_FILENAME="$LOGS/suite_pytorch.csv" \
     PYTORCH_TUNABLEOP_MAX_TUNING_DURATION_MS="$SUITE_T" PYTORCH_TUNABLEOP_MAX_WARMUP_DURATION_MS="$SUITE_W" "$PY" $suite
   # A second round in the reverse order, both tuners serving from their files: separate processes

@@ -1,7 +1,8 @@
 // Host cost of the interposer's engine path for one served call, with a candidate that does
 // nothing: mapping the intercepted arguments, the decision lookup, the dispatch. What a real
-// call adds on top is the hook itself (a thread-local read and an indirect call: see
-// hook_bench.cc) and, on a GPU, the handle queries and the capture check (cublas_bench.cc).
+// call adds on top is the hook itself (a thread-local read and an indirect call) and, on a GPU,
+// the handle queries and the capture check: the in-process A/B benchmarks measure the whole
+// (cblas_ab_bench.cc, cublas_ab_bench.cu).
 #include <benchmark/benchmark.h>
 
 #include "backends/cpu_runtime.h"

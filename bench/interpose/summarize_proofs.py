@@ -15,6 +15,11 @@ API = re.compile(r"tunableop: interpose: (\w+): calls (\d+), served (\d+), libra
                  r"(?: \((.*)\))?")
 
 
+# scripts/gpu-interpose.sh's cost step: the A/B benchmarks under --tune, --no-tune and disabled.
+AB_LOGS = ("ab_gpu_tune", "ab_gpu_passthrough", "ab_gpu_disabled", "ab_cpu_tune", "ab_cpu_passthrough",
+           "ab_cpu_disabled")
+
+
 def read(logdir, name):
     path = os.path.join(logdir, name)
     if not os.path.exists(path):
@@ -79,6 +84,31 @@ def suite_rows(logdir):
     return tables
 
 
+FOUND = re.compile(r"found fastest for \w+\(([^)]*)\) (\S+) \[([\d.e+-]+) ms, Default ([\d.e+-]+) ms")
+
+
+def tuned_choices(text):
+    """params signature -> "choice (a / b ms)" from the tuner's log lines (TUNABLEOP_VERBOSE >= 1)."""
+    out = {}
+    for m in FOUND.finditer(text or ""):
+        out[m.group(1)] = "%s (%.4g / %.4g)" % (m.group(2), float(m.group(3)), float(m.group(4)))
+    return out
+
+
+def suite_ab_rows(text):
+    """linear_suite.py --ab lines: (shape, m, n, k, plain_ms, ours_ms, max_rel_diff)."""
+    rows = []
+    for line in (text or "").splitlines():
+        parts = line.strip().split(",")
+        if len(parts) == 7 and "@" in parts[0]:
+            try:
+                rows.append((parts[0], int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4]), float(parts[5]),
+                             parts[6]))
+            except ValueError:
+                pass
+    return rows
+
+
 def geomean(xs):
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -104,17 +134,32 @@ def main():
     out.append("## CUDA interposer test\n\n" + (m.group(1) if m else "not run / no result") +
                (" -- SKIPPED: " + ", ".join(skipped) if skipped else "") + "\n")
 
-    plain, ours, through = read(d, "cost_plain.txt"), read(d, "cost_ours.txt"), read(d, "cost_passthrough.txt")
-    out.append("## Host time per call (small GEMM, enqueue only; medians)\n")
-    out.append("served: `tunableop run --tune` (a tuned candidate runs: our path plus its own launch); passed "
-               "through: `--no-tune` without results (hook + engine + the library's own call).\n")
-    out.append("| entry point | plain ns | served ns | served - plain | passed through ns | passed - plain |\n"
-               "|---|---|---|---|---|---|")
-    for api in ("cublasGemmEx", "cublasLtMatmul"):
-        p, o, t = (number(x, api + r".*median_ns_per_call=([\d.]+)") for x in (plain, ours, through))
-        out.append("| %s | %s | %s | %s | %s | %s |" % (api, fmt(p), fmt(o), fmt(None if None in (p, o) else o - p),
-                                                         fmt(t), fmt(None if None in (p, t) else t - p)))
-    out.append("\nserved run: " + interpose_fraction(ours) + "\n")
+    out.append("## Host time per call, in-process A/B (small GEMMs, host time only; medians)\n")
+    out.append("One process per mode runs the library's real entry point (found as the hooks find it) and the "
+               "hooked one in interleaved blocks; \"hooked - real\" is the median of the per-round paired "
+               "differences (quartiles beside it). Modes: `tunableop run --tune` (the hooked call is served by "
+               "the tuned choice, or passed to the library when Default won), `--no-tune` without results "
+               "(hook + engine + the library's call), and disabled (the inert hook). Target: under 1 us per "
+               "served call on the GPU.\n")
+    header = None
+    rows = []
+    for name in AB_LOGS:
+        text = read(d, name + ".txt") or ""
+        for line in text.splitlines():
+            if line.startswith("| entry point"):
+                header = line
+            elif line.startswith("| ") and not line.startswith("|---"):
+                rows.append(line)
+            elif "skipped" in line or "failed" in line or "differs" in line:
+                rows.append("| %s: %s |" % (name, line.strip()))
+    if rows:
+        out.append((header or "| entry point | mode | real ns | hooked ns | hooked - real ns | quartiles | rounds x "
+                    "block | hooked calls: served / library default / passed |"))
+        out.append("|" + "---|" * (header.count("|") - 1 if header else 8))
+        out.extend(rows)
+    else:
+        out.append("not run / no result")
+    out.append("")
 
     out.append("## Seed Example 1 (fp32 512x2048 @ 2048x1024, 10,000 iterations)\n")
     out.append("| run | iter/s | vs plain | interposer |\n|---|---|---|---|")
@@ -130,8 +175,10 @@ def main():
     out.append("\n## F.linear suite (34 bf16 shapes, CUDA graph replay, rotating inputs > L2)\n")
     if budgets:
         out.append("Tuning budgets: " + budgets + "\n")
-    out.append("| shape | m x n x k | plain ms | PyTorch TunableOp ms | ours ms | ours/plain | ours/PyTorch TunableOp |")
-    out.append("|---|---|---|---|---|---|---|")
+    choices = tuned_choices(read(d, "suite_ours.txt"))
+    out.append("| shape | m x n x k | plain ms | PyTorch TunableOp ms | ours ms | ours/plain | ours/PyTorch TunableOp "
+               "| our choice (tuner: its ms / Default's ms) |")
+    out.append("|---|---|---|---|---|---|---|---|")
     sp_plain, sp_pt = [], []
     csv = ["shape,m,n,k,plain_ms,pytorch_tunableop_ms,ours_ms"]
     for shape, (mm, nn, kk, p_ms) in t["plain"].items():
@@ -143,8 +190,9 @@ def main():
             sp_plain.append(s1)
         if s2:
             sp_pt.append(s2)
-        out.append("| %s | %dx%dx%d | %.4f | %s | %s | %s | %s |" % (shape, mm, nn, kk, p_ms, fmt(pt, 4), fmt(o, 4),
-                                                                 fmt(s1, 3), fmt(s2, 3)))
+        out.append("| %s | %dx%dx%d | %.4f | %s | %s | %s | %s | %s |" % (
+            shape, mm, nn, kk, p_ms, fmt(pt, 4), fmt(o, 4), fmt(s1, 3), fmt(s2, 3),
+            choices.get("tn_%d_%d_%d" % (mm, nn, kk), "-")))
         csv.append("%s,%d,%d,%d,%.5f,%s,%s" % (shape, mm, nn, kk, p_ms, "" if pt is None else "%.5f" % pt,
                                                "" if o is None else "%.5f" % o))
     g1, g2 = geomean(sp_plain), geomean(sp_pt)
@@ -153,6 +201,22 @@ def main():
                % (len(t["plain"]), len(t["pytorch"]), len(t["ours"]), fmt(g1, 3), fmt(min(sp_plain) if sp_plain else None, 3),
                   fmt(g2, 3), fmt(min(sp_pt) if sp_pt else None, 3)))
     out.append("ours: " + interpose_fraction(read(d, "suite_ours.txt")) + "\n")
+
+    ab = suite_ab_rows(read(d, "suite_ab.txt"))
+    out.append("### The same, in one process (`linear_suite.py --ab`)\n")
+    out.append("Per shape, a graph captured with the interposer switched off (PyTorch's own calls) and one with "
+               "it on (ours, served from the suite's results), replayed in alternation, 7 rounds, medians; "
+               "\"max rel diff\" compares their outputs.\n")
+    if ab:
+        out.append("| shape | m x n x k | plain ms | ours ms | ours/plain | max rel diff |\n|---|---|---|---|---|---|")
+        for name, mm, nn, kk, p_ms, o_ms, diff in ab:
+            out.append("| %s | %dx%dx%d | %.4f | %.4f | %.3f | %s |" % (name, mm, nn, kk, p_ms, o_ms, p_ms / o_ms, diff))
+        sp = [r[4] / r[5] for r in ab if r[5] > 0]
+        low = [r[0] for r in ab if r[5] > 0 and r[4] / r[5] < 0.98]
+        out.append("\nin one process: %d shapes, geomean ours/plain %s (min %s); below 0.98x: %s\n" % (
+            len(ab), fmt(geomean(sp), 3), fmt(min(sp) if sp else None, 3), ", ".join(low) if low else "none"))
+    else:
+        out.append("not run / no result\n")
     if a.suite_csv:
         with open(a.suite_csv, "w") as f:
             f.write("\n".join(csv) + "\n")

@@ -160,6 +160,7 @@ struct CublasCall {
   int batch = 1;
   bool strided = false;  // a *StridedBatched* entry point (strides meaningful when batch > 1)
   int compute_type = 0;  // cublasComputeType_t
+  int algo = -1;         // cublasGemmAlgo_t of the *Ex entry points (CUBLAS_GEMM_DEFAULT otherwise)
   // The workspace the program gave this handle with cublasSetWorkspace (tracked by the preload
   // library, since cuBLAS has no getter); 0 bytes when none or unknown.
   void* workspace = nullptr;
@@ -206,6 +207,17 @@ struct EngineApi {
   // land in the hooks like everybody's, must go (the program's cuBLAS may be another version).
   void* (*own_symbol)(Library lib, const char* name) = nullptr;
 };
+
+// Exported by the preload library for benchmarks and tests (C linkage, plain ints): the program's
+// real definition of `name` exactly as the hooks reach it (Library as int), and the number of
+// calls of an entry point (Api as int) that ended for a reason (Reason as int) so far.
+using RealSymbolQuery = void* (*)(int library, const char* name);
+using CallCountQuery = unsigned long long (*)(int api, int reason);
+inline constexpr const char* kRealSymbolQueryName = "tunableop_interpose_real_symbol";
+inline constexpr const char* kCallCountQueryName = "tunableop_interpose_calls";
+// Interception off (0) or on (1) for the whole process from now on, as TUNABLEOP_ENABLED.
+using SetEnabledSwitch = void (*)(int on);
+inline constexpr const char* kSetEnabledSwitchName = "tunableop_interpose_set_enabled";
 
 // Exported by the engine; null when the ABI versions differ.
 using EngineEntry = const EngineApi* (*)(const PreloadApi* preload);

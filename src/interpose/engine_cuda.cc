@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <string>
+
 #include "interpose/engine.h"
 #include "interpose/map_cublas.h"
 #include "interpose/map_cublaslt.h"
@@ -47,6 +49,19 @@ struct ProgramCublas {
   cublasStatus_t (*get_pointer_mode)(cublasHandle_t, cublasPointerMode_t*) = nullptr;
   cublasStatus_t (*get_math_mode)(cublasHandle_t, cublasMath_t*) = nullptr;
   cublasStatus_t (*get_sm_count_target)(cublasHandle_t, int*) = nullptr;
+  // The GEMM entry points, for replaying the program's call while it is tuned (null: not found,
+  // then our Default stands in for that entry point).
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_strided_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, long long, const void*, cudaDataType, int,
+                                    long long, const void*, void*, cudaDataType, int, long long, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasDgemm_v2) dgemm = nullptr;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided = nullptr;
+  decltype(&cublasDgemmStridedBatched) dgemm_strided = nullptr;
 };
 
 const ProgramCublas& program_cublas() {
@@ -60,6 +75,13 @@ const ProgramCublas& program_cublas() {
         reinterpret_cast<decltype(x.get_math_mode)>(e.program_symbol(Library::kCublas, "cublasGetMathMode"));
     x.get_sm_count_target =
         reinterpret_cast<decltype(x.get_sm_count_target)>(e.program_symbol(Library::kCublas, "cublasGetSmCountTarget"));
+    auto sym = [&](const char* n) { return e.program_symbol(Library::kCublas, n); };
+    x.gemm_ex = reinterpret_cast<decltype(x.gemm_ex)>(sym("cublasGemmEx"));
+    x.gemm_strided_ex = reinterpret_cast<decltype(x.gemm_strided_ex)>(sym("cublasGemmStridedBatchedEx"));
+    x.sgemm = reinterpret_cast<decltype(x.sgemm)>(sym("cublasSgemm_v2"));
+    x.dgemm = reinterpret_cast<decltype(x.dgemm)>(sym("cublasDgemm_v2"));
+    x.sgemm_strided = reinterpret_cast<decltype(x.sgemm_strided)>(sym("cublasSgemmStridedBatched"));
+    x.dgemm_strided = reinterpret_cast<decltype(x.dgemm_strided)>(sym("cublasDgemmStridedBatched"));
     x.usable =
         x.get_stream && x.get_pointer_mode && x.get_math_mode && same_library(Library::kCublas, "cublasCreate_v2");
     return x;
@@ -70,6 +92,7 @@ const ProgramCublas& program_cublas() {
 struct ProgramLt {
   bool usable = false;
   LtFunctions fns;
+  decltype(&cublasLtMatmul) matmul = nullptr;  // for replaying the program's call while tuning
 };
 
 const ProgramLt& program_lt() {
@@ -81,6 +104,7 @@ const ProgramLt& program_lt() {
     x.fns.layout_get = reinterpret_cast<decltype(x.fns.layout_get)>(sym("cublasLtMatrixLayoutGetAttribute"));
     x.fns.desc_create = reinterpret_cast<decltype(x.fns.desc_create)>(sym("cublasLtMatmulDescCreate"));
     x.fns.layout_create = reinterpret_cast<decltype(x.fns.layout_create)>(sym("cublasLtMatrixLayoutCreate"));
+    x.matmul = reinterpret_cast<decltype(x.matmul)>(sym("cublasLtMatmul"));
     x.usable = x.fns.desc_get && x.fns.layout_get && x.fns.desc_create && x.fns.layout_create &&
                same_library(Library::kCublasLt, "cublasLtCreate");
     return x;
@@ -109,6 +133,85 @@ DeviceEngine* current_device(Reason* why) {
   DeviceEngine* d = Engine::get().cuda(ordinal);
   if (d == nullptr) *why = Reason::kEngineUnavailable;
   return d;
+}
+
+Status replayed(cublasStatus_t st) {
+  if (st == CUBLAS_STATUS_SUCCESS) return Status::ok();
+  return Status::device_error(std::string("the program's own call, replayed for tuning: ") + cublasGetStatusName(st));
+}
+
+// CallSite::replay for cuBLAS: the program's entry point, handle (stream, workspace, math mode)
+// and algorithm, on the tuning buffers.
+Status replay_cublas(const void* what, const void* a, const void* b, void* c) {
+  const auto& call = *static_cast<const CublasCall*>(what);
+  const ProgramCublas& f = program_cublas();
+  auto h = static_cast<cublasHandle_t>(call.handle);
+  auto ta = cublasOperation_t(call.transa), tb = cublasOperation_t(call.transb);
+  auto at = cudaDataType(call.a_type), bt = cudaDataType(call.b_type), ct = cudaDataType(call.c_type);
+  auto compute = cublasComputeType_t(call.compute_type);
+  auto algo = cublasGemmAlgo_t(call.algo);
+  using F = float;
+  using D = double;
+  switch (call.api) {
+    case Api::kCublasGemmEx:
+      return replayed(f.gemm_ex(h, ta, tb, call.m, call.n, call.k, call.alpha, a, at, call.lda, b, bt, call.ldb,
+                                call.beta, c, ct, call.ldc, compute, algo));
+    case Api::kCublasGemmStridedBatchedEx:
+      return replayed(f.gemm_strided_ex(h, ta, tb, call.m, call.n, call.k, call.alpha, a, at, call.lda, call.stride_a,
+                                        b, bt, call.ldb, call.stride_b, call.beta, c, ct, call.ldc, call.stride_c,
+                                        call.batch, compute, algo));
+    case Api::kCublasSgemm:
+      return replayed(f.sgemm(h, ta, tb, call.m, call.n, call.k, static_cast<const F*>(call.alpha),
+                              static_cast<const F*>(a), call.lda, static_cast<const F*>(b), call.ldb,
+                              static_cast<const F*>(call.beta), static_cast<F*>(c), call.ldc));
+    case Api::kCublasDgemm:
+      return replayed(f.dgemm(h, ta, tb, call.m, call.n, call.k, static_cast<const D*>(call.alpha),
+                              static_cast<const D*>(a), call.lda, static_cast<const D*>(b), call.ldb,
+                              static_cast<const D*>(call.beta), static_cast<D*>(c), call.ldc));
+    case Api::kCublasSgemmStridedBatched:
+      return replayed(f.sgemm_strided(h, ta, tb, call.m, call.n, call.k, static_cast<const F*>(call.alpha),
+                                      static_cast<const F*>(a), call.lda, call.stride_a, static_cast<const F*>(b),
+                                      call.ldb, call.stride_b, static_cast<const F*>(call.beta), static_cast<F*>(c),
+                                      call.ldc, call.stride_c, call.batch));
+    case Api::kCublasDgemmStridedBatched:
+      return replayed(f.dgemm_strided(h, ta, tb, call.m, call.n, call.k, static_cast<const D*>(call.alpha),
+                                      static_cast<const D*>(a), call.lda, call.stride_a, static_cast<const D*>(b),
+                                      call.ldb, call.stride_b, static_cast<const D*>(call.beta), static_cast<D*>(c),
+                                      call.ldc, call.stride_c, call.batch));
+    default: return Status::unsupported("no replay for this entry point");
+  }
+}
+
+// Whether replay_cublas can make `call` (its entry point was found in the program's cuBLAS).
+bool can_replay(const CublasCall& call) {
+  const ProgramCublas& f = program_cublas();
+  switch (call.api) {
+    case Api::kCublasGemmEx: return f.gemm_ex != nullptr;
+    case Api::kCublasGemmStridedBatchedEx: return f.gemm_strided_ex != nullptr;
+    case Api::kCublasSgemm: return f.sgemm != nullptr;
+    case Api::kCublasDgemm: return f.dgemm != nullptr;
+    case Api::kCublasSgemmStridedBatched: return f.sgemm_strided != nullptr;
+    case Api::kCublasDgemmStridedBatched: return f.dgemm_strided != nullptr;
+    default: return false;
+  }
+}
+
+// CallSite::replay for cuBLASLt: the program's handle, descriptors (bias included), algorithm,
+// workspace and stream, on the tuning buffers (A and B back in the call's roles, D in place).
+struct LtReplay {
+  const LtCall* call;
+  bool swap_ab;
+};
+Status replay_lt(const void* what, const void* a, const void* b, void* c) {
+  const auto& r = *static_cast<const LtReplay*>(what);
+  const LtCall& call = *r.call;
+  auto desc = static_cast<cublasLtMatmulDesc_t>(const_cast<void*>(call.desc));
+  auto layout = [](const void* l) { return static_cast<cublasLtMatrixLayout_t>(const_cast<void*>(l)); };
+  return replayed(program_lt().matmul(static_cast<cublasLtHandle_t>(call.handle), desc, call.alpha, r.swap_ab ? b : a,
+                                      layout(call.adesc), r.swap_ab ? a : b, layout(call.bdesc), call.beta, c,
+                                      layout(call.cdesc), c, layout(call.ddesc),
+                                      static_cast<const cublasLtMatmulAlgo_t*>(call.algo), call.workspace,
+                                      call.workspace_bytes, static_cast<cudaStream_t>(call.stream)));
 }
 
 }  // namespace
@@ -141,7 +244,12 @@ Outcome serve_cublas_call(const CublasCall& call) {
   if (r != Reason::kServed) return {r};
   DeviceEngine* dev = current_device(&r);
   if (dev == nullptr) return {r};
-  return serve_gemm(*dev, p, ops, CallSite{true, h.stream, call.workspace, call.workspace_bytes});
+  CallSite site{true, h.stream, call.workspace, call.workspace_bytes};
+  if (can_replay(call)) {
+    site.replay = &replay_cublas;
+    site.replay_call = &call;
+  }
+  return serve_gemm(*dev, p, ops, site);
 }
 
 Outcome serve_lt_call(const LtCall& call) {
@@ -153,6 +261,11 @@ Outcome serve_lt_call(const LtCall& call) {
   DeviceEngine* dev = current_device(&r);
   if (dev == nullptr) return {r};
   CallSite site{true, call.stream, call.workspace, call.workspace_bytes};
+  LtReplay replay{&call, m.swap_ab};
+  if (lt.matmul != nullptr) {
+    site.replay = &replay_lt;
+    site.replay_call = &replay;
+  }
   if (!m.has_bias) return serve_gemm(*dev, m.gemm, m.ops, site);
   GemmAndBiasOperands ops{m.ops.a, m.ops.b, m.bias_ptr, m.ops.c, m.ops.stream};
   return serve_gemm_and_bias(*dev, m.bias, ops, site);

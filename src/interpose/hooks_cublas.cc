@@ -35,7 +35,7 @@ using GemmStridedBatchedExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperatio
 CublasCall make_call(Api api, cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                      const void* alpha, const void* a, int a_type, int lda, long long sa, const void* b, int b_type,
                      int ldb, long long sb, const void* beta, void* c, int c_type, int ldc, long long sc, int batch,
-                     bool strided, int compute) {
+                     bool strided, int compute, int algo = CUBLAS_GEMM_DEFAULT) {
   CublasCall call;
   call.api = api;
   call.handle = handle;
@@ -61,6 +61,7 @@ CublasCall make_call(Api api, cublasHandle_t handle, cublasOperation_t ta, cubla
   call.batch = batch;
   call.strided = strided;
   call.compute_type = compute;
+  call.algo = algo;
   workspaces::get(handle, &call.workspace, &call.workspace_bytes);
   return call;
 }
@@ -75,7 +76,7 @@ TUNABLEOP_HOOK cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperatio
   static RealFunction<GemmExFn> real(Library::kCublas, "cublasGemmEx");
   auto ask = [&](const EngineApi& e) {
     return e.cublas(make_call(Api::kCublasGemmEx, handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype,
-                              ldb, 0, beta, C, Ctype, ldc, 0, 1, false, computeType));
+                              ldb, 0, beta, C, Ctype, ldc, 0, 1, false, computeType, algo));
   };
   return run_hook<kMissing>(real, Api::kCublasGemmEx, ask, handle, transa, transb, m, n, k, alpha, A, Atype, lda, B,
                             Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
@@ -126,7 +127,7 @@ TUNABLEOP_HOOK cublasStatus_t cublasGemmStridedBatchedEx(
   auto ask = [&](const EngineApi& e) {
     return e.cublas(make_call(Api::kCublasGemmStridedBatchedEx, handle, transa, transb, m, n, k, alpha, A, Atype, lda,
                               strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, true,
-                              computeType));
+                              computeType, algo));
   };
   return run_hook<kMissing>(real, Api::kCublasGemmStridedBatchedEx, ask, handle, transa, transb, m, n, k, alpha, A,
                             Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount,

@@ -312,6 +312,7 @@ Reason map_lt_call(const LtCall& c, const LtFunctions& f, bool allow_tf32, LtMap
   out->has_bias = s.has_bias;
   out->gemm = p;
   out->ops = GemmOperands{s.swap_ab ? c.b : c.a, s.swap_ab ? c.a : c.b, c.d, c.stream};
+  out->swap_ab = s.swap_ab;
   out->bias_ptr = s.bias;
   if (s.has_bias) out->bias = GemmAndBiasParams{p, s.act};
   return Reason::kServed;

@@ -30,7 +30,8 @@ struct LtMapped {
   bool has_bias = false;
   GemmParams gemm;  // the problem (also bias.gemm when has_bias)
   GemmAndBiasParams bias;
-  GemmOperands ops;  // a, b, c (= D), stream
+  GemmOperands ops;      // a, b, c (= D), stream
+  bool swap_ab = false;  // row-major D: ops.a is the call's B and ops.b its A
   const void* bias_ptr = nullptr;
 };
 

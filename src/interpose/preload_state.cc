@@ -216,4 +216,13 @@ void count(Api api, Reason reason) {
   g_counts[static_cast<int>(api)][static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
 }
 
+void set_enabled(bool on) {
+  (void)enabled();  // settings read first, so that a later first read cannot undo this
+  g_enabled.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+unsigned long long calls(Api api, Reason reason) {
+  return g_counts[static_cast<int>(api)][static_cast<int>(reason)].load(std::memory_order_relaxed);
+}
+
 }  // namespace tunableop::interpose::preload

@@ -33,6 +33,9 @@ class ScopedGuard {
 
 // TUNABLEOP_ENABLED (or PYTORCH_TUNABLEOP_ENABLED): off means every hook is a plain forward.
 bool enabled();
+// Turns interception on or off for every thread from now on (benchmarks: one process timing the
+// program's own calls against ours, see introspect.cc).
+void set_enabled(bool on);
 
 // The engine, loaded on the first call; null with the reason when it cannot be used.
 struct EngineRef {
@@ -42,6 +45,8 @@ struct EngineRef {
 EngineRef engine();
 
 void count(Api api, Reason reason);
+// The calls counted so far for (api, reason).
+unsigned long long calls(Api api, Reason reason);
 
 enum class Route { kIntercept, kStraight, kEngineOwn };
 inline Route route() {

@@ -5,6 +5,9 @@
 #include <string>
 
 #include "interpose/gpu_state.h"
+#ifdef TUNABLEOP_INTERPOSE_CUDA
+#include "interpose/held_timer.h"
+#endif
 #include "ops/gemm/dispatch.h"
 #include "ops/gemm/tuning_problem.h"
 #include "ops/gemm_and_bias/dispatch.h"
@@ -70,10 +73,25 @@ DecisionOf<Op> decision_for(DeviceEngine& dev, const typename Op::Params& p, con
   return d;
 }
 
-// Outside a capture: Context::choose looks the problem up, tunes it (tuning on, on copies of the
-// program's operands) or records it (--record).
+// "Default" as the program would run it: its own call, replayed on the tuning buffers. Should
+// the replay fail (unexpected: the same call just succeeded for the program), our Default runs.
 template <class Op>
-const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops) {
+typename Op::Candidate program_default(typename Op::Candidate ours, const CallSite& site) {
+  ours.run = [replay = site.replay, call = site.replay_call, fallback = ours.run](const typename Op::Params& p,
+                                                                                  const typename Op::Operands& o) {
+    Status st = replay(call, o.a, o.b, o.c);
+    return st.is_ok() ? st : fallback(p, o);
+  };
+  ours.info.details.emplace_back("call", "the program's own");
+  return ours;
+}
+
+// Outside a capture: Context::choose looks the problem up, tunes it (tuning on, on copies of the
+// program's operands) or records it (--record). On a GPU the tuning measures device time only
+// (held_timer.h) and its Default is the program's own call when the call site can replay it.
+template <class Op>
+const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops,
+                             const CallSite& site) {
   Context& ctx = *dev.ctx;
   const std::string op = Op::op_signature(p), psig = Op::params_signature(p), key = op + "," + psig;
   using Dispatch = ops::Dispatcher<typename Op::Framework>;
@@ -82,10 +100,16 @@ const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, co
     const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
     if (rt == nullptr) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
     const TuningPolicy& policy = dev.options.policy;
-    auto pr =
-        Op::Problem::create(p, ops, Dispatch::candidates_for(ctx, p, policy.search_effort), *rt, policy, ctx.log());
+    auto candidates = Dispatch::candidates_for(ctx, p, policy.search_effort);
+    if (site.replay != nullptr && !candidates.empty() && candidates.front().name == "Default")
+      candidates.front() = program_default<Op>(candidates.front(), site);
+    auto pr = Op::Problem::create(p, ops, std::move(candidates), *rt, policy, ctx.log());
     if (!pr.is_ok()) return pr.status();
-    return std::unique_ptr<TuningProblem>(std::move(*pr));
+    std::unique_ptr<TuningProblem> problem = std::move(*pr);
+#ifdef TUNABLEOP_INTERPOSE_CUDA
+    if (site.gpu) problem = with_held_timer(std::move(problem), ops.stream);
+#endif
+    return problem;
   };
   auto chosen = ctx.choose(op, psig, is_valid, make_problem);
   const std::string name = chosen.is_ok() ? *chosen : "Default";
@@ -218,7 +242,7 @@ Outcome serve(DeviceEngine& dev, const typename Op::Params& p, const typename Op
       if (d == nullptr) return {why};
     } else {
       if (site.gpu) gpu::make_thread_ready(dev.device.ordinal);
-      d = decide<Op>(dev, p, ops);
+      d = decide<Op>(dev, p, ops, site);
       if (site.gpu) gpu::clear_our_error();
     }
   }

@@ -20,10 +20,18 @@ struct CallSite {
   void* stream = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // The program's own call made again on other buffers (the tuning copies; a, b, c in our
+  // params' roles): while this call is tuned it is "Default", so that a candidate must beat
+  // exactly what the program would have run (its handle or descriptors, workspace, math mode,
+  // algorithm) rather than our approximation of it. Null: our Default stands in.
+  Status (*replay)(const void* call, const void* a, const void* b, void* c) = nullptr;
+  const void* replay_call = nullptr;
 };
 
 // Rules (docs/interpose.md):
 // - first sight outside a capture: tune (tuning on), or record (--record), via Context::choose;
+//   on a GPU the tuning's Default is the program's own call (CallSite::replay) and its clock
+//   counts device time only (held_timer.h);
 // - while the stream captures a CUDA graph: never tune, allocate or synchronize; serve a known
 //   result whose workspace is at hand, else pass through (a miss is recorded in the untuned file
 //   and, for GEMMs with tuning on, tuned on random data at the next call outside a capture);

@@ -189,6 +189,50 @@ TEST(Serve, MissWithTuningOnTunesOnceThenServes) {
   EXPECT_EQ(entry_lines(f.dir.file("results0.csv")).size(), 1u);
 }
 
+// A call site that can replay the program's call (CallSite::replay): the fp64 reference on the
+// buffers it is given, counted; or a failure.
+struct ProgramCall {
+  GemmParams p;
+  bool fails = false;
+  std::atomic<int> runs{0};
+  static Status replay(const void* what, const void* a, const void* b, void* c) {
+    auto* self = const_cast<ProgramCall*>(static_cast<const ProgramCall*>(what));
+    ++self->runs;
+    if (self->fails) return Status::device_error("replay refused");
+    std::vector<double> ref = gemm_reference_f64(self->p, a, b, c);
+    for (int64_t i = 0; i < self->p.c_span(); ++i) store_from_double(self->p.dtype, c, i, ref[size_t(i)]);
+    return Status::ok();
+  }
+  CallSite site() const { return CallSite{false, nullptr, nullptr, 0, &ProgramCall::replay, this}; }
+};
+
+TEST(Serve, TuningTimesTheProgramsOwnCallAsDefault) {
+  Fixture f(/*tuning=*/true);
+  Call call(8, 8, 8);
+  ProgramCall program;
+  program.p = call.p;
+  call.prob.reset_c();
+  Outcome o = serve_gemm(f.dev, call.p, call.ops, program.site());
+  EXPECT_TRUE(o.reason == Reason::kServed || o.reason == Reason::kLibraryDefault) << reason_text(o.reason);
+  EXPECT_GT(program.runs, 0);    // Default, measured and the numerics reference, was the program's call
+  EXPECT_LE(f.default_runs, 1);  // ours never stood in for it (one run serves the call if it won)
+  EXPECT_EQ(entry_lines(f.dir.file("results0.csv")).size(), 1u);
+}
+
+TEST(Serve, AReplayThatFailsFallsBackToOurDefault) {
+  Fixture f(/*tuning=*/true);
+  Call call(8, 8, 8);
+  ProgramCall program;
+  program.p = call.p;
+  program.fails = true;
+  call.prob.reset_c();
+  Outcome o = serve_gemm(f.dev, call.p, call.ops, program.site());
+  EXPECT_TRUE(o.reason == Reason::kServed || o.reason == Reason::kLibraryDefault) << reason_text(o.reason);
+  EXPECT_GT(program.runs, 0);
+  EXPECT_GT(f.default_runs, 1);  // ours stood in while tuning
+  EXPECT_EQ(entry_lines(f.dir.file("results0.csv")).size(), 1u);
+}
+
 TEST(Serve, CandidateThatDeclinesTheOperandsPassesThrough) {
   Fixture f(false);
   Call call(5, 5, 5);

@@ -1,0 +1,119 @@
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <limits>
+
+#include "interpose/held_timer.h"
+
+namespace tunableop::interpose {
+
+namespace {
+
+// Holds the stream until the host writes `seq` (or more) into the mapped flag, or `timeout_ns`
+// passed: a host that cannot release it (a full launch queue, a call that synchronizes) costs
+// one disturbed sample, never a hang.
+__global__ void wait_for_release(const volatile unsigned* flag, unsigned seq, unsigned long long timeout_ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*flag < seq) {
+    __nanosleep(256);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > timeout_ns) break;
+  }
+}
+
+class HeldEventTimer : public Timer {
+ public:
+  static std::unique_ptr<HeldEventTimer> make(cudaStream_t stream) {
+    std::unique_ptr<HeldEventTimer> t(new HeldEventTimer(stream));
+    if (cudaHostAlloc(reinterpret_cast<void**>(&t->host_flag_), sizeof(unsigned),
+                      cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
+        cudaHostGetDevicePointer(reinterpret_cast<void**>(&t->device_flag_), t->host_flag_, 0) != cudaSuccess ||
+        cudaEventCreate(&t->start_) != cudaSuccess || cudaEventCreate(&t->stop_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    *t->host_flag_ = 0;
+    return t;
+  }
+  ~HeldEventTimer() override {
+    if (host_flag_ != nullptr) {
+      release(std::numeric_limits<unsigned>::max());
+      (void)cudaStreamSynchronize(stream_);  // no hold may still read the flag
+      (void)cudaFreeHost(host_flag_);
+    }
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+    (void)cudaGetLastError();
+  }
+  HeldEventTimer(const HeldEventTimer&) = delete;
+  HeldEventTimer& operator=(const HeldEventTimer&) = delete;
+
+  // A failure spoils one sample (infinite time), as with the event timer; the next starts afresh.
+  void start() override {
+    ++seq_;
+    wait_for_release<<<1, 1, 0, stream_>>>(device_flag_, seq_, kTimeoutNs);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaEventRecord(start_, stream_);
+    started_ = e == cudaSuccess;
+  }
+  double stop_ms() override {
+    constexpr double kBroken = std::numeric_limits<double>::infinity();
+    // "stop" is queued behind the runs before the hold ends: the region is device time only.
+    cudaError_t e = cudaEventRecord(stop_, stream_);
+    release(seq_);
+    if (e == cudaSuccess) e = cudaEventSynchronize(stop_);
+    float ms = 0;
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start_, stop_);
+    if (e != cudaSuccess || !started_) return kBroken;
+    return double(ms);
+  }
+  double now_ms() override {
+    using namespace std::chrono;
+    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+  }
+  double min_sample_ms() const override { return 0.03; }  // as the event timer's
+
+ private:
+  static constexpr unsigned long long kTimeoutNs = 20'000'000ull;  // 20 ms
+  explicit HeldEventTimer(cudaStream_t s) : stream_(s) {}
+  void release(unsigned v) { __atomic_store_n(host_flag_, v, __ATOMIC_SEQ_CST); }
+
+  cudaStream_t stream_;
+  unsigned* host_flag_ = nullptr;
+  unsigned* device_flag_ = nullptr;
+  unsigned seq_ = 0;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  bool started_ = false;  // this sample's hold and "start" were queued
+};
+
+// Everything but the timer is the wrapped problem's.
+class HeldProblem : public TuningProblem {
+ public:
+  HeldProblem(std::unique_ptr<TuningProblem> p, std::unique_ptr<HeldEventTimer> t)
+      : p_(std::move(p)), t_(std::move(t)) {}
+  std::string op_signature() const override { return p_->op_signature(); }
+  std::string params_signature() const override { return p_->params_signature(); }
+  size_t candidate_count() const override { return p_->candidate_count(); }
+  std::string candidate_name(size_t i) const override { return p_->candidate_name(i); }
+  Status supports(size_t i) override { return p_->supports(i); }
+  Status check_numerics(size_t i) override { return p_->check_numerics(i); }
+  Status run(size_t i, size_t rotation) override { return p_->run(i, rotation); }
+  size_t rotation_count() const override { return p_->rotation_count(); }
+  Timer& timer() override { return *t_; }
+  Status recover() override { return p_->recover(); }
+
+ private:
+  std::unique_ptr<TuningProblem> p_;
+  std::unique_ptr<HeldEventTimer> t_;  // destroyed first: its last hold is released
+};
+
+}  // namespace
+
+std::unique_ptr<TuningProblem> with_held_timer(std::unique_ptr<TuningProblem> problem, void* stream) {
+  auto t = HeldEventTimer::make(static_cast<cudaStream_t>(stream));
+  if (t == nullptr) return problem;
+  return std::make_unique<HeldProblem>(std::move(problem), std::move(t));
+}
+
+}  // namespace tunableop::interpose
