@@ -35,7 +35,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >
 # say where each shape's tuning time went (scripts/tuning_log_summary.py).
 summary="python3 $ROOT/scripts/tuning_log_summary.py"
 stamp "suite llm (tuning every shape, then every candidate alone; tree logs time-stamped)"
-TUNABLEOP_VERBOSE=3 timeout $((270 - $(elapsed))) "$bin" bench --suite llm --device cuda --csv "$OUT/suite.csv" \
+TUNABLEOP_VERBOSE=3 timeout $((280 - $(elapsed))) "$bin" bench --suite llm --device cuda --csv "$OUT/suite.csv" \
   --results "$OUT/suite_results.csv" >"$OUT/suite.md" 2> >($summary --stamp >"$OUT/suite.log") ||
   echo "gpu-tuning: suite exited $? (see suite.log)"
 sleep 1  # the time stamper drains the log
@@ -48,9 +48,9 @@ engine() {  # name, timeout, model
 }
 # A variant with a tighter first screening cut on the 2048-token shapes (the costliest to tune),
 # when time is left: what tuning time and the within-2% result would be with it.
-if [ "$(elapsed)" -lt 180 ]; then
+if [ "$(elapsed)" -lt 170 ]; then
   stamp "variant: TUNABLEOP_SCREEN_RATIO_1=1.3 on the @2048 shapes"
-  TUNABLEOP_SCREEN_RATIO_1=1.3 TUNABLEOP_VERBOSE=3 timeout $((250 - $(elapsed))) "$bin" bench --suite llm \
+  TUNABLEOP_SCREEN_RATIO_1=1.3 TUNABLEOP_VERBOSE=3 timeout $((255 - $(elapsed))) "$bin" bench --suite llm \
     --device cuda --only @2048 --csv "$OUT/variant.csv" >"$OUT/variant.md" \
     2> >($summary --stamp >"$OUT/variant.log") || echo "gpu-tuning: variant exited $?"
   sleep 1
