@@ -120,11 +120,12 @@ class TuningSession {
   static constexpr int kMaxSamplesPerRound = 10;
   // Screening's cut on the cold sizing run alone (no screening sample): a candidate whose first
   // run took more than kColdCutRatio times the best so far plus kColdAllowanceMs (what a first
-  // call may cost once: thread start-up, JIT, lazy module loading, page faults) cannot come
-  // within screen_ratio_1 of it warm. It saves the second run of the slowest candidates (BLIS
-  // on a 2-core VM with a busy core: 0.5 s a run).
+  // call may cost once: thread start-up, JIT, lazy module loading, page faults; or a time
+  // slice lost to another process on a busy machine) cannot come within screen_ratio_1 of it
+  // warm. It saves the second run of the slowest candidates (BLIS on a 2-core VM with a busy
+  // core: 0.5 s a run).
   static constexpr double kColdCutRatio = 3.0;
-  static constexpr double kColdAllowanceMs = 2.0;
+  static constexpr double kColdAllowanceMs = 10.0;
   // A winner this much faster than Default (ratio below 1/kRecheckFactor) whose final time or
   // Default's is this far from its screening estimate was measured while the machine changed
   // (a burst of load that slows a two-thread candidate, not a one-thread one): the pair is

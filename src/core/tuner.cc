@@ -299,10 +299,9 @@ CandidateState* TuningSession::winner_over_default(const std::vector<CandidateSt
     log_.log(3, fmt::format("├──{} / Default: median ratio {:.4f} over {} rounds, spread {:.2f}%: {}", s.name, v.ratio,
                             v.rounds, 100 * v.spread, v.wins ? "faster than the noise" : "not faster than the noise"));
     if (!v.wins) {
-      log_.log(2,
-               fmt::format("├──keeping Default over {}: {:.2f}% faster in the paired rounds, needs more than {:.2f}% "
-                           "(max of the {:.0f}% margin and the rounds' spread)",
-                           s.name, 100 * (1 - v.ratio), 100 * v.margin, 100 * pol_.min_improvement));
+      log_.log(2, fmt::format("├──keeping Default over {}: {:.4f} of Default's time in the paired rounds, needs below "
+                              "{:.4f} (1 - max of the {:.0f}% margin and the rounds' spread {:.2f}%)",
+                              s.name, v.ratio, 1 - v.margin, 100 * pol_.min_improvement, 100 * v.spread));
       continue;
     }
     if (!win || v.ratio < win_ratio) win = &s, win_ratio = v.ratio;

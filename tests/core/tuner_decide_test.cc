@@ -208,11 +208,11 @@ TEST(Decide, AClearWinUnderNoiseIsTaken) {
 }
 
 TEST(Screening, ASlowFirstRunLeavesWithoutASecond) {
-  // Default 1 ms; "Pathological" takes 50 ms a run: one run tells (3x + 2 ms cold allowance).
-  // "ColdStart" takes 4 ms on its first run (under the cut) and 0.9 ms warm: kept, and wins.
+  // Default 1 ms; "Pathological" takes 50 ms a run: one run tells (3x + 10 ms cold allowance).
+  // "ColdStart" takes 12 ms on its first run (under the cut) and 0.9 ms warm: kept, and wins.
   FakeCandidate slow{"Pathological", 50.0};
   FakeCandidate cold{"ColdStart", 0.9};
-  cold.run_factor = [](int n) { return n == 1 ? 4.0 / 0.9 : 1.0; };
+  cold.run_factor = [](int n) { return n == 1 ? 12.0 / 0.9 : 1.0; };
   FakeProblem pr({{"Default", 1.0}, slow, cold});
   Logger log;
   Tuner tuner(TuningPolicy{}, log);
