@@ -131,6 +131,8 @@ class TuningSession {
   // (a burst of load that slows a two-thread candidate, not a one-thread one): the pair is
   // measured again and the win must hold there too.
   static constexpr double kRecheckFactor = 1.25;
+  // Rounds of the final re-measurement at least (remeasure()).
+  static constexpr int kMinRemeasureRounds = 5;
   static constexpr double kRecheckDrift = 0.25;
   TuningSession(TuningProblem& problem, const TuningPolicy& policy, Logger& log);
 

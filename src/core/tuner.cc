@@ -224,8 +224,11 @@ Status TuningSession::take_samples(const CandidateState& s, SamplePlan plan, std
 Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
   for (CandidateState* s : finalists) s->rounds.clear();
   if (finalists.size() < 2 || pol_.remeasure_rounds <= 0) return Status::ok();
-  // Three rounds give a median; more only while the re-measurement budget lasts.
-  InterleavedRounds rounds{3, pol_.remeasure_rounds, pol_.remeasure_ms};
+  // Five rounds at least (fewer only when the policy asks for fewer): from five on, the spread
+  // of the paired ratios leaves one disturbed round at each end out (versus_default), so that
+  // one interrupt neither decides nor vetoes; more rounds while the re-measurement budget lasts.
+  InterleavedRounds rounds{std::min(kMinRemeasureRounds, pol_.remeasure_rounds), pol_.remeasure_rounds,
+                           pol_.remeasure_ms};
   Status default_failed;
   std::vector<std::vector<double>> samples(finalists.size());
   auto measure = [&](size_t q) -> StatusOr<double> {
@@ -279,8 +282,9 @@ VersusDefault versus_default(const std::vector<double>& cand, const std::vector<
   // The spread is the range of the ratios, from five rounds on with the most extreme round at
   // each end left out: one round hit by an interrupt or a page-fault storm does not veto a
   // clear win, while noise that returns (two rounds of five or more) still widens it. The whole
-  // range, not half of it: the median of few rounds is itself noisy (half the range let a
-  // candidate 3% slower with 25% noise per run win one time in ten; the range, never in 40).
+  // range, not half of it: the median of few rounds is itself noisy (in the fake-clock tests,
+  // half the range let a candidate 3% slower with 25% noise per run win in 4 seeds of 40, the
+  // whole range in 1).
   const size_t trim = ratio.size() >= 5 ? 1 : 0;
   v.spread = ratio[ratio.size() - 1 - trim] - ratio[trim];
   v.margin = std::max(min_improvement, v.spread);
