@@ -9,6 +9,15 @@
 # Knobs: A2_TESTS=0 skips the tests; A2_ENGINE="ttft decode ragged" picks the engine runs
 # ("" none); A2_PAGES="64 16 256" the paged decode runs; A2_SUITE=0 skips the suite;
 # A2_ONLY=<substring> limits the suite's shapes.
+#
+# A2_FAST=1 (issue 12's prefill step, under 5 minutes with the build): builds the CLI and the
+# engine's GPU tests only; then TTFT(2048) untuned vs tuned with the per-kernel prefill breakdown
+# (--profile-prefill 3: GEMMs, attention, every other kernel, TFLOP/s, host queue time, the TTFT
+# gap), Llama-2-7B first; the element-wise kernel tests vs fp64; Gemma-2B; the engine's GPU tests
+# that cover prefill (HF fixtures fused and unfused, CUDA vs CPU, profiled prefill); then, while
+# the budget lasts, Gemma decode TPOT (the element-wise kernels changed), Llama with --fusion off (prefill's residual add and rmsnorm unfused: the A/B)
+# and an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
+# 285) are skipped and said so.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -20,6 +29,14 @@ mkdir -p "$LOGS"
 start=$(date +%s)
 stamp() { echo "[$(($(date +%s) - start))s] $*"; }
 summary=()
+FAST=${A2_FAST:-0}
+BUDGET=${A2_BUDGET:-285}
+# Seconds a step wanting $1 may run (0: skip it), within the budget (fast mode; else $1).
+left() {
+  [ "$FAST" = 1 ] || { echo "$1"; return; }
+  local rest=$((BUDGET - ($(date +%s) - start) - 5))
+  if [ "$rest" -lt 15 ]; then echo 0; elif [ "$rest" -lt "$1" ]; then echo "$rest"; else echo "$1"; fi
+}
 {
   date -u +%Y-%m-%dT%H:%MZ
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
@@ -35,31 +52,72 @@ stamp "configure + build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTUNABLEOP_WITH_BLIS=OFF \
   -DTUNABLEOP_WITH_ONEDNN=OFF ${cudnn_inc:+-DTUNABLEOP_CUDNN_INCLUDE_DIR=$cudnn_inc} >"$LOGS/configure.log" 2>&1 ||
   { tail -30 "$LOGS/configure.log"; echo "gpu-attention2: configure failed"; exit 1; }
-ninja -C "$BUILD" -k 0 tunableop_cli test_cuda_attention test_llm_cuda >"$LOGS/build.log" 2>&1 ||
+targets="tunableop_cli test_cuda_attention test_llm_cuda test_llm_cuda_kernels"
+[ "$FAST" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
+# shellcheck disable=SC2086
+ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
+stamp "built"
 bin="$BUILD/tools/tunableop"
 
-if [ "${A2_TESTS:-1}" = 1 ]; then
-  stamp "tests"
-  for t in backends/cuda/attention/test_cuda_attention llm/test_llm_cuda; do
-    name=$(basename "$t")
-    TUNABLEOP_SOURCE_DIR="$ROOT" timeout 240 "$BUILD/tests/$t" >"$LOGS/$name.log" 2>&1
-    summary+=("$name: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$name.log" | tr '\n' ' ') (rc $?)")
-    grep -hE "Failure|error [0-9.e+-]+ >|differ|wrote|FAILED  \]" "$LOGS/$name.log" | head -8
-  done
-fi
+gtest() {  # name (under tests/), seconds wanted, gtest filter
+  local secs name
+  secs=$(left "$2")
+  name=$(basename "$1")
+  if [ "$secs" = 0 ]; then summary+=("$name: skipped (budget)"); return; fi
+  stamp "test $name"
+  TUNABLEOP_SOURCE_DIR="$ROOT" timeout "$secs" "$BUILD/tests/$1" --gtest_filter="${3:-*}" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  summary+=("$name: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/$name.log" | tr '\n' ' ') (rc $rc)")
+  grep -hE "Failure|error [0-9.e+-]+ >|differ|written|FAILED  \]" "$LOGS/$name.log" | head -8
+}
 
 llm() {  # name, timeout, args...
-  local name=$1 t=$2
+  local name=$1 t
+  t=$(left "$2")
   shift 2
+  if [ "$t" = 0 ]; then summary+=("$name: skipped (budget)"); return; fi
+  stamp "llm $name"
   TUNABLEOP_FILENAME="$OUT/engine_results_%d.csv" timeout "$t" "$bin" llm --device cuda "$@" >"$LOGS/$name.txt" 2>&1 ||
     echo "gpu-attention2: $name exited $? (see logs/$name.txt)"
 }
+ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
+
+if [ "$FAST" = 1 ]; then
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  gtest llm/test_llm_cuda_kernels 40
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  gtest llm/test_llm_cuda 100 '*MatchesTransformersFixtures*:*Fp32MatchesCpuEngine*:*Bf16IsCloseToFp32*:*ProfiledPrefill*:*PaddingAndBatching*:*PagedCacheEqualsStatic*:*GraphReplay*:*FusedProjectionsMatchUnfused*'
+  # Decode with the packed element-wise kernels (stage 2, run 5: TPOT 2.261 ms static).
+  llm gemma_decode_static 75 --model builtin:gemma-2b --prompt-len 1024 --max-new-tokens 128 --tune --iterations 3
+  llm llama_ttft_unfused 80 --model builtin:llama-2-7b "${ttft[@]}" --fusion off
+  nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  secs=$(left 60)
+  if [ -n "$nsys_bin" ] && [ "$secs" != 0 ]; then
+    stamp "nsys: one tuned Llama prefill (results file of the runs above)"
+    TUNABLEOP_ENABLED=1 TUNABLEOP_TUNING=0 TUNABLEOP_FILENAME="$OUT/engine_results_%d.csv" timeout "$secs" "$nsys_bin" profile -t cuda,nvtx,osrt --stats=true \
+      -o "$LOGS/llama_prefill" -f true "$bin" llm --device cuda --model builtin:llama-2-7b --prompt-len 2048 \
+      --max-new-tokens 1 --iterations 2 --warmup 1 >"$LOGS/nsys_llama.txt" 2>&1 ||
+      echo "gpu-attention2: nsys exited $?"
+    rm -f "$LOGS"/llama_prefill.nsys-rep "$LOGS"/llama_prefill.sqlite
+  else
+    summary+=("nsys: ${nsys_bin:-not found}; ${secs}s left")
+  fi
+fi
+
+if [ "$FAST" != 1 ] && [ "${A2_TESTS:-1}" = 1 ]; then
+  stamp "tests"
+  for t in backends/cuda/attention/test_cuda_attention llm/test_llm_cuda llm/test_llm_cuda_kernels; do
+    gtest "$t" 240
+  done
+fi
+
 engine=" ${A2_ENGINE-ttft decode ragged} "
+[ "$FAST" = 1 ] && engine=" "
 if [[ $engine == *" ttft "* ]]; then
   stamp "engine: TTFT(2048), untuned vs tuned"
-  llm gemma_ttft 120 --model builtin:gemma-2b --prompt-len 2048 --max-new-tokens 1 --compare --iterations 5
-  llm llama_ttft 150 --model builtin:llama-2-7b --prompt-len 2048 --max-new-tokens 1 --compare --iterations 5
+  llm gemma_ttft 120 --model builtin:gemma-2b "${ttft[@]}"
+  llm llama_ttft 150 --model builtin:llama-2-7b "${ttft[@]}"
 fi
 if [[ $engine == *" decode "* ]]; then
   stamp "engine: decode tokens/s, static vs paged"
@@ -81,7 +139,7 @@ if [[ $engine == *" ragged "* ]]; then
     --kv-cache paged --page-size 64
 fi
 
-if [ "${A2_SUITE:-1}" = 1 ]; then
+if [ "$FAST" != 1 ] && [ "${A2_SUITE:-1}" = 1 ]; then
   stamp "bench --suite attention"
   timeout 300 "$bin" bench --suite attention --device cuda ${A2_ONLY:+--only "$A2_ONLY"} --csv "$OUT/suite.csv" \
     --shapes-csv "$LOGS/shapes.csv" >"$OUT/suite.md" 2>"$LOGS/suite.log"
@@ -100,9 +158,13 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft llama_ttft; do
-    [ -f "$LOGS/$f.txt" ] && { echo "== $f"; grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems" "$LOGS/$f.txt"; }
+  for f in gemma_ttft llama_ttft llama_ttft_unfused; do
+    [ -f "$LOGS/$f.txt" ] || continue
+    echo "== $f"
+    grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"
+    sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
+  [ -f "$LOGS/nsys_llama.txt" ] && { echo "== nsys (one tuned Llama prefill run)"; grep -A25 -E "cuda_api_sum|cuda_gpu_kern_sum|cuda_gpu_mem_time_sum" "$LOGS/nsys_llama.txt" | cut -c1-220 | head -90; }
   for f in "$LOGS"/*_decode_*.txt "$LOGS"/ragged_*.txt; do
     [ -f "$f" ] && echo "== $(basename "$f" .txt): $(grep -E "TPOT" "$f" | head -1 | sed 's/^ *//') | $(grep -E "KV cache" "$f" | head -1 | sed 's/^ *//')"
   done

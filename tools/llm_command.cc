@@ -4,6 +4,7 @@
 //   generate  text in, text out: prompts through the model's tokenizer, sampling or greedy,
 //             streamed, stopping at EOS; the default for --prompt, --prompt-file, --interactive.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,6 +76,7 @@ struct LlmArgs {
   bool no_pdl = false;
   int step_variant = -1;
   int profile_decode = 0;
+  int profile_prefill = 0;
   bool measure_bandwidth = false;
   std::string prompt_lens;  // synthetic prompts of these lengths, one per sequence
   std::string kv_cache = "static";
@@ -126,11 +128,7 @@ int fail(const Status& s) {
 constexpr int64_t kGenerateMaxNew = 256;      // generate mode's --max-new-tokens default
 constexpr int64_t kInteractiveMaxSeq = 4096;  // interactive KV cache (prompts of any length)
 
-std::string join_ids(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
-  return s;
-}
+std::string join_ids(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
 
 // --prompt (in order), then --prompt-file's lines (blank lines skipped).
 StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
@@ -168,10 +166,11 @@ Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
     return Status::invalid_argument("--kv-pages sizes a paged cache: add --kv-cache paged");
   }
   if (generate) {
-    if (a.compare || a.total_tokens > 0 || a.json || a.profile_decode > 0 || a.measure_bandwidth) {
+    if (a.compare || a.total_tokens > 0 || a.json || a.profile_decode > 0 || a.profile_prefill > 0 ||
+        a.measure_bandwidth) {
       return Status::invalid_argument(
-          "--compare, --total-tokens, --json, --profile-decode and --measure-bandwidth measure fixed-length greedy "
-          "generation: add --mode bench");
+          "--compare, --total-tokens, --json, --profile-decode, --profile-prefill and --measure-bandwidth measure "
+          "fixed-length greedy generation: add --mode bench");
     }
     if (a.interactive && (texts || a.o_prompt_ids->count() || a.prompt_len > 0)) {
       return Status::invalid_argument("--interactive reads its prompts from standard input: give no other prompt");
@@ -217,13 +216,35 @@ struct BenchExtras {
   double copy_gbps = 0;
   std::string choices;
   llm::StepProfile profile;
+  llm::StepProfile prefill_profile;
+  std::string prefill_served;  // with the prefill profile: what serves each prefill problem
 };
+
+// Each prefill problem (GEMM, attention) with the solution the results serve and its tuned time
+// as a rate, one line each: what the prefill breakdown's rates compare with.
+std::string prefill_solutions(Context& ctx, llm::Engine& engine) {
+  std::string s;
+  auto add = [&](const std::vector<llm::LinearOp::Problem>& problems) {
+    for (const auto& p : problems) {
+      if (!p.in_prefill) continue;
+      const auto e = ctx.results().lookup(p.op, p.params);
+      s += fmt::format("  {} {}: {}", p.op, p.params, e ? e->solution : "not in the results (Default)");
+      if (e && e->time_ms > 0 && p.flops > 0) {
+        s += fmt::format(", tuned alone {:.4f} ms = {:.1f} TFLOP/s", e->time_ms, p.flops / e->time_ms / 1e9);
+      }
+      s += e && !e->note.empty() ? " (" + e->note + ")\n" : "\n";
+    }
+  };
+  add(engine.linear().problems());
+  add(engine.linear().attention_problems());
+  return s;
+}
 
 // The profiled steps run at the benchmark's mean position (half-way through its new tokens): the
 // attention kernels' time grows with the context, and a profile at the prompt would hide it.
 int64_t profile_warmup(int64_t max_new) { return std::max<int64_t>(2, max_new / 2); }
 
-StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
+StatusOr<BenchExtras> bench_extras(const LlmArgs& a, Context& ctx, llm::Engine& engine,
                                    const std::vector<std::vector<int32_t>>& prompts, int64_t max_new) {
   BenchExtras x;
   if (a.measure_bandwidth) {
@@ -236,6 +257,12 @@ StatusOr<BenchExtras> bench_extras(const LlmArgs& a, llm::Engine& engine,
     auto p = llm::profile_decode_steps(engine, prompts, int(profile_warmup(max_new)), a.profile_decode);
     if (!p.is_ok()) return p.status();
     x.profile = std::move(p.value());
+  }
+  if (a.profile_prefill > 0) {
+    auto p = llm::profile_prefills(engine, prompts, a.profile_prefill);
+    if (!p.is_ok()) return p.status();
+    x.prefill_profile = std::move(p.value());
+    if (ctx.config().snapshot().enabled) x.prefill_served = prefill_solutions(ctx, engine);
   }
   return x;
 }
@@ -258,6 +285,10 @@ void print_extras(const BenchExtras& x, const std::vector<const llm::BenchmarkRe
     for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", line);
   }
   if (x.profile.steps > 0) fmt::print("{}", llm::format_profile(x.profile, reports.back()->tpot_ms));
+  if (x.prefill_profile.steps > 0) {
+    fmt::print("{}", llm::format_prefill_profile(x.prefill_profile, reports.back()->ttft_ms));
+    if (!x.prefill_served.empty()) fmt::print("Prefill problems as the results serve them:\n{}", x.prefill_served);
+  }
 }
 
 std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
@@ -266,6 +297,10 @@ std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
   j["decode_fraction_of_copy"] = x.copy_gbps > 0 ? r.decode_weight_gbps / x.copy_gbps : 0.0;
   j["kernel_choices"] = x.choices;
   if (x.profile.steps > 0) j["decode_profile"] = nlohmann::json::parse(llm::profile_json(x.profile, r.tpot_ms));
+  if (x.prefill_profile.steps > 0) {
+    j["prefill_profile"] = nlohmann::json::parse(llm::prefill_profile_json(x.prefill_profile, r.ttft_ms));
+    j["prefill_served"] = x.prefill_served;
+  }
   return j.dump();
 }
 
@@ -295,7 +330,12 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
       auto r = check_in_context(ctx, [&] { return llm::generate(engine, prompts, max_new).status(); });
       if (!r.is_ok()) return r.status();
       in_context = *r;
-      return r->workload_runs;
+      // One more untimed run with the choices the check left in force: the engine re-prepares
+      // for them at its next run (CUDA: decode graphs re-captured, step variants timed again,
+      // ~0.2-0.5 s), which would otherwise land in the first timed run and its TPOT mean.
+      auto settle = llm::generate(engine, prompts, max_new);
+      if (!settle.is_ok()) return settle.status();
+      return r->workload_runs + 1;
     };
   }
   auto in_context_json = [&]() -> std::string {
@@ -317,7 +357,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
   if (a.compare) {
     auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) { set_tunableop_mode(engine, ctx, tuned); });
     if (!r.is_ok()) return fail(r.status());
-    auto extras = bench_extras(a, engine, prompts, max_new);  // in the tuned mode, the last one set
+    auto extras = bench_extras(a, ctx, engine, prompts, max_new);  // in the tuned mode, the last one set
     if (!extras.is_ok()) return fail(extras.status());
     const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
     const double paired = llm::paired_speedup(r->first, r->second);
@@ -345,7 +385,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
 
   auto r = llm::run_benchmark(engine, prompts, bo);
   if (!r.is_ok()) return fail(r.status());
-  auto extras = bench_extras(a, engine, prompts, max_new);
+  auto extras = bench_extras(a, ctx, engine, prompts, max_new);
   if (!extras.is_ok()) return fail(extras.status());
   if (a.json) {
     std::string j = llm::report_json(*r);
@@ -692,6 +732,10 @@ void add_llm_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--profile-decode", a->profile_decode,
                 "bench: afterwards, time each kernel of this many decode steps (run eagerly) and print the breakdown")
+      ->check(at_least(0));
+  c->add_option("--profile-prefill", a->profile_prefill,
+                "bench: afterwards, time each kernel of this many prefills (in the benchmark's last mode) and print "
+                "the breakdown against the TTFT")
       ->check(at_least(0));
   c->add_flag("--measure-bandwidth", a->measure_bandwidth,
               "bench: measure the device's copy bandwidth in this run and print decode traffic against it");

@@ -1,7 +1,7 @@
 // Attention kernel lab (the llm.c way: every CUDA candidate on the shapes, timed with
 // events, checked against each other): prefill of Llama-2-7B (32 heads, d128) and Gemma-2B
 // (8 heads, 1 kv head, d256) at 512/2048/8192 tokens, decode against 1k/4k/16k caches
-// (contiguous and paged), batch 1 and 8.
+// (contiguous and paged), batch 1 and 8, and against short caches (130 and 251 positions).
 //
 //   attention_lab [--only SUBSTR] [--csv FILE] [--list] [--samples N]
 //
@@ -68,6 +68,11 @@ std::vector<Shape> shapes() {
   for (int64_t c : {1024, 4096, 16384}) v.push_back({fmt::format("gemma-2b.decode{}", c), make(1, 1, c, 8, 1, 256)});
   v.push_back({"gemma-2b.decode16384.paged64", make(1, 1, 16384, 8, 1, 256, 64)});
   v.push_back({"gemma-2b.decode4096.b8", make(8, 1, 4096, 8, 1, 256)});
+  // Short caches (the middle and the end of a 256-token decode benchmark): latency, not bytes.
+  for (int64_t c : {130, 251}) {
+    v.push_back({fmt::format("gemma-2b.short-decode{}", c), make(1, 1, c, 8, 1, 256)});
+    v.push_back({fmt::format("llama2-7b.short-decode{}", c), make(1, 1, c, 32, 32, 128)});
+  }
   return v;
 }
 

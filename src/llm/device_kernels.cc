@@ -51,24 +51,31 @@ Status DeviceKernels::project(const Projection& p, LinearOp& linear) {
     return Status::invalid_argument(std::string("project ") + p.name + ": shape " + std::to_string(p.in) + " -> " +
                                     std::to_string(p.out) + " does not fit its epilogue");
   }
+  // Prefill's element-wise spans carry the activation bytes they move at least (for the
+  // breakdown's GB/s); decode's carry none (its table reports the weights' bytes).
+  const int64_t e = int64_t(dtype_size(dtype())), act_bytes = p.phase == Phase::kPrefill ? p.rows : 0;
   const void* in = p.input;
   if (p.norm) {
     TUNABLEOP_RETURN_IF_ERROR(rmsnorm(p.x, p.norm, p.rows, p.normed));
-    mark(p.name, "norm");
+    mark(p.name, "norm", act_bytes * p.in * (4 + e));
     in = p.normed;
   }
   TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, dtype(), p.rows, p.in, p.out, in, p.w, p.y, stream()));
   if (p.row_parallel) TUNABLEOP_RETURN_IF_ERROR(after_row_parallel_linear(p.y, p.rows, p.out));
-  mark(p.name, "gemm", p.weight_bytes(dtype_size(dtype())), true);
+  mark(p.name, "gemm", p.weight_bytes(dtype_size(dtype())), true, p.flops());
   switch (p.epilogue) {
     case E::kStore: return Status::ok();
     case E::kAddResidual:
       TUNABLEOP_RETURN_IF_ERROR(add_residual(p.residual, p.y, p.rows));
-      mark(p.name, "residual");
+      mark(p.name, "residual", act_bytes * p.out * (8 + e));
+      if (p.next_norm) {
+        TUNABLEOP_RETURN_IF_ERROR(rmsnorm(p.residual, p.next_norm, p.rows, p.next_normed));
+        mark(p.name, "next_norm", act_bytes * p.out * (4 + e));
+      }
       return Status::ok();
     case E::kGated:
       TUNABLEOP_RETURN_IF_ERROR(gated_activation(p.y, p.rows, p.gated));
-      mark(p.name, "act");
+      mark(p.name, "act", act_bytes * (p.out / 2) * 3 * e);
       return Status::ok();
     case E::kArgmax:
       TUNABLEOP_RETURN_IF_ERROR(argmax(p.y, p.rows, p.ids));
@@ -91,9 +98,9 @@ Status DeviceKernels::begin_profile() {
   return Status::ok();
 }
 
-void DeviceKernels::record_mark(std::string label, int64_t bytes, bool matmul) {
+void DeviceKernels::record_mark(std::string label, int64_t bytes, bool matmul, double flops) {
   const double t = now_s();
-  spans_.push_back({std::move(label), (t - last_mark_s_) * 1e3, bytes, matmul});
+  spans_.push_back({std::move(label), (t - last_mark_s_) * 1e3, bytes, matmul, flops});
   last_mark_s_ = t;
 }
 

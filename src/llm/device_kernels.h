@@ -9,8 +9,8 @@
 //   gate_up row  [gate (I) | up (I)]
 //   pointers     device memory from alloc(), except where a comment says host
 // Fusion points (issue 13): a call that a device may implement as one kernel has a default
-// that composes the plain calls: project() = rmsnorm + linear + (residual add | gated activation
-// | argmax).
+// that composes the plain calls: project() = rmsnorm + linear + (residual add [+ the next
+// rmsnorm] | gated activation | argmax).
 #pragma once
 
 #include <cstdint>
@@ -99,9 +99,14 @@ struct Projection {
   Epilogue epilogue = Epilogue::kStore;
   void* y = nullptr;          // [rows, out] E (kAddResidual, kGated: scratch of an unfused device)
   float* residual = nullptr;  // kAddResidual: [rows, out] fp32
-  void* gated = nullptr;      // kGated: [rows, out / 2] E
-  int32_t* ids = nullptr;     // kArgmax: [rows]
+  // kAddResidual, optional (prefill): after the add, next_normed = rmsnorm(residual, next_norm),
+  // the next projection's input, which a device may compute in the same pass as the add.
+  const void* next_norm = nullptr;  // [out] E
+  void* next_normed = nullptr;      // [rows, out] E
+  void* gated = nullptr;            // kGated: [rows, out / 2] E
+  int32_t* ids = nullptr;           // kArgmax: [rows]
   int64_t weight_bytes(size_t elem) const { return in * out * int64_t(elem); }
+  double flops() const { return 2.0 * double(rows) * double(in) * double(out); }
 };
 
 class DeviceKernels {
@@ -175,8 +180,8 @@ class DeviceKernels {
   virtual StatusOr<std::vector<ProfileSpan>> end_profile();
   bool profiling() const { return profiling_; }
   // `part` is appended to `label` after a dot when given; a no-op unless profiling.
-  void mark(const char* label, const char* part = nullptr, int64_t bytes = 0, bool matmul = false) {
-    if (profiling_) record_mark(part ? std::string(label) + "." + part : std::string(label), bytes, matmul);
+  void mark(const char* label, const char* part = nullptr, int64_t bytes = 0, bool matmul = false, double flops = 0) {
+    if (profiling_) record_mark(part ? std::string(label) + "." + part : std::string(label), bytes, matmul, flops);
   }
 
   // --- The memory ceiling: a large copy, bytes read + written per second (GB/s), measured now.
@@ -185,7 +190,7 @@ class DeviceKernels {
   virtual std::string kernel_choices() const { return ""; }
 
  protected:
-  virtual void record_mark(std::string label, int64_t bytes, bool matmul);
+  virtual void record_mark(std::string label, int64_t bytes, bool matmul, double flops);
   std::vector<ProfileSpan> spans_;  // of the profile in progress
 
  private:

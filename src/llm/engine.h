@@ -84,6 +84,14 @@ class Engine {
   // in the order they ran (see DeviceKernels::begin_profile).
   virtual StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
                                                             std::vector<int32_t>* next) = 0;
+  // prefill(), with each kernel timed (issue 12's breakdown): the spans of the pass in the order
+  // they ran; *host_ms (when given): the host's time to queue the pass, which stays far below the
+  // GPU's unless something waits on the GPU part-way. Unsupported unless an engine offers it.
+  virtual StatusOr<std::vector<ProfileSpan>> profile_prefill(const std::vector<std::vector<int32_t>>& prompts,
+                                                             std::vector<int32_t>* next, double* host_ms = nullptr) {
+    (void)prompts, (void)next, (void)host_ms;
+    return Status::unsupported("this engine does not profile its prefill");
+  }
   // The device's memory ceiling, measured now: a large copy's bytes read + written per second.
   virtual StatusOr<double> copy_bandwidth_gbps() = 0;
   // Kernel choices the device made by measurement (fused decode projections), one per line;

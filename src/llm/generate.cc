@@ -215,6 +215,23 @@ StatusOr<StepProfile> profile_decode_steps(Engine& engine, const std::vector<std
   return p;
 }
 
+StatusOr<StepProfile> profile_prefills(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int runs) {
+  if (runs < 1) return Status::invalid_argument("profile: prefills must be >= 1");
+  std::vector<std::vector<ProfileSpan>> all;
+  double host_ms = 0;
+  for (int i = 0; i < runs; ++i) {
+    std::vector<int32_t> next;
+    double ms = 0;
+    auto spans = engine.profile_prefill(prompts, &next, &ms);
+    if (!spans.is_ok()) return spans.status();
+    all.push_back(std::move(spans.value()));
+    host_ms += ms / runs;
+  }
+  StepProfile p = summarize_profile(all);
+  p.host_ms = host_ms;
+  return p;
+}
+
 std::string format_report(const BenchmarkReport& r) {
   int prefill = 0, decode = 0;
   for (const auto& p : r.gemm_problems) {

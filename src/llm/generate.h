@@ -74,6 +74,10 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
 StatusOr<StepProfile> profile_decode_steps(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int warm,
                                            int steps);
 
+// Where one prefill's time goes (issue 12): `runs` prefills of `prompts` run with each kernel
+// timed (Engine::profile_prefill), summarised per kernel, with the host's time to queue them.
+StatusOr<StepProfile> profile_prefills(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int runs);
+
 std::string format_report(const BenchmarkReport& r);  // the human-readable block
 // "KV cache: static, 256.0 MiB ..." / "KV cache: paged (pages of 64 positions), peak ..."
 std::string format_kv_cache(const KvCacheStats& kv, int64_t batch);

@@ -11,6 +11,7 @@
 #include "llm/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "tunableop/half.h"
@@ -111,6 +112,31 @@ class Model final : public Engine {
   KvCacheStats kv_cache_stats() const override { return cache_->stats(); }
 
   Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) override {
+    auto p = prepare_prefill(prompts);
+    if (!p.is_ok()) return p.status();
+    TUNABLEOP_RETURN_IF_ERROR(forward(*p, pre_));
+    return fetch_next(next);
+  }
+
+  // prefill(), with every op timed (the breakdown of issue 12).
+  StatusOr<std::vector<ProfileSpan>> profile_prefill(const std::vector<std::vector<int32_t>>& prompts,
+                                                     std::vector<int32_t>* next, double* host_ms) override {
+    auto p = prepare_prefill(prompts);
+    if (!p.is_ok()) return p.status();
+    TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = forward(*p, pre_);
+    if (host_ms) *host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    auto spans = dev_->end_profile();  // ends the profile whatever happened
+    TUNABLEOP_RETURN_IF_ERROR(st);
+    if (!spans.is_ok()) return spans.status();
+    TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
+    return spans;
+  }
+
+  // Checks the prompts, starts their sequences and uploads ids, positions and lengths: all of a
+  // prefill but the pass itself.
+  StatusOr<Pass> prepare_prefill(const std::vector<std::vector<int32_t>>& prompts) {
     TUNABLEOP_RETURN_IF_ERROR(check_prompts(c_, o_, prompts));
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     for (int64_t b = 0; b < batch_; ++b) cache_->release(b);
@@ -148,8 +174,7 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens.data(), lens.size() * 4));
     Pass p = pass(Phase::kPrefill, T, pre_);
     p.ragged = ragged;
-    TUNABLEOP_RETURN_IF_ERROR(forward(p, pre_));
-    return fetch_next(next);
+    return p;
   }
 
   Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
@@ -299,6 +324,18 @@ class Model final : public Engine {
       pr.normed = normed;
     };
 
+    // Causal attention's work for the profile: each sequence's visible (query, key) pairs (the
+    // padded length in prefill), 2 flops for QK^T and 2 for PV per pair, head and dimension.
+    const double pairs = p.phase == Phase::kPrefill ? double(p.tokens) * double(p.tokens + 1) / 2 : 0;
+    const double attention_flops = 4.0 * double(p.batch) * pairs * double(c_.num_heads * c_.head_dim);
+    // Prefill (issue 12): each residual add also computes the next projection's rmsnorm (one
+    // pass over x where a device fuses them; the same values either way). Decode keeps the
+    // norm in the projection, where its fused kernels put it.
+    const bool norm_ahead = p.phase == Phase::kPrefill && o_.fusion != EngineOptions::Fusion::kOff;
+    auto normed_ahead = [&](Projection& pr) {
+      pr.input = a.xn.get();
+      pr.norm = nullptr;
+    };
     TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
     d.mark("embedding");
     for (const DeviceWeights::Layer& lw : w.layers) {
@@ -306,22 +343,26 @@ class Model final : public Engine {
       // attention block: qkv = rmsnorm(x) Wqkv; rope + cache; attention; x += attn Wo
       Projection qkv = proj("qkv", rows, H, QKV, lw.wqkv);
       normed_input(qkv, x, lw.attn_norm, a.xn.get());
+      if (norm_ahead && l > 0) normed_ahead(qkv);  // the previous down's add normed it
       qkv.y = a.qkv.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(qkv, linear_));
       TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
-      d.mark("rope_kv");
+      // Prefill: q and k read and rotated, v read, q written back, k and v into the cache.
+      d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
       TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
-      d.mark("attention");
+      d.mark("attention", nullptr, 0, false, attention_flops);
       Projection o = proj("o", rows, Q, H, lw.wo);
       o.row_parallel = true;
       o.input = a.attn.get();
       o.epilogue = Projection::Epilogue::kAddResidual;
       o.y = a.tmp.get();
       o.residual = x;
+      if (norm_ahead) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(o, linear_));
       // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
       Projection gate_up = proj("gate_up", rows, H, 2 * I, lw.w_gate_up);
       normed_input(gate_up, x, lw.mlp_norm, a.xn.get());
+      if (norm_ahead) normed_ahead(gate_up);
       gate_up.epilogue = Projection::Epilogue::kGated;
       gate_up.y = a.gate_up.get();
       gate_up.gated = a.act.get();
@@ -332,6 +373,9 @@ class Model final : public Engine {
       down.epilogue = Projection::Epilogue::kAddResidual;
       down.y = a.tmp.get();
       down.residual = x;
+      if (norm_ahead && l + 1 < int64_t(w.layers.size())) {
+        down.next_norm = w.layers[size_t(l + 1)].attn_norm, down.next_normed = a.xn.get();
+      }
       TUNABLEOP_RETURN_IF_ERROR(d.project(down, linear_));
     }
     // Only the last real position of each sequence needs logits: the lm_head GEMM then has

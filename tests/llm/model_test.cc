@@ -184,6 +184,9 @@ TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
     labels.push_back(s.label);
     EXPECT_GE(s.ms, 0) << s.label;
     EXPECT_EQ(s.matmul, s.label.find(".gemm") != std::string::npos) << s.label;
+    if (!s.matmul) {
+      EXPECT_EQ(s.bytes, 0) << s.label << ": decode spans carry only the weights' bytes";
+    }
     if (s.label == "lm_head.gemm") {
       EXPECT_EQ(s.bytes, c.hidden_size * c.vocab_size * 4);
     }
@@ -203,6 +206,78 @@ TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
   EXPECT_EQ(q->position, 3 + 4);  // the prompt, then 4 decoded tokens
   EXPECT_NE(format_profile(*q, 0).find("at position 7"), std::string::npos);
   EXPECT_FALSE(profile_decode_steps(*r.engine, {{1, 2, 3}}, 40, 2).is_ok()) << "past the cache: refused";
+}
+
+// A profiled prefill (issue 12's breakdown): one span per kernel in the order they ran, the
+// GEMMs and attention with their floating-point work; the prefill itself is an ordinary one
+// (same next tokens, same cache: the decode after it agrees).
+TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
+  const ModelConfig c = testing::small_llama();
+  Recorded r = make_recorded(c);
+  Recorded plain = make_recorded(c);
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5}, {6, 7}};
+  std::vector<int32_t> next, want;
+  double host_ms = -1;
+  auto spans = r.engine->profile_prefill(prompts, &next, &host_ms);
+  ASSERT_TRUE(spans.is_ok()) << spans.status().to_string();
+  ASSERT_TRUE(plain.engine->prefill(prompts, &want).is_ok());
+  EXPECT_EQ(next, want);
+  EXPECT_GE(host_ms, 0);
+  ASSERT_TRUE(r.engine->decode(next, &next).is_ok());
+  ASSERT_TRUE(plain.engine->decode(want, &want).is_ok());
+  EXPECT_EQ(next, want) << "the profiled prefill filled the cache as prefill does";
+
+  const int64_t T = 8, rows = 2 * T;  // both prompts padded to 8
+  std::vector<std::string> labels;
+  for (const ProfileSpan& s : *spans) {
+    labels.push_back(s.label);
+    EXPECT_GE(s.ms, 0) << s.label;
+    if (s.label == "qkv.gemm") {
+      EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(rows * c.hidden_size * c.qkv_dim()));
+    }
+    if (s.label == "down.gemm") {
+      EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(rows * c.intermediate_size * c.hidden_size));
+    }
+    if (s.label == "lm_head.gemm") {
+      EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(2 * c.hidden_size * c.vocab_size));
+    }
+    if (s.label == "attention") {
+      EXPECT_DOUBLE_EQ(s.flops, 4.0 * 2 * double(T * (T + 1) / 2) * double(c.num_heads * c.head_dim));
+    }
+    if (s.label == "rope_kv" || s.label == "embedding") {
+      EXPECT_EQ(s.flops, 0) << s.label;
+    }
+    // The activation bytes an element-wise kernel moves (fp32 on the CPU), for the GB/s column.
+    if (s.label == "gate_up.act") {
+      EXPECT_EQ(s.bytes, rows * c.intermediate_size * 3 * 4);
+    }
+    if (s.label == "rope_kv") {
+      EXPECT_EQ(s.bytes, 2 * rows * c.qkv_dim() * 4);
+    }
+    if (s.label == "o.residual") {
+      EXPECT_EQ(s.bytes, rows * c.hidden_size * 12);
+    }
+    if (s.label == "o.next_norm") {
+      EXPECT_EQ(s.bytes, rows * c.hidden_size * 8);
+    }
+  }
+  ASSERT_GE(labels.size(), size_t(4));
+  EXPECT_EQ(labels[0], "embedding");
+  EXPECT_EQ(labels[1], "qkv.norm");
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "o.next_norm"), labels.end()) << "the norm ahead of gate_up";
+  EXPECT_EQ(labels[labels.size() - 4], "gather_rows");
+  EXPECT_EQ(labels.back(), "lm_head.argmax");
+
+  auto q = profile_prefills(*r.engine, prompts, 2);
+  ASSERT_TRUE(q.is_ok()) << q.status().to_string();
+  EXPECT_EQ(q->steps, 2);
+  EXPECT_GE(q->host_ms, 0);
+  const std::string table = format_prefill_profile(*q, 5.0);
+  for (const char* want_text : {"Prefill breakdown", "qkv.gemm *", "attention", "GEMMs (*)", "TTFT as benchmarked"}) {
+    EXPECT_NE(table.find(want_text), std::string::npos) << want_text << "\n" << table;
+  }
+  EXPECT_NE(prefill_profile_json(*q, 5.0).find("\"ttft_us\":5000"), std::string::npos);
+  EXPECT_FALSE(profile_prefills(*r.engine, prompts, 0).is_ok());
 }
 
 // project() refuses a projection whose shape does not fit its epilogue (a wrong model, not data).

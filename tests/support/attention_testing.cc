@@ -125,6 +125,12 @@ std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode
     add(4, 136, 136, 8, 2, d, true, 0, true, (8 + 2 * 2) * d, 0, true);
     add(3, 72, 72, 4, 1, d, true, 16, true, 0, 0, true);
     add(3, 24, 200, 8, 8, d, true, 64, true, 0, 0, true);
+    // Decode against short caches (the one-launch decode kernel's case): Gemma's MQA 8 reading
+    // q from the fused qkv row, GQA 4 with pages of 16 out of order and ragged lengths, two
+    // queries per sequence with one kv head for all 8 heads.
+    add(1, 1, 251, 8, 1, d, true, 0, false, (8 + 2) * d);
+    add(3, 1, 190, 16, 4, d, true, 16, true);
+    add(2, 2, 97, 8, 1, d, true, 0, true);
   }
   if (long_decode) {  // enough key tiles for every split count (up to 128 splits of 2 tiles)
     add(1, 1, 8200, 4, 1, 128, true);

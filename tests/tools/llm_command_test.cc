@@ -42,8 +42,6 @@ Result llm(const ScratchDir& scratch, const std::string& args, const std::string
   return r;
 }
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
-
 class LlmCommandText : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -190,6 +188,7 @@ TEST_F(LlmCommandText, OptionsOfTheOtherModeAreRefused) {
       {"--model " + dir_ + " --prompt-file /nonexistent/prompts.txt", "/nonexistent/prompts.txt"},
       {"--model " + dir_ + " --prompt Hello --profile-decode 2", "--mode bench"},
       {"--model " + dir_ + " --prompt Hello --measure-bandwidth", "--mode bench"},
+      {"--model " + dir_ + " --prompt Hello --profile-prefill 1", "--mode bench"},
       {"--prompt-ids 1,2 --fusion sometimes", "--fusion"},
   };
   for (const auto& c : cases) {
@@ -214,6 +213,25 @@ TEST_F(LlmCommandText, ProfileDecodeAfterABenchmark) {
   for (const char* kernel : {"qkv.gemm *", "attention", "gate_up.act", "lm_head.argmax", "matmul kernels (*)"}) {
     EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
   }
+}
+
+// After a benchmark, --profile-prefill prints where a prefill's time goes, kernel by kernel, with
+// the GEMMs' and attention's rates and the TTFT against the kernels' sum (issue 12).
+TEST_F(LlmCommandText, ProfilePrefillAfterABenchmark) {
+  Result r = llm(*scratch_,
+                 "--model builtin:tiny --layers 1 --prompt-len 20 --max-new-tokens 2 --iterations 1 --warmup 0 "
+                 "--no-tune --profile-prefill 2");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Prefill breakdown (eager, one event per kernel, mean of 2 prefills)"), std::string::npos)
+      << r.out;
+  for (const char* kernel : {"qkv.gemm *", "attention", "gather_rows", "lm_head.gemm *", "TTFT as benchmarked"}) {
+    EXPECT_NE(r.out.find(kernel), std::string::npos) << kernel << "\n" << r.out;
+  }
+  Result j = llm(*scratch_,
+                 "--model builtin:tiny --layers 1 --prompt-len 20 --max-new-tokens 2 --iterations 1 --warmup 0 "
+                 "--no-tune --profile-prefill 1 --json");
+  ASSERT_EQ(j.rc, 0) << j.err;
+  EXPECT_NE(j.out.find("\"prefill_profile\""), std::string::npos) << j.out;
 }
 
 }  // namespace

@@ -88,5 +88,16 @@ TEST_F(LlmInContext, TextOutputSaysHowManyChoicesWereKept) {
   EXPECT_EQ(out.find("In-context check: "), std::string::npos) << out;
 }
 
+// After a tuned benchmark, --profile-prefill also lists what the results serve for each prefill
+// problem and its tuned time as a rate (issue 12: which candidates the tuned prefill runs).
+TEST_F(LlmInContext, PrefillProfileListsTheServedSolutions) {
+  std::string out, err;
+  ASSERT_EQ(llm("--compare --total-tokens 16 --iterations 1 --warmup 1 --profile-prefill 1", &out, &err), 0) << err;
+  const size_t at = out.find("Prefill problems as the results serve them:");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NE(out.find("GemmTunableOp_float_TN tn_", at), std::string::npos) << out;
+  EXPECT_NE(out.find("TFLOP/s", at), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace tunableop

@@ -189,6 +189,7 @@ class CudaKernels final : public DeviceKernels {
   // its residual add, which no fused kernel does; it stays unfused (and untimed: timing it
   // would run collectives on one rank alone).
   Status project(const Projection& p, LinearOp& linear) override {
+    if (p.epilogue == Projection::Epilogue::kAddResidual && p.next_norm) return add_and_norm_ahead(p, linear);
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
     if (p.row_parallel && tensor_parallel().world > 1) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
@@ -198,10 +199,27 @@ class CudaKernels final : public DeviceKernels {
       if (!made.is_ok()) return made.status();
       choice = *made;
     }
-    if (!choice->best.fused) return DeviceKernels::project(p, linear);
+    auto fused_ran = [choice] {  // timed successfully (the "every site" variants take it)
+      return std::any_of(choice->timed.begin(), choice->timed.end(), [](const auto& t) { return t.fused; });
+    };
+    if (!choice->best.fused && !(variant_.every_site && fused_ran())) return DeviceKernels::project(p, linear);
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
+    return Status::ok();
+  }
+
+  // Prefill's o and down (issue 12): the GEMM, then the residual add and the next projection's
+  // rmsnorm in one pass over the rows (the bits of add_residual + rmsnorm).
+  Status add_and_norm_ahead(const Projection& p, LinearOp& linear) {
+    const ModelConfig& c = config();
+    if (p.out != c.hidden_size || p.norm) return DeviceKernels::project(p, linear);  // its checks and errors
+    TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, o_.dtype, p.rows, p.in, p.out, p.input, p.w, p.y, stream_.get()));
+    if (p.row_parallel) TUNABLEOP_RETURN_IF_ERROR(after_row_parallel_linear(p.y, p.rows, p.out));
+    mark(p.name, "gemm", p.weight_bytes(esize_), true, p.flops());
+    TUNABLEOP_CUDA_TRY(cuda::add_rmsnorm(e_, p.residual, p.y, p.next_norm, p.rows, c.hidden_size, float(c.rms_norm_eps),
+                                         c.norm_adds_one(), p.next_normed, stream_.get(), launch_pdl()));
+    mark(p.name, "residual+norm", p.rows * c.hidden_size * (8 + 2 * int64_t(esize_)));
     return Status::ok();
   }
 
@@ -288,11 +306,11 @@ class CudaKernels final : public DeviceKernels {
   }
 
  private:
-  void record_mark(std::string label, int64_t bytes, bool matmul) override {
+  void record_mark(std::string label, int64_t bytes, bool matmul, double flops) override {
     if (timing_) return;  // a projection's first decode times its candidates: not the step's work
     auto e = new_event();
     if (e.is_ok()) (void)cudaEventRecord(*e, stream_.get());
-    spans_.push_back({std::move(label), 0, bytes, matmul});
+    spans_.push_back({std::move(label), 0, bytes, matmul, flops});
   }
   StatusOr<cudaEvent_t> new_event() {
     cudaEvent_t e = nullptr;

@@ -32,8 +32,8 @@ class EventPool {
 
 std::string StepVariant::name() const {
   static const char* const kPdl[] = {"no PDL", "PDL early", "PDL late"};
-  return fmt::format("{}, {}{}", fused ? "fused" : "unfused", kPdl[pdl < 0 || pdl > 2 ? 0 : pdl],
-                     prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "");
+  return fmt::format("{}, {}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
+                     kPdl[pdl < 0 || pdl > 2 ? 0 : pdl], prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "");
 }
 
 std::vector<StepVariant> step_variants(bool pdl_capable) {
@@ -42,6 +42,7 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   for (int prefetch = 0; prefetch <= 2; ++prefetch) {
     for (int pdl = 0; pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, prefetch});
   }
+  for (int pdl = (pdl_capable ? 1 : 0); pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, 2, true});
   return v;
 }
 

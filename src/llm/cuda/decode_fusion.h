@@ -35,10 +35,15 @@ struct StepVariant {
   bool fused = true;
   int pdl = 1;       // 0 off, 1 early trigger, 2 late trigger (FusedLinearOperands::pdl)
   int prefetch = 0;  // 0 none; 1 o's weights; 2 also 16 MB of gate_up's and the next step's qkv
+  // Every site whose fused kernel ran when timed takes it, also where the unfused composition
+  // was faster alone: in a graph with PDL one kernel less (the residual add after o and down)
+  // may be worth more than the GEMM's lead measured in isolation.
+  bool every_site = false;
   std::string name() const;
 };
 
-// The variants worth timing: unfused with and without PDL, fused with every PDL mode and prefetch.
+// The variants worth timing: unfused with and without PDL, fused with every PDL mode and prefetch,
+// then fused at every site (PDL and prefetch 2); --step-variant indexes this list.
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {

@@ -1,8 +1,14 @@
 // CUDA kernels of the forward pass (see kernels.h). Each is the plain one-block-per-row or
-// grid-stride form: they are memory-bound next to the GEMMs, and decode runs them on a handful
-// of rows, so clarity wins over tuning here. Math in fp32, storage in E (fp32 or bf16).
+// grid-stride form. They are memory-bound next to the GEMMs: in a long prefill they move about a
+// quarter of its bytes (issue 12), so the element-wise ones (norm, residual, gated activation,
+// RoPE) load and store 8 or 16 bytes per access where the widths allow (a scalar form otherwise)
+// and compute exactly what the scalar form does, element by element. Math in fp32, storage in E
+// (fp32 or bf16).
+#include <cstdint>
+
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "cuda_common/elem.cuh"
@@ -60,6 +66,21 @@ __device__ float block_reduce(float v, float* scratch) {
   return r;
 }
 
+// N consecutive elements as one aligned load or store (8 or 16 bytes).
+template <class E, int N>
+struct alignas(sizeof(E) * N) Pack {
+  E v[N];
+};
+template <class E, int N>
+__device__ __forceinline__ Pack<E, N> load_pack(const E* p) {
+  return *reinterpret_cast<const Pack<E, N>*>(p);
+}
+template <class E, int N>
+__device__ __forceinline__ void store_pack(E* p, const Pack<E, N>& v) {
+  *reinterpret_cast<Pack<E, N>*>(p) = v;
+}
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 template <class E>
 __global__ void fill_random_kernel(E* dst, int64_t n, uint64_t seed, uint64_t stream_id, float scale, float offset) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -82,27 +103,54 @@ __global__ void embedding_kernel(const int32_t* ids, const E* table, int64_t wid
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) x[r * width + i] = to_f(from_f<E>(to_f(src[i]) * scale));
 }
 
-template <class E>
-__global__ void rmsnorm_kernel(const float* x, const E* w, int64_t width, float eps, bool add_one, E* out) {
+// One block per row: out = rmsnorm(x) (kAdd: x += y first, written back). Thread t owns the
+// groups of V consecutive elements t, t + blockDim, ...: its partial sum of squares covers them in
+// that order whatever kAdd is, so the fused and the plain form give the same bits (for the same
+// V and block size, which depend on the width only).
+template <class E, int V, bool kAdd>
+__global__ void norm_row_kernel(float* x, const E* y, const E* w, int64_t width, float eps, bool add_one, E* out) {
   pdl_enter();
   __shared__ float scratch[32];
-  const float* xr = x + blockIdx.x * width;
+  float* xr = x + blockIdx.x * width;
+  const int64_t groups = width / V;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) ss += xr[i] * xr[i];
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    Pack<float, V> xv = load_pack<float, V>(xr + g * V);
+    if (kAdd) {
+      const Pack<E, V> yv = load_pack<E, V>(y + blockIdx.x * width + g * V);
+#pragma unroll
+      for (int j = 0; j < V; ++j) xv.v[j] += to_f(yv.v[j]);
+      store_pack<float, V>(xr + g * V, xv);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) ss += xv.v[j] * xv.v[j];
+  }
   ss = block_reduce<false>(ss, scratch);
   const float inv = rsqrtf(ss / float(width) + eps);
   E* o = out + blockIdx.x * width;
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    const float wi = to_f(w[i]);
-    o[i] = from_f<E>(xr[i] * inv * (add_one ? 1.0f + wi : wi));
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    const Pack<float, V> xv = load_pack<float, V>(xr + g * V);  // this thread's own values (cached)
+    const Pack<E, V> wv = load_pack<E, V>(w + g * V);
+    Pack<E, V> ov;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float wi = to_f(wv.v[j]);
+      ov.v[j] = from_f<E>(xv.v[j] * inv * (add_one ? 1.0f + wi : wi));
+    }
+    store_pack<E, V>(o + g * V, ov);
   }
 }
 
-template <class E>
+// x += y over n elements, V at a time (n a multiple of V).
+template <class E, int V>
 __global__ void add_residual_kernel(float* x, const E* y, int64_t n) {
   pdl_enter();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    x[i] += to_f(y[i]);
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < n / V; g += int64_t(gridDim.x) * blockDim.x) {
+    Pack<float, V> xv = load_pack<float, V>(x + g * V);
+    const Pack<E, V> yv = load_pack<E, V>(y + g * V);
+#pragma unroll
+    for (int j = 0; j < V; ++j) xv.v[j] += to_f(yv.v[j]);
+    store_pack<float, V>(x + g * V, xv);
   }
 }
 
@@ -142,6 +190,40 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   if (h < a.n_heads) return;
   const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) vc[off + d] = v[d];
+}
+
+// The same rotation, V pairs (i, i + half) per thread with packed loads (half a multiple of V):
+// block (row, group of heads), head_threads = half / V threads per head. Prefill's form: a block
+// per (row, head) left most of its 64 threads' loads 2 bytes wide.
+template <class E, int V>
+__global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
+  pdl_enter();
+  const int64_t r = blockIdx.x;
+  const int64_t h = int64_t(blockIdx.y) * (blockDim.x / head_threads) + threadIdx.x / head_threads;
+  if (h >= a.n_heads + a.n_kv_heads) return;
+  const int64_t hd = a.head_dim, half = hd / 2, i = int64_t(threadIdx.x % head_threads) * V;
+  const int64_t pos = a.positions[r], seq = a.seqs[r];
+  E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
+  const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
+  if (off < 0) return;  // a paged cache's padding row
+  E* dst = h < a.n_heads ? row + h * hd : static_cast<E*>(a.k_cache) + off;
+  const Pack<E, V> x0 = load_pack<E, V>(row + h * hd + i), x1 = load_pack<E, V>(row + h * hd + i + half);
+  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
+                       sn = load_pack<float, V>(a.sin + pos * half + i);
+  Pack<E, V> y0, y1;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const float f0 = to_f(x0.v[j]), f1 = to_f(x1.v[j]);
+    y0.v[j] = from_f<E>(f0 * c.v[j] - f1 * sn.v[j]);
+    y1.v[j] = from_f<E>(f1 * c.v[j] + f0 * sn.v[j]);
+  }
+  store_pack<E, V>(dst + i, y0);
+  store_pack<E, V>(dst + i + half, y1);
+  if (h < a.n_heads) return;
+  const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
+  E* vc = static_cast<E*>(a.v_cache) + off;
+  store_pack<E, V>(vc + i, load_pack<E, V>(v + i));
+  store_pack<E, V>(vc + i + half, load_pack<E, V>(v + i + half));
 }
 
 template <class E>
@@ -187,6 +269,23 @@ __global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act 
     const int64_t r = k / inter, i = k % inter;
     const E* row = gate_up + r * 2 * inter;
     out[k] = from_f<E>(::tunableop::cuda::gated_act(act, to_f(row[i])) * to_f(row[inter + i]));
+  }
+}
+
+// Rows along y (grid-stride past 65535), V columns per thread along x (inter a multiple of V):
+// no 64-bit division per element.
+template <class E, int V>
+__global__ void gated_packed_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out) {
+  pdl_enter();
+  const int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * V;
+  if (i >= inter) return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const E* row = gate_up + r * 2 * inter;
+    const Pack<E, V> g = load_pack<E, V>(row + i), u = load_pack<E, V>(row + inter + i);
+    Pack<E, V> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = from_f<E>(::tunableop::cuda::gated_act(act, to_f(g.v[j])) * to_f(u.v[j]));
+    store_pack<E, V>(out + r * inter + i, o);
   }
 }
 
@@ -276,25 +375,63 @@ cudaError_t embedding(Elem e, const int32_t* ids, int64_t rows, const void* tabl
   });
 }
 
-cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
-                    void* out, cudaStream_t s, bool pdl) {
+namespace {
+// rmsnorm and add_rmsnorm: groups of 4 elements when the width allows (16-byte loads of x),
+// else 1; a thread per group up to 1024. Both forms choose alike, so they give the same bits.
+template <bool kAdd>
+cudaError_t norm_rows(Elem e, float* x, const void* y, const void* w, int64_t rows, int64_t width, float eps,
+                      bool add_one, void* out, cudaStream_t s, bool pdl) {
+  if (rows == 0) return cudaSuccess;
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    return launch(rmsnorm_kernel<E>, dim3(unsigned(rows)), dim3(threads_for_width(width)), 0, s, pdl, x,
+    const bool packed = width % 4 == 0 && aligned(x, 16) && aligned(w, 4 * sizeof(E)) && aligned(out, 4 * sizeof(E)) &&
+                        (!kAdd || aligned(y, 4 * sizeof(E)));
+    const int64_t groups = packed ? width / 4 : width;
+    const unsigned threads = unsigned(std::min<int64_t>(1024, std::max<int64_t>(32, (groups + 31) / 32 * 32)));
+    auto* kernel = packed ? norm_row_kernel<E, 4, kAdd> : norm_row_kernel<E, 1, kAdd>;
+    return launch(kernel, dim3(unsigned(rows)), dim3(threads), 0, s, pdl, x, static_cast<const E*>(y),
                   static_cast<const E*>(w), width, eps, add_one, static_cast<E*>(out));
   });
+}
+}  // namespace
+
+cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t width, float eps, bool add_one,
+                    void* out, cudaStream_t s, bool pdl) {
+  // The plain form never writes x (kAdd false).
+  return norm_rows<false>(e, const_cast<float*>(x), nullptr, w, rows, width, eps, add_one, out, s, pdl);
+}
+
+cudaError_t add_rmsnorm(Elem e, float* x, const void* y, const void* w, int64_t rows, int64_t width, float eps,
+                        bool add_one, void* out, cudaStream_t s, bool pdl) {
+  return norm_rows<true>(e, x, y, w, rows, width, eps, add_one, out, s, pdl);
 }
 
 cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
-    return launch(add_residual_kernel<E>, dim3(grid_for(n, 256)), dim3(256), 0, s, pdl, x, static_cast<const E*>(y), n);
+    const bool packed = n % 4 == 0 && aligned(x, 16) && aligned(y, 4 * sizeof(E));
+    const int v = packed ? 4 : 1;
+    return launch(packed ? add_residual_kernel<E, 4> : add_residual_kernel<E, 1>, dim3(grid_for(n / v, 256)), dim3(256),
+                  0, s, pdl, x, static_cast<const E*>(y), n);
   });
 }
 
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
+    const int64_t half = a.head_dim / 2, heads = a.n_heads + a.n_kv_heads;
+    // Packed: 4 pairs per thread, 8-byte (bf16) or 16-byte (fp32) accesses, when every offset is
+    // a multiple of 4 elements.
+    const bool packed = half % 4 == 0 && a.row_stride % 4 == 0 && aligned(a.qkv, 4 * sizeof(E)) &&
+                        aligned(a.k_cache, 4 * sizeof(E)) && aligned(a.v_cache, 4 * sizeof(E)) && aligned(a.cos, 16) &&
+                        aligned(a.sin, 16) && half / 4 <= 128;
+    if (packed && a.rows > 0) {
+      const int head_threads = int(half / 4);
+      const int64_t per_block = std::max<int64_t>(1, 128 / head_threads);
+      return launch(rope_store_packed_kernel<E, 4>,
+                    dim3(unsigned(a.rows), unsigned((heads + per_block - 1) / per_block)),
+                    dim3(unsigned(per_block * head_threads)), 0, s, pdl, a, head_threads);
+    }
     const unsigned threads = unsigned(a.head_dim / 2 >= 128 ? 128 : ((a.head_dim / 2 + 31) / 32) * 32);
     return launch(rope_store_kernel<E>, dim3(unsigned(a.rows), unsigned(a.n_heads + a.n_kv_heads)), dim3(threads), 0, s,
                   pdl, a);
@@ -325,6 +462,13 @@ cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t 
                              cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
+    constexpr int V = 16 / sizeof(E);  // 16-byte accesses
+    if (inter % V == 0 && aligned(gate_up, 16) && aligned(out, 16) && rows > 0) {
+      const int64_t threads = 256, cols = (inter / V + threads - 1) / threads;
+      return launch(gated_packed_kernel<E, V>, dim3(unsigned(cols), unsigned(std::min<int64_t>(rows, 65535))),
+                    dim3(unsigned(threads)), 0, s, pdl, static_cast<const E*>(gate_up), rows, inter, act,
+                    static_cast<E*>(out));
+    }
     return launch(gated_kernel<E>, dim3(grid_for(rows * inter, 256)), dim3(256), 0, s, pdl,
                   static_cast<const E*>(gate_up), rows, inter, act, static_cast<E*>(out));
   });

@@ -37,6 +37,11 @@ cudaError_t rmsnorm(Elem e, const float* x, const void* w, int64_t rows, int64_t
                     void* out, cudaStream_t s, bool pdl = false);
 // x (fp32) += y (E)
 cudaError_t add_residual(Elem e, float* x, const void* y, int64_t n, cudaStream_t s, bool pdl = false);
+// The two above as one pass over the rows (prefill: the residual add of o and down, then the next
+// projection's norm): x (fp32) += y (E), then out (E) = rmsnorm(x, w). The same bits as
+// add_residual followed by rmsnorm, with one read of x and y and one write of x and out.
+cudaError_t add_rmsnorm(Elem e, float* x, const void* y, const void* w, int64_t rows, int64_t width, float eps,
+                        bool add_one, void* out, cudaStream_t s, bool pdl = false);
 
 struct RopeStoreArgs {
   void* qkv = nullptr;  // [rows, row_stride]

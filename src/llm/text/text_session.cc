@@ -1,6 +1,7 @@
 #include "llm/text/text_session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "llm/text/text_stream.h"
 
@@ -18,11 +19,7 @@ TextSession::TextSession(Engine& engine, const Tokenizer& tokenizer, SpecialToke
 
 namespace {
 
-std::string join_ids(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
-  return s;
-}
+std::string join_ids(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
 
 }  // namespace
 

@@ -138,10 +138,14 @@ TEST(CpuProvidersTest, NoCandidateLeaksThreadSettingsIntoAnotherLibraryOrTheCall
       ASSERT_TRUE(st.is_ok()) << c.name << ": " << st.to_string();
       EXPECT_TRUE(testing::matches_reference(prob, out)) << c.name;
 #ifdef TUNABLEOP_HAVE_OPENBLAS
-      if (ob.is_ok()) EXPECT_EQ((*ob)->num_threads(), openblas_before) << "OpenBLAS setting after " << c.name;
+      if (ob.is_ok()) {
+        EXPECT_EQ((*ob)->num_threads(), openblas_before) << "OpenBLAS setting after " << c.name;
+      }
 #endif
 #ifdef TUNABLEOP_HAVE_BLIS
-      if (bl.is_ok()) EXPECT_EQ((*bl)->num_threads(), odd_setting) << "BLIS setting after " << c.name;
+      if (bl.is_ok()) {
+        EXPECT_EQ((*bl)->num_threads(), odd_setting) << "BLIS setting after " << c.name;
+      }
 #endif
 #ifdef _OPENMP
       EXPECT_EQ(omp_get_max_threads(), odd_setting) << "caller's OpenMP setting after " << c.name;

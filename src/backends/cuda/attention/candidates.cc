@@ -1,5 +1,6 @@
 #include "backends/cuda/attention/candidates.h"
 
+#include "backends/cuda/attention/decode_candidates.h"
 #include "backends/cuda/attention/flash_candidates.h"
 #include "backends/cuda/attention/math_attention.h"
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
@@ -12,6 +13,7 @@ std::vector<AttentionCandidate> cuda_attention_candidates() {
   // Default (the math path) first: the fallback and the numerics reference.
   std::vector<AttentionCandidate> out{make_math_attention()};
   for (auto& c : flash_attention_candidates()) out.push_back(std::move(c));
+  for (auto& c : decode_attention_candidates()) out.push_back(std::move(c));
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
   for (auto& c : cudnn_sdpa_candidates()) out.push_back(std::move(c));
 #endif

@@ -14,23 +14,6 @@ namespace {
 
 constexpr int kSplits[] = {2, 4, 8, 16, 32, 64, 128};
 
-FlashArgs make_args(const AttentionParams& p, const AttentionOperands& o, int splits) {
-  FlashArgs a;
-  a.q = o.q, a.k = o.k, a.v = o.v, a.out = o.out;
-  a.block_table = p.paged() ? o.block_table : nullptr;
-  a.kv_lens = p.var_kv_len ? o.kv_lens : nullptr;
-  a.q_lens = p.var_q_len ? o.q_lens : nullptr;
-  a.q_row_stride = p.q_row_stride, a.o_row_stride = p.o_row_stride;
-  a.max_seq = p.max_seq;
-  a.batch = int(p.batch), a.q_len = int(p.q_len), a.kv_len = int(p.kv_len);
-  a.heads = int(p.heads), a.kv_heads = int(p.kv_heads);
-  a.page_size = int(p.page_size), a.pages_per_seq = int(p.pages_per_seq);
-  a.causal = p.causal ? 1 : 0;
-  a.scale = float(p.softmax_scale());
-  a.splits = splits;
-  return a;
-}
-
 // The compiled configuration of this tile shape for p's head dim (c.head_dim is ignored).
 bool find_config(const FlashConfig& c, int64_t head_dim, FlashConfig* found) {
   int n = 0;
@@ -73,7 +56,7 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
   if (splits > 1) cand.info.add("splits", std::to_string(splits));
   cand.supports = [c, splits](const AttentionParams& p) { return supports(c, splits, p); };
   cand.workspace_bytes = [splits](const AttentionParams& p) {
-    return flash_workspace_bytes(make_args(p, AttentionOperands{}, splits), int(p.head_dim));
+    return flash_workspace_bytes(flash_args(p, AttentionOperands{}, splits), int(p.head_dim));
   };
   cand.run = [c, splits](const AttentionParams& p, const AttentionOperands& o) -> Status {
     TUNABLEOP_RETURN_IF_ERROR(supports(c, splits, p));
@@ -81,7 +64,7 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
       return Status::unsupported("q, k, v and out must be 16-byte aligned");
     FlashConfig cfg;
     find_config(c, p.head_dim, &cfg);
-    FlashArgs a = make_args(p, o, splits);
+    FlashArgs a = flash_args(p, o, splits);
     const size_t need = flash_workspace_bytes(a, cfg.head_dim);
     if (need > 0) {
       if (o.workspace && o.workspace_bytes >= need) {
@@ -101,6 +84,23 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
 }
 
 }  // namespace
+
+FlashArgs flash_args(const AttentionParams& p, const AttentionOperands& o, int splits) {
+  FlashArgs a;
+  a.q = o.q, a.k = o.k, a.v = o.v, a.out = o.out;
+  a.block_table = p.paged() ? o.block_table : nullptr;
+  a.kv_lens = p.var_kv_len ? o.kv_lens : nullptr;
+  a.q_lens = p.var_q_len ? o.q_lens : nullptr;
+  a.q_row_stride = p.q_row_stride, a.o_row_stride = p.o_row_stride;
+  a.max_seq = p.max_seq;
+  a.batch = int(p.batch), a.q_len = int(p.q_len), a.kv_len = int(p.kv_len);
+  a.heads = int(p.heads), a.kv_heads = int(p.kv_heads);
+  a.page_size = int(p.page_size), a.pages_per_seq = int(p.pages_per_seq);
+  a.causal = p.causal ? 1 : 0;
+  a.scale = float(p.softmax_scale());
+  a.splits = splits;
+  return a;
+}
 
 std::vector<AttentionCandidate> flash_attention_candidates() {
   // One candidate per tile shape (rows, keys, warps, stages); it runs whichever head dim that

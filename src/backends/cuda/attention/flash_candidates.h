@@ -5,11 +5,16 @@
 
 #include <vector>
 
+#include "backends/cuda/attention/flash_launch.h"
 #include "ops/attention/candidate.h"
 
 namespace tunableop::cuda {
 
 // Every configuration for every head dim, unsplit first, then the split-KV variants.
 std::vector<AttentionCandidate> flash_attention_candidates();
+
+// The kernels' arguments for a problem (params with_defaults applied) and its operands, with
+// the keys split over `splits` blocks; workspace left null. Shared with decode_candidates.cc.
+FlashArgs flash_args(const AttentionParams& p, const AttentionOperands& o, int splits);
 
 }  // namespace tunableop::cuda

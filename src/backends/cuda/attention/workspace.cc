@@ -40,4 +40,23 @@ StatusOr<void*> attention_workspace(size_t bytes, void* stream) {
   return blocks.back().get();
 }
 
+StatusOr<unsigned*> decode_tickets(size_t count, void* stream) {
+  thread_local Retained cache;
+  const size_t bytes = std::max<size_t>(count, 1) * sizeof(unsigned);
+  int dev = 0;
+  TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
+  std::vector<DeviceBuffer>& blocks = cache.by_stream[{dev, stream}];
+  if (!blocks.empty() && blocks.back().bytes() >= bytes) return static_cast<unsigned*>(blocks.back().get());
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    return Status::unsupported("decode attention: ticket counters must be allocated before stream capture");
+  DeviceBuffer b;
+  TUNABLEOP_RETURN_IF_ERROR(b.ensure(std::max(bytes, size_t(4096))));
+  // Stream-ordered, so the first kernel on a non-blocking stream finds them zeroed.
+  TUNABLEOP_CUDA_TRY(cudaMemsetAsync(b.get(), 0, b.bytes(), static_cast<cudaStream_t>(stream)));
+  blocks.push_back(std::move(b));
+  return static_cast<unsigned*>(blocks.back().get());
+}
+
 }  // namespace tunableop::cuda

@@ -14,4 +14,11 @@ namespace tunableop::cuda {
 
 StatusOr<void*> attention_workspace(size_t bytes, void* stream);
 
+// `count` 32-bit counters, zero when handed out, per (thread, device, stream) and grow-only like
+// the workspace (a captured graph keeps pointing at them): the one-launch decode kernel
+// (decode_kernel.cuh) draws tickets from them and leaves them at zero when it ends, so every
+// launch and every graph replay finds them zeroed. Allocated (and zeroed on `stream`) on
+// the first use with that count (stream-ordered), which must not be inside a stream capture.
+StatusOr<unsigned*> decode_tickets(size_t count, void* stream);
+
 }  // namespace tunableop::cuda

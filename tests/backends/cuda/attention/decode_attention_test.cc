@@ -1,0 +1,144 @@
+// The one-launch decode candidates (Attn_DecodeOneLaunch_*) beyond the all-candidates check of
+// flash_attention_test.cc: their support rules, and that a captured CUDA graph replays them
+// correctly again and again (the last block of each kv head resets its ticket counter; a
+// counter left non-zero would make the next replay combine too early or never).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/attention/decode_candidates.h"
+#include "backends/cuda/cuda_testing.h"
+#include "support/attention_testing.h"
+
+namespace tunableop {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::HostAttention;
+
+AttentionParams decode_params(int64_t head_dim) {
+  AttentionParams p;
+  p.dtype = DType::kBF16, p.batch = 1, p.q_len = 1, p.kv_len = 256, p.heads = 8, p.kv_heads = 1;
+  p.head_dim = head_dim;
+  return p.with_defaults();
+}
+
+TEST(DecodeOneLaunch, SupportRules) {
+  const auto cands = cuda::decode_attention_candidates();
+  ASSERT_FALSE(cands.empty());
+  for (size_t i = 0; i < cands.size(); ++i) {
+    EXPECT_EQ(cands[i].name.rfind("Attn_DecodeOneLaunch_w", 0), 0u) << cands[i].name;
+    for (size_t j = i + 1; j < cands.size(); ++j) EXPECT_NE(cands[i].name, cands[j].name);
+  }
+  // Query rows per kv head: up to 32 at d64, 16 at d128, 8 at d256.
+  for (auto [d, max_rows] : {std::pair{64, 32}, {128, 16}, {256, 8}}) {
+    AttentionParams ok = decode_params(d);
+    ok.heads = max_rows, ok.q_row_stride = 0, ok.o_row_stride = 0;
+    ok = ok.with_defaults();
+    AttentionParams too_many = ok;
+    too_many.q_len = 2;
+    for (const auto& c : cands) {
+      EXPECT_TRUE(c.supports(ok).is_ok()) << c.name << " d" << d;
+      EXPECT_TRUE(c.supports(too_many).is_unsupported()) << c.name << " d" << d;
+    }
+  }
+  AttentionParams p = decode_params(128);
+  p.dtype = DType::kF32;
+  for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+  p = decode_params(96);
+  for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+  p = decode_params(128);
+  p.kv_len = 3;  // fewer than 2 keys per split for every split count above 1
+  for (const auto& c : cands)
+    EXPECT_EQ(c.supports(p).is_ok(), c.name.size() > 4 && c.name.substr(c.name.size() - 4) == "_sp1") << c.name;
+}
+
+// Eager run, then the same run captured once and replayed: every replay must match the eager
+// output bit for bit (and the reference). Lengths read on the device change between replays,
+// as the engine's decode graph sees them grow.
+void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
+  HostAttention h = testing::make_attention_problem(shape, seed);
+  ASSERT_TRUE(h.p.var_kv_len);
+  auto upload = [](const void* src, size_t bytes) {
+    DeviceBuffer d(bytes);
+    EXPECT_EQ(cudaMemcpy(d.data(), src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  };
+  DeviceBuffer q = upload(h.q.data(), h.q.size()), k = upload(h.k.data(), h.k.size());
+  DeviceBuffer v = upload(h.v.data(), h.v.size());
+  DeviceBuffer lens = upload(h.kv_lens.data(), h.kv_lens.size() * sizeof(int32_t));
+  DeviceBuffer table;
+  if (h.p.paged()) table = upload(h.block_table.data(), h.block_table.size() * sizeof(int32_t));
+  DeviceBuffer out(h.out.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the uploads (legacy stream) are done
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  AttentionOperands o;
+  o.q = q.data(), o.k = k.data(), o.v = v.data(), o.out = out.data(), o.stream = stream;
+  o.kv_lens = reinterpret_cast<const int32_t*>(lens.data());
+  o.block_table = h.p.paged() ? reinterpret_cast<const int32_t*>(table.data()) : nullptr;
+  auto read_out = [&] {
+    std::vector<uint8_t> host(h.out.size());
+    EXPECT_EQ(cudaMemcpy(host.data(), out.data(), host.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return host;
+  };
+  for (const auto& c : cuda::decode_attention_candidates()) {
+    if (!c.supports(h.p).is_ok()) continue;
+    SCOPED_TRACE(c.name + " " + testing::describe(h.p));
+    // Shorter lengths first (the eager run and the capture), then the real ones for the replays.
+    std::vector<int32_t> shorter = h.kv_lens;
+    for (auto& n : shorter) n = std::max(1, n / 2);
+    // Copies and fills on `stream` itself (non-blocking: it does not wait for the legacy stream).
+    ASSERT_EQ(
+        cudaMemcpyAsync(lens.data(), shorter.data(), shorter.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+        cudaSuccess);
+    ASSERT_TRUE(c.run(h.p, o).is_ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(lens.data(), h.kv_lens.data(), shorter.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                              stream),
+              cudaSuccess);
+    ASSERT_TRUE(c.run(h.p, o).is_ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<uint8_t> eager = read_out();
+    EXPECT_TRUE(testing::attention_output_ok(h, eager));
+
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status st = c.run(h.p, o);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_EQ(cudaMemsetAsync(out.data(), 0xFF, out.size(), stream), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      EXPECT_TRUE(read_out() == eager) << "replay " << rep << " differs from the eager run";
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+}
+
+TEST(DecodeOneLaunch, GraphReplaysMatchTheEagerRun) {
+  TUNABLEOP_REQUIRE_GPU();
+  // Gemma-2B's decode: 8 heads on one kv head, q read from the fused qkv row, a static cache
+  // longer than the longest sequence.
+  AttentionParams p;
+  p.batch = 2, p.q_len = 1, p.kv_len = 251, p.max_seq = 256, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
+  p.var_kv_len = true, p.q_row_stride = 10 * 256;
+  check_graph_replay(p, 7);
+  // GQA 4, fp16, pages of 16 out of order.
+  AttentionParams paged;
+  paged.dtype = DType::kF16, paged.batch = 3, paged.q_len = 1, paged.kv_len = 300, paged.heads = 16;
+  paged.kv_heads = 4, paged.head_dim = 128, paged.page_size = 16, paged.var_kv_len = true;
+  check_graph_replay(paged, 8);
+}
+
+}  // namespace
+}  // namespace tunableop

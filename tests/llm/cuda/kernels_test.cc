@@ -1,0 +1,302 @@
+// The CUDA engine's element-wise kernels (src/llm/cuda/kernels.cu) against fp64 references on
+// the host: the fused residual add + rmsnorm of prefill (issue 12) and the packed forms of
+// rmsnorm, the residual add, the gated activation and RoPE + KV-cache store, at widths that take
+// the packed path and widths that fall back to the scalar one. Outputs start as NaN and sit
+// before guard elements that must stay NaN; cache slots a pass must not write stay NaN too.
+// Skips without a GPU.
+#include "llm/cuda/kernels.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_testing.h"
+#include "llm/rope.h"
+#include "tunableop/half.h"
+
+namespace tunableop::llm::cuda {
+namespace {
+
+constexpr size_t kGuard = 16;  // NaN elements after every output
+
+size_t esize(Elem e) { return e == Elem::kBF16 ? 2 : 4; }
+const char* ename(Elem e) { return e == Elem::kBF16 ? "bf16" : "fp32"; }
+// The value E stores for v (what the kernels read back).
+float round_to(Elem e, float v) { return e == Elem::kBF16 ? to_float(to_bf16(v)) : v; }
+
+// A device array of n elements of E (or fp32), plus kGuard NaN elements after it.
+class DeviceArray {
+ public:
+  DeviceArray(Elem e, const std::vector<float>& host) : e_(e), n_(host.size()) {
+    std::vector<float> all = host;
+    all.resize(n_ + kGuard, NAN);
+    const std::vector<uint8_t> bytes = encode(all);
+    EXPECT_EQ(cudaMalloc(&p_, bytes.size()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  DeviceArray(Elem e, size_t n) : DeviceArray(e, std::vector<float>(n, NAN)) {}  // NaN-poisoned
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  void* get() const { return p_; }
+  float* f32() const { return static_cast<float*>(p_); }
+  // The n elements; the guard must still be NaN.
+  std::vector<float> read() const {
+    std::vector<uint8_t> bytes((n_ + kGuard) * esize(e_));
+    EXPECT_EQ(cudaMemcpy(bytes.data(), p_, bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<float> all(n_ + kGuard);
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (e_ == Elem::kBF16) {
+        uint16_t raw;
+        std::memcpy(&raw, bytes.data() + 2 * i, 2);
+        all[i] = to_float(bf16{raw});
+      } else {
+        std::memcpy(&all[i], bytes.data() + 4 * i, 4);
+      }
+    }
+    for (size_t i = n_; i < all.size(); ++i)
+      EXPECT_TRUE(std::isnan(all[i])) << "guard element " << i - n_ << " written";
+    all.resize(n_);
+    return all;
+  }
+
+ private:
+  std::vector<uint8_t> encode(const std::vector<float>& v) const {
+    std::vector<uint8_t> out(v.size() * esize(e_));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (e_ == Elem::kBF16) {
+        const uint16_t raw = to_bf16(v[i]).bits;
+        std::memcpy(out.data() + 2 * i, &raw, 2);
+      } else {
+        std::memcpy(out.data() + 4 * i, &v[i], 4);
+      }
+    }
+    return out;
+  }
+  Elem e_;
+  size_t n_;
+  void* p_ = nullptr;
+};
+
+std::vector<float> random_values(Elem e, size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(e, d(gen));
+  return v;
+}
+
+// |got - want| within the output's rounding (bf16: 2^-8 relative) plus a little absolute slack.
+void expect_close(Elem e, const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  const double rel = e == Elem::kBF16 ? 8e-3 : 2e-5, abs = e == Elem::kBF16 ? 1e-3 : 1e-5;
+  int bad = 0;
+  for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= rel * std::fabs(want[i]) + abs)) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", want " << want[i];
+    }
+  }
+}
+
+const Elem kElems[] = {Elem::kF32, Elem::kBF16};
+
+// add_rmsnorm: x += y, out = rmsnorm(x) against fp64, and the same bits as add_residual followed
+// by rmsnorm (the unfused prefill and the CPU-order composition).
+TEST(LlmCudaKernels, AddRmsnormMatchesTheReferenceAndTheUnfusedKernels) {
+  TUNABLEOP_REQUIRE_GPU();
+  const float eps = 1e-6f;
+  for (Elem e : kElems) {
+    for (int64_t width : {4096, 2048, 36, 37, 1000, 6}) {
+      for (int64_t rows : {1, 3, 17}) {
+        for (bool add_one : {false, true}) {
+          const std::string what = std::string(ename(e)) + " width " + std::to_string(width) + " rows " +
+                                   std::to_string(rows) + (add_one ? " (1 + w)" : "");
+          const size_t n = size_t(rows * width);
+          const auto x = random_values(Elem::kF32, n, 1, 3.0f), y = random_values(e, n, 2),
+                     w = random_values(e, size_t(width), 3, 0.5f);
+          DeviceArray dx(Elem::kF32, x), dy(e, y), dw(e, w), out(e, n);
+          ASSERT_EQ(add_rmsnorm(e, dx.f32(), dy.get(), dw.get(), rows, width, eps, add_one, out.get(), nullptr),
+                    cudaSuccess);
+          const auto got_x = dx.read(), got = out.read();
+          std::vector<double> want(n);
+          for (int64_t r = 0; r < rows; ++r) {
+            double ss = 0;
+            for (int64_t i = 0; i < width; ++i) {
+              const size_t k = size_t(r * width + i);
+              ASSERT_EQ(got_x[k], x[k] + y[k]) << what << ": the residual is the fp32 sum";
+              ss += double(got_x[k]) * got_x[k];
+            }
+            const double inv = 1.0 / std::sqrt(ss / double(width) + eps);
+            for (int64_t i = 0; i < width; ++i) {
+              const size_t k = size_t(r * width + i);
+              want[k] = double(got_x[k]) * inv * (add_one ? 1.0 + w[size_t(i)] : w[size_t(i)]);
+            }
+          }
+          expect_close(e, got, want, what);
+
+          DeviceArray ux(Elem::kF32, x), unfused(e, n);
+          ASSERT_EQ(add_residual(e, ux.f32(), dy.get(), int64_t(n), nullptr), cudaSuccess);
+          ASSERT_EQ(rmsnorm(e, ux.f32(), dw.get(), rows, width, eps, add_one, unfused.get(), nullptr), cudaSuccess);
+          EXPECT_EQ(ux.read(), got_x) << what;
+          const auto u = unfused.read();
+          EXPECT_EQ(std::memcmp(u.data(), got.data(), n * sizeof(float)), 0) << what << ": fused and unfused differ";
+        }
+      }
+    }
+  }
+}
+
+double act_ref(Act a, double g) {
+  switch (a) {
+    case Act::kSilu: return g / (1.0 + std::exp(-g));
+    case Act::kGeluTanh: return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+    case Act::kGeluErf: return 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0)));
+  }
+  return 0;
+}
+
+// out[r, i] = act(gate) * up, packed (inter a multiple of 16 bytes) and scalar, more rows than a
+// grid's y dimension holds.
+TEST(LlmCudaKernels, GatedActivationMatchesTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  struct Shape {
+    int64_t rows, inter;
+  };
+  for (Elem e : kElems) {
+    for (Shape s : {Shape{3, 64}, Shape{5, 12}, Shape{2, 3}, Shape{70000, 8}, Shape{7, 1000}}) {
+      for (Act a : {Act::kSilu, Act::kGeluTanh, Act::kGeluErf}) {
+        const std::string what = std::string(ename(e)) + " rows " + std::to_string(s.rows) + " inter " +
+                                 std::to_string(s.inter) + " act " + std::to_string(int(a));
+        const size_t n = size_t(s.rows * s.inter);
+        const auto gu = random_values(e, 2 * n, 4, 2.0f);
+        DeviceArray dgu(e, gu), out(e, n);
+        ASSERT_EQ(gated_activation(e, dgu.get(), s.rows, s.inter, a, out.get(), nullptr), cudaSuccess);
+        std::vector<double> want(n);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          for (int64_t i = 0; i < s.inter; ++i) {
+            const double g = gu[size_t(r * 2 * s.inter + i)], u = gu[size_t(r * 2 * s.inter + s.inter + i)];
+            want[size_t(r * s.inter + i)] = act_ref(a, g) * u;
+          }
+        }
+        expect_close(e, out.read(), want, what);
+      }
+    }
+  }
+}
+
+TEST(LlmCudaKernels, AddResidualPackedAndScalar) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : kElems) {
+    for (int64_t n : {int64_t(3 * 4096), int64_t(37), int64_t(1)}) {
+      const auto x = random_values(Elem::kF32, size_t(n), 5), y = random_values(e, size_t(n), 6);
+      DeviceArray dx(Elem::kF32, x), dy(e, y);
+      ASSERT_EQ(add_residual(e, dx.f32(), dy.get(), n, nullptr), cudaSuccess);
+      const auto got = dx.read();
+      for (size_t i = 0; i < size_t(n); ++i) ASSERT_EQ(got[i], x[i] + y[i]) << ename(e) << " n " << n << " at " << i;
+    }
+  }
+}
+
+// RoPE on q (in place) and k, k and v into the cache, static and paged (pages out of order, a
+// sequence shorter than the pass: its padding rows not stored), head dims on the packed path
+// (64, 128, 256) and off it (6), MHA, GQA and MQA.
+TEST(LlmCudaKernels, RopeStoreMatchesTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  struct Heads {
+    int64_t q, kv;
+  };
+  const int64_t batch = 2, tokens = 5, max_seq = 9, page = 4, pages_per_seq = 3;
+  const std::vector<int32_t> lens = {5, 3};  // sequence 1 has 2 padding rows
+  const std::vector<int32_t> table = {4, 0, 2, 5, 1, 3};
+  for (Elem e : kElems) {
+    for (int64_t hd : {64, 128, 256, 6}) {
+      for (Heads h : {Heads{4, 4}, Heads{8, 1}, Heads{6, 2}}) {
+        for (bool paged : {false, true}) {
+          const std::string what = std::string(ename(e)) + " head_dim " + std::to_string(hd) + " heads " +
+                                   std::to_string(h.q) + "/" + std::to_string(h.kv) + (paged ? " paged" : " static");
+          const int64_t stride = (h.q + 2 * h.kv) * hd, rows = batch * tokens, half = hd / 2;
+          const auto qkv = random_values(e, size_t(rows * stride), 7);
+          const RopeTable rope = make_rope_table(hd, 10000.0, max_seq);
+          const size_t n_rows = static_cast<size_t>(rows);
+          std::vector<int32_t> seqs(n_rows), pos(n_rows);
+          for (int64_t r = 0; r < rows; ++r)
+            seqs[size_t(r)] = int32_t(r / tokens), pos[size_t(r)] = int32_t(r % tokens + 2 * (r / tokens));
+          const size_t cache_n = paged ? size_t(6 * h.kv * page * hd) : size_t(batch * h.kv * max_seq * hd);
+          DeviceArray dqkv(e, qkv), kc(e, cache_n), vc(e, cache_n), dcos(Elem::kF32, rope.cos),
+              dsin(Elem::kF32, rope.sin);
+          int32_t *dseqs = nullptr, *dpos = nullptr, *dtable = nullptr, *dlens = nullptr;
+          ASSERT_EQ(cudaMalloc(&dseqs, 4 * size_t(rows)), cudaSuccess);
+          ASSERT_EQ(cudaMalloc(&dpos, 4 * size_t(rows)), cudaSuccess);
+          ASSERT_EQ(cudaMalloc(&dtable, 4 * table.size()), cudaSuccess);
+          ASSERT_EQ(cudaMalloc(&dlens, 4 * lens.size()), cudaSuccess);
+          cudaMemcpy(dseqs, seqs.data(), 4 * seqs.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dpos, pos.data(), 4 * pos.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dtable, table.data(), 4 * table.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(dlens, lens.data(), 4 * lens.size(), cudaMemcpyHostToDevice);
+          RopeStoreArgs a;
+          a.qkv = dqkv.get(), a.rows = rows, a.row_stride = stride, a.n_heads = h.q, a.n_kv_heads = h.kv,
+          a.head_dim = hd;
+          a.seqs = dseqs, a.positions = dpos, a.cos = dcos.f32(), a.sin = dsin.f32();
+          a.k_cache = kc.get(), a.v_cache = vc.get(), a.max_seq = max_seq;
+          if (paged) a.block_table = dtable, a.page_size = page, a.pages_per_seq = pages_per_seq, a.seq_lens = dlens;
+          ASSERT_EQ(rope_store(e, a, nullptr), cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          const auto got = dqkv.read(), k = kc.read(), v = vc.read();
+          std::vector<bool> stored(cache_n, false);
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t seq = seqs[size_t(r)], p = pos[size_t(r)];
+            const float* c = rope.cos.data() + p * half;
+            const float* sn = rope.sin.data() + p * half;
+            auto rot = [&](int64_t col, int64_t i, bool first) {
+              const double x0 = qkv[size_t(r * stride + col + i)], x1 = qkv[size_t(r * stride + col + i + half)];
+              return first ? x0 * c[i] - x1 * sn[i] : x1 * c[i] + x0 * sn[i];
+            };
+            for (int64_t hq = 0; hq < h.q; ++hq) {
+              std::vector<float> g;
+              std::vector<double> want;
+              for (int64_t i = 0; i < hd; ++i) {
+                g.push_back(got[size_t(r * stride + hq * hd + i)]);
+                want.push_back(i < half ? rot(hq * hd, i, true) : rot(hq * hd, i - half, false));
+              }
+              expect_close(e, g, want, what + " q");
+            }
+            const bool real = !paged || p < lens[size_t(seq)];
+            for (int64_t kh = 0; kh < h.kv && real; ++kh) {
+              const int64_t off =
+                  paged ? ((table[size_t(seq * pages_per_seq + p / page)] * h.kv + kh) * page + p % page) * hd
+                        : ((seq * h.kv + kh) * max_seq + p) * hd;
+              std::vector<float> gk, gv;
+              std::vector<double> wk, wv;
+              const int64_t kcol = (h.q + kh) * hd, vcol = (h.q + h.kv + kh) * hd;
+              for (int64_t i = 0; i < hd; ++i) {
+                stored[size_t(off + i)] = true;
+                gk.push_back(k[size_t(off + i)]);
+                wk.push_back(i < half ? rot(kcol, i, true) : rot(kcol, i - half, false));
+                gv.push_back(v[size_t(off + i)]);
+                wv.push_back(qkv[size_t(r * stride + vcol + i)]);
+              }
+              expect_close(e, gk, wk, what + " k");
+              ASSERT_EQ(std::vector<double>(gv.begin(), gv.end()), wv) << what << ": v is copied as it is";
+            }
+          }
+          for (size_t i = 0; i < cache_n; ++i) {
+            if (!stored[i]) {
+              ASSERT_TRUE(std::isnan(k[i]) && std::isnan(v[i])) << what << ": cache element " << i << " written";
+            }
+          }
+          cudaFree(dseqs), cudaFree(dpos), cudaFree(dtable), cudaFree(dlens);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tunableop::llm::cuda
