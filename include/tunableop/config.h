@@ -59,8 +59,8 @@ struct TuningPolicy {
   bool numerical_check = true;
   int64_t rotating_buffer_mib = -1;  // -1 auto: exceed the device's last-level cache
   int finalists = 2;                 // re-measured together with Default
-  int remeasure_rounds = 7;          // at most; at least 3, more while within remeasure_ms
-  double remeasure_ms = 60;          // time for the interleaved re-measurement (after 3 rounds)
+  int remeasure_rounds = 7;          // at most; at least 5 (or this), more while within remeasure_ms
+  double remeasure_ms = 60;          // time for the interleaved re-measurement (after 5 rounds)
   double min_improvement = 0.02;
   double max_problem_ms = 10000;
   int search_effort = 1;

@@ -29,6 +29,9 @@ struct ResultEntry {
   double time_ms = 0;    // median of the final measurement (4th column of the file)
   std::optional<Measurement> stats;
   double tuning_ms = 0;  // wall time spent tuning this problem
+  // Default's median in the same final measurement as time_ms (in memory only, 0 when unknown):
+  // what the in-context check records when it drops this choice for Default.
+  double default_ms = 0;
   // Why this entry is what it is, when that needs saying (the in-context check's drop); kept
   // in the `.stats` sidecar's tenth field.
   std::string note;

@@ -86,6 +86,7 @@ struct CandidateState {
   std::vector<double> samples;  // ms per run: screening samples, then halving samples
   Measurement m;                // summarize(samples); after remeasure(): its rounds
   double estimate_ms = 0;       // what screening and halving rank by: TuningSession::estimate()
+  std::vector<double> rounds;   // remeasure(): this candidate's value (median ms) in each round
   bool timed = false;           // screened, and still in the race
   bool verified = false;        // passed the numerics check (or the policy has it off)
 };
@@ -97,12 +98,42 @@ struct Dropped {
   Measurement m{};  // kSkippedSlow: the screening estimate
 };
 
+// How a finalist compares with Default in the interleaved re-measurement: per round the ratio
+// of its value to Default's in the same round (both met the same machine state), the median of
+// those ratios and their spread (the noise the decision must beat).
+struct VersusDefault {
+  int rounds = 0;     // paired rounds (0: nothing to compare)
+  double ratio = 1;   // median over rounds of finalist / Default (below 1: faster)
+  double spread = 0;  // the range of the ratios, the most extreme round at each end left out
+                      // from five rounds on (one disturbed round does not decide alone)
+  double margin = 0;  // what the ratio must beat: 1 - max(min_improvement, spread)
+  bool wins = false;  // ratio < 1 - margin... i.e. faster than Default by more than the noise
+};
+VersusDefault versus_default(const std::vector<double>& candidate_rounds, const std::vector<double>& default_rounds,
+                             double min_improvement);
+
 class TuningSession {
  public:
   // Samples per candidate per round (halving, re-measurement) at most: enough for medians that
   // shrug off disturbed runs, few enough that per-sample clock overhead (a device
   // synchronisation on GPUs) stays small.
   static constexpr int kMaxSamplesPerRound = 10;
+  // Screening's cut on the cold sizing run alone (no screening sample): a candidate whose first
+  // run took more than kColdCutRatio times the best so far plus kColdAllowanceMs (what a first
+  // call may cost once: thread start-up, JIT, lazy module loading, page faults; or a time
+  // slice lost to another process on a busy machine) cannot come within screen_ratio_1 of it
+  // warm. It saves the second run of the slowest candidates (BLIS on a 2-core VM with a busy
+  // core: 0.5 s a run).
+  static constexpr double kColdCutRatio = 3.0;
+  static constexpr double kColdAllowanceMs = 10.0;
+  // A winner this much faster than Default (ratio below 1/kRecheckFactor) whose final time or
+  // Default's is this far from its screening estimate was measured while the machine changed
+  // (a burst of load that slows a two-thread candidate, not a one-thread one): the pair is
+  // measured again and the win must hold there too.
+  static constexpr double kRecheckFactor = 1.25;
+  // Rounds of the final re-measurement at least (remeasure()).
+  static constexpr int kMinRemeasureRounds = 5;
+  static constexpr double kRecheckDrift = 0.25;
   TuningSession(TuningProblem& problem, const TuningPolicy& policy, Logger& log);
 
   TuningProblem& problem() { return pr_; }
@@ -149,19 +180,26 @@ class TuningSession {
   // max_warmup_iters runs each); then each round gives max_tuning_ms to its contestants (equal
   // shares, at most max_tuning_iters runs and at least one sample each), taken interleaved, and
   // keeps the faster half by the median of all of a contestant's samples (and none slower than
-  // screen_ratio_2 times the fastest), until at most `keep` remain. Only verified candidates
-  // survive a round: the fastest are verified on the way, and one failing the check leaves
-  // without taking a place, so a wrong-but-fast candidate never eliminates a correct one.
+  // screen_ratio_2 times the fastest), until at most `keep` remain. The numerics check is
+  // paid where a place is final: the last cut to `keep` (and a cut forced by the problem
+  // budget) takes only candidates that pass it, one failing leaves without taking a place and
+  // the next moves up, so a wrong-but-fast candidate never becomes a finalist. (Checking every
+  // round's survivors cost a run and a comparison each: a tenth of a large GEMM's tuning.)
   // Total cost ~ log2(contestants) rounds instead of a full budget per candidate. Returns the
   // survivors (verified), fastest first; the eliminated are reported (kHalved). When the
   // problem budget runs out, stops and keeps the `keep` fastest so far.
   std::vector<CandidateState*> halve(std::vector<CandidateState*> contestants, size_t keep);
-  // Phase 5, re-measure: the given candidates interleaved, several rounds (policy), medians
-  // replace their first-pass measurements. A candidate failing here is dropped (timed = false);
-  // Default (finalists[0]) failing ends the phase with its error.
+  // Phase 5, re-measure: the given candidates (Default first) interleaved, round-robin with the
+  // first mover rotating, several rounds (policy); each round's value per candidate (the median
+  // of its samples in that round) goes to s.rounds, and the median of all its samples replaces
+  // its first-pass measurement. A candidate failing here is dropped (timed = false); Default
+  // (finalists[0]) failing ends the phase with its error.
   Status remeasure(const std::vector<CandidateState*>& finalists);
-  // Phase 6, decide: the fastest timed finalist, unless it does not beat Default (finalists[0])
-  // by the policy's margin.
+  // Phase 6, decide: the timed finalist with the lowest ratio to Default over the paired rounds
+  // among those that beat Default by more than the noise (versus_default); Default when none
+  // does. Without paired rounds (re-measurement off), the fastest median unless it misses
+  // Default's by the policy's margin. A big win that disagrees with screening is re-checked
+  // (kRecheckFactor): the pair is re-measured and the win must hold in both.
   const CandidateState& decide(const std::vector<CandidateState*>& finalists);
 
   // Reports and logs a candidate leaving the race (the one place failures are handled), and
@@ -183,10 +221,13 @@ class TuningSession {
   TuningReport report_;
   // One halving round: samples for every contestant, interleaved; failures dropped.
   void halving_round(std::vector<CandidateState*>& field, double budget_ms, int64_t max_runs, bool record);
-  // Up to `places` of the sorted field that pass (or passed) the numerics check, none slower
-  // than `ratio` times the first; the others leave (failed check: kNumericsFailed; otherwise
-  // kHalved with `why`).
-  void keep_verified(std::vector<CandidateState*>& field, size_t places, double ratio, const std::string& why);
+  // Up to `places` of the sorted field, none slower than `ratio` times the first; the others
+  // leave (kHalved with `why`). With `check`, only candidates that pass (or passed) the numerics
+  // check take a place (a failed one leaves as kNumericsFailed and the next moves up).
+  void keep_fastest(std::vector<CandidateState*>& field, size_t places, double ratio, const std::string& why,
+                    bool check);
+  // decide() on the re-measured rounds; nullptr: Default stays.
+  CandidateState* winner_over_default(const std::vector<CandidateState*>& finalists);
 };
 
 class Tuner {

@@ -29,9 +29,9 @@ class ChoiceSet {
     d.op = e.op;
     d.params = e.params;
     d.solution = "Default";
-    // What the results file's time column can say without another measurement: the dropped
-    // choice's time alone (Default was slower alone by at least the tuning margin).
-    d.time_ms = e.time_ms;
+    // Default's own time from the tuner's final measurement; a choice read from a file has
+    // none, and then the dropped choice's time alone is what the time column can say.
+    d.time_ms = e.default_ms > 0 ? e.default_ms : e.time_ms;
     return d;
   }
 

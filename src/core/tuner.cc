@@ -138,6 +138,16 @@ double TuningSession::estimate(const CandidateState& s) {
 }
 
 std::optional<Dropped> TuningSession::screen(CandidateState& s, double best_ms) {
+  // A sizing run so slow that no warm-up could bring the candidate near the best leaves before
+  // its screening sample (kColdCutRatio); batched candidates' single runs say too little.
+  if (s.index > 0 && s.batch == 1 && s.probe_ms > kColdCutRatio * best_ms + kColdAllowanceMs) {
+    log_.log(2, fmt::format("├──skip slow instance id={}, {} {} (first run {:.6g} ms > {}x best {:.6g} ms + {} ms)",
+                            s.index, what_, s.name, s.probe_ms, kColdCutRatio, best_ms, kColdAllowanceMs));
+    Measurement m;
+    m.runs = 1;
+    m.median_ms = m.mean_ms = m.min_ms = s.probe_ms;
+    return Dropped{Outcome::kSkippedSlow, Status::ok(), m};
+  }
   for (auto [runs, ratio] :
        {std::pair{pol_.screen_runs_1, pol_.screen_ratio_1}, {pol_.screen_runs_2, pol_.screen_ratio_2}}) {
     if (runs <= 0) continue;  // a stage without samples makes no cut
@@ -212,21 +222,28 @@ Status TuningSession::take_samples(const CandidateState& s, SamplePlan plan, std
 }
 
 Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
+  for (CandidateState* s : finalists) s->rounds.clear();
   if (finalists.size() < 2 || pol_.remeasure_rounds <= 0) return Status::ok();
-  // Three rounds give a median; more only while the re-measurement budget lasts.
-  InterleavedRounds rounds{3, pol_.remeasure_rounds, pol_.remeasure_ms};
+  // Five rounds at least (fewer only when the policy asks for fewer): from five on, the spread
+  // of the paired ratios leaves one disturbed round at each end out (versus_default), so that
+  // one interrupt neither decides nor vetoes; more rounds while the re-measurement budget lasts.
+  InterleavedRounds rounds{std::min(kMinRemeasureRounds, pol_.remeasure_rounds), pol_.remeasure_rounds,
+                           pol_.remeasure_ms};
   Status default_failed;
   std::vector<std::vector<double>> samples(finalists.size());
   auto measure = [&](size_t q) -> StatusOr<double> {
     CandidateState& s = *finalists[q];
     if (!s.timed || !default_failed.is_ok()) return Status::internal("not measured");
     // Each round fills ~1/rounds of the tuning budget per finalist, within the iteration budget
-    // too (smaller wins; at least one run per round), as several small samples.
+    // too (smaller wins; at least one run per round), as several small samples. Every run takes
+    // the next rotating copy, so each finalist meets copies as long out of cache as the others.
     SamplePlan plan = plan_samples(s, pol_.max_tuning_ms / pol_.remeasure_rounds,
                                    std::max<int64_t>(1, pol_.max_tuning_iters / pol_.remeasure_rounds),
                                    kMaxSamplesPerRound, /*at_least_one=*/true);
-    TUNABLEOP_RETURN_IF_ERROR(take_samples(s, plan, &samples[q]));
-    return samples[q].back();
+    std::vector<double> round;
+    TUNABLEOP_RETURN_IF_ERROR(take_samples(s, plan, &round));
+    samples[q].insert(samples[q].end(), round.begin(), round.end());
+    return median(std::move(round));
   };
   auto on_fail = [&](size_t q, const Status& st) {
     CandidateState& s = *finalists[q];
@@ -247,21 +264,95 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
     log_.log(3, fmt::format("├──re-measured {}: median {:.6g} ms over {} samples in {} rounds (first pass {:.6g})",
                             s.name, re.median_ms, re.runs, per_round[q].size(), s.m.median_ms));
     s.m = re;
+    s.rounds = std::move(per_round[q]);
   }
   return Status::ok();
 }
 
-const CandidateState& TuningSession::decide(const std::vector<CandidateState*>& finalists) {
+VersusDefault versus_default(const std::vector<double>& cand, const std::vector<double>& def, double min_improvement) {
+  VersusDefault v;
+  std::vector<double> ratio;
+  for (size_t r = 0; r < std::min(cand.size(), def.size()); ++r)
+    if (def[r] > 0 && std::isfinite(cand[r])) ratio.push_back(cand[r] / def[r]);
+  v.rounds = int(ratio.size());
+  v.margin = min_improvement;
+  if (ratio.empty()) return v;
+  std::sort(ratio.begin(), ratio.end());
+  v.ratio = median(ratio);
+  // The spread is the range of the ratios, from five rounds on with the most extreme round at
+  // each end left out: one round hit by an interrupt or a page-fault storm does not veto a
+  // clear win, while noise that returns (two rounds of five or more) still widens it. The whole
+  // range, not half of it: the median of few rounds is itself noisy (in the fake-clock tests,
+  // half the range let a candidate 3% slower with 25% noise per run win in 4 seeds of 40, the
+  // whole range in 1).
+  const size_t trim = ratio.size() >= 5 ? 1 : 0;
+  v.spread = ratio[ratio.size() - 1 - trim] - ratio[trim];
+  v.margin = std::max(min_improvement, v.spread);
+  v.wins = v.ratio < 1.0 - v.margin;
+  return v;
+}
+
+CandidateState* TuningSession::winner_over_default(const std::vector<CandidateState*>& finalists) {
   const CandidateState& def = *finalists.front();
-  const CandidateState* win = &def;
+  CandidateState* win = nullptr;
+  double win_ratio = 1;
   for (size_t q = 1; q < finalists.size(); ++q) {
-    const CandidateState& s = *finalists[q];
-    if (s.timed && s.m.median_ms < win->m.median_ms) win = &s;
+    CandidateState& s = *finalists[q];
+    if (!s.timed) continue;
+    const VersusDefault v = versus_default(s.rounds, def.rounds, pol_.min_improvement);
+    log_.log(3, fmt::format("├──{} / Default: median ratio {:.4f} over {} rounds, spread {:.2f}%: {}", s.name, v.ratio,
+                            v.rounds, 100 * v.spread, v.wins ? "faster than the noise" : "not faster than the noise"));
+    if (!v.wins) {
+      log_.log(2, fmt::format("├──keeping Default over {}: {:.4f} of Default's time in the paired rounds, needs below "
+                              "{:.4f} (1 - max of the {:.0f}% margin and the rounds' spread {:.2f}%)",
+                              s.name, v.ratio, 1 - v.margin, 100 * pol_.min_improvement, 100 * v.spread));
+      continue;
+    }
+    if (!win || v.ratio < win_ratio) win = &s, win_ratio = v.ratio;
   }
-  if (win != &def && win->m.median_ms > def.m.median_ms * (1.0 - pol_.min_improvement)) {
-    log_.log(2, fmt::format("├──keeping Default: {} ({:.6g} ms) is not {:.0f}% faster than Default ({:.6g} ms)",
-                            win->name, win->m.median_ms, pol_.min_improvement * 100, def.m.median_ms));
-    win = &def;
+  return win;
+}
+
+const CandidateState& TuningSession::decide(const std::vector<CandidateState*>& finalists) {
+  CandidateState& def = *finalists.front();
+  if (def.rounds.empty()) {
+    // No paired rounds (re-measurement off): the fastest median, if it clears the margin.
+    const CandidateState* win = &def;
+    for (size_t q = 1; q < finalists.size(); ++q) {
+      const CandidateState& s = *finalists[q];
+      if (s.timed && s.m.median_ms < win->m.median_ms) win = &s;
+    }
+    if (win != &def && win->m.median_ms > def.m.median_ms * (1.0 - pol_.min_improvement)) {
+      log_.log(2, fmt::format("├──keeping Default: {} ({:.6g} ms) is not {:.0f}% faster than Default ({:.6g} ms)",
+                              win->name, win->m.median_ms, pol_.min_improvement * 100, def.m.median_ms));
+      win = &def;
+    }
+    return *win;
+  }
+  CandidateState* win = winner_over_default(finalists);
+  if (!win) return def;
+  // A big win whose times disagree with the screening (the winner's or Default's) was measured
+  // while the machine changed under one of them: a burst of load slows a candidate that needs
+  // both cores and not one that needs one. The pair is measured again and must agree.
+  const VersusDefault v = versus_default(win->rounds, def.rounds, pol_.min_improvement);
+  auto drifted = [](const CandidateState& s) {
+    return s.estimate_ms > 0 && std::abs(s.m.median_ms / s.estimate_ms - 1.0) > kRecheckDrift;
+  };
+  if (v.ratio < 1.0 / kRecheckFactor && (drifted(*win) || drifted(def))) {
+    log_.log(2,
+             fmt::format("├──re-checking {}: {:.2f}x faster than Default, but re-measured at {:.6g} ms (screening "
+                         "{:.6g}) against Default's {:.6g} ms (screening {:.6g})",
+                         win->name, 1 / v.ratio, win->m.median_ms, win->estimate_ms, def.m.median_ms, def.estimate_ms));
+    CandidateState& w = *win;
+    Status st = remeasure({&def, &w});
+    const VersusDefault again = versus_default(w.rounds, def.rounds, pol_.min_improvement);
+    if (!st.is_ok() || !w.timed || !again.wins) {
+      log_.log(2,
+               fmt::format("├──keeping Default: {} does not beat it again ({:.4f} of Default's time, spread {:.2f}%)",
+                           w.name, again.ratio, 100 * again.spread));
+      return def;
+    }
+    log_.log(2, fmt::format("├──{} beats Default again: {:.4f} of its time", w.name, again.ratio));
   }
   return *win;
 }
@@ -327,6 +418,7 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
   report.winner.time_ms = win.m.median_ms;
   report.winner.stats = win.m;
   report.winner.tuning_ms = session.elapsed_ms();
+  report.winner.default_ms = def.m.median_ms;
   log_.log(1, fmt::format("└──found fastest for {} {} [{:.6g} ms, Default {:.6g} ms, tuned in {:.0f} ms]", what,
                           win.name, win.m.median_ms, def.m.median_ms, report.winner.tuning_ms));
   return std::move(report);

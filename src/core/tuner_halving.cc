@@ -58,17 +58,18 @@ void TuningSession::halving_round(std::vector<CandidateState*>& field, double bu
   }
 }
 
-void TuningSession::keep_verified(std::vector<CandidateState*>& field, size_t places, double ratio,
-                                  const std::string& why) {
+void TuningSession::keep_fastest(std::vector<CandidateState*>& field, size_t places, double ratio,
+                                 const std::string& why, bool check) {
   std::vector<CandidateState*> kept;
   for (CandidateState* s : field) {
     const bool room = kept.size() < places && (kept.empty() || s->estimate_ms <= ratio * kept.front()->estimate_ms);
     if (room) {
-      if (auto d = verify(*s)) {  // a wrong result takes no place: the next one moves up
-        s->timed = false;
-        drop(s->index, *d);
-        continue;
-      }
+      if (check)
+        if (auto d = verify(*s)) {  // a wrong result takes no place: the next one moves up
+          s->timed = false;
+          drop(s->index, *d);
+          continue;
+        }
       kept.push_back(s);
       continue;
     }
@@ -91,7 +92,7 @@ std::vector<CandidateState*> TuningSession::halve(std::vector<CandidateState*> c
     if (s->timed) field.push_back(s);
   sort_by_estimate(field);
   if (field.size() <= keep) {
-    keep_verified(field, keep, kNoRatio, "the finalists' check");
+    keep_fastest(field, keep, kNoRatio, "the finalists' check", /*check=*/true);
     return field;
   }
 
@@ -102,7 +103,7 @@ std::vector<CandidateState*> TuningSession::halve(std::vector<CandidateState*> c
     if (over_budget()) {
       log_.log(2, fmt::format("├──over the problem budget ({} ms) in halving round {}: keeping the {} fastest so far",
                               pol_.max_problem_ms, round, keep));
-      keep_verified(field, keep, kNoRatio, fmt::format("round {} (problem budget)", round));
+      keep_fastest(field, keep, kNoRatio, fmt::format("round {} (problem budget)", round), /*check=*/true);
       break;
     }
     const size_t contestants_now = field.size();
@@ -122,9 +123,12 @@ std::vector<CandidateState*> TuningSession::halve(std::vector<CandidateState*> c
     // The faster half goes on (rounded up, never fewer than `keep`), none of them slower than
     // the second screening ratio allows.
     const size_t places = std::max(keep, (contestants_now + 1) / 2);
-    keep_verified(field, places, pol_.screen_ratio_2, fmt::format("round {}", round));
+    keep_fastest(field, places, pol_.screen_ratio_2, fmt::format("round {}", round), /*check=*/places == keep);
     log_.log(3, fmt::format("├──halving round {}: {} contestants, {} go on", round, contestants_now, field.size()));
   }
+  // A round whose ratio cut left `keep` or fewer ended the halving before a checked cut: the
+  // finalists are checked here (the checked ones cost nothing).
+  keep_fastest(field, keep, kNoRatio, "the finalists' check", /*check=*/true);
   return field;
 }
 

@@ -2,6 +2,7 @@
 // clock: budgets, pruning, the margin rule and failure handling can be checked exactly.
 #pragma once
 
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -42,6 +43,10 @@ struct FakeCandidate {
   double lucky_cost_ms = 0;
   double spike_probability = 0;  // each run is, with this probability, spike_factor times slower
   double spike_factor = 1;
+  // Multiplies the cost of run n (1-based, counting this candidate's runs only): load that hits
+  // this candidate and not the others (a two-thread candidate while another process holds a
+  // core), or one that was fast only while screened. Null: 1.
+  std::function<double(int run)> run_factor;
 };
 
 // A problem whose candidates cost a known number of fake milliseconds per run.
@@ -82,6 +87,7 @@ class FakeProblem : public TuningProblem {
     if (c.noise > 0) cost *= 1.0 + c.noise * std::uniform_real_distribution<double>(-1.0, 1.0)(rng_);
     if (c.spike_probability > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < c.spike_probability)
       cost *= c.spike_factor;
+    if (c.run_factor) cost *= c.run_factor(n);
     cost *= 1.0 + drift_per_s_ * clock_.now / 1000.0;
     clock_.now += cost;
     return Status::ok();

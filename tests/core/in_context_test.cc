@@ -70,6 +70,7 @@ struct Harness {
       e.params = s.params;
       e.solution = s.tuned;
       e.time_ms = s.tuned_ms;
+      e.default_ms = s.default_ms;  // what the tuner measured for Default alongside
       EXPECT_TRUE(ctx.store_result(e, false).is_ok());
     }
   }
@@ -143,6 +144,7 @@ TEST(InContext, DropsTheChoiceThatLosesInContextAndRecordsDefault) {
     if (e.params != "nn_2_2_2" || e.solution != "Default") continue;
     found = true;
     EXPECT_NE(e.note.find("in-context check"), std::string::npos);
+    EXPECT_DOUBLE_EQ(e.time_ms, 2.0) << "Default's own time, not the dropped choice's 1.0";
   }
   EXPECT_TRUE(found);
 
