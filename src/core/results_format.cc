@@ -133,6 +133,11 @@ LoadReport parse_results(const std::string& text, const std::string& path_for_me
       }
       return;
     }
+    // "Validator" with carriage returns around it would be written back as "Validator" and read
+    // as a validator line: the tag is reserved (found by fuzz/results_file_fuzzer).
+    if (sanitize_field(std::string(f[0])) == kValidatorTag) {
+      return bad(number, "'Validator' with control characters around it: not a validator line, not an op");
+    }
     if (f.size() != 4) {
       bad(number, fmt::format("a result line has 4 fields (OP,PARAMS,SOLUTION,TIME), found {}", f.size()));
       return;

@@ -70,6 +70,19 @@ TEST(ResultsHardening, ByteOrderMarkBeforeAFieldIsBlankAnywhere) {
   EXPECT_EQ(sanitize_field("\xEF\xBB\xBF op"), "op");
 }
 
+// Found by fuzz/results_file_fuzzer: an op field of "Validator" plus carriage returns parsed as an
+// entry, and the entry, written back, read as a validator line.
+TEST(ResultsHardening, ValidatorTagWithControlCharactersIsMalformedNotAnEntry) {
+  const std::string text =
+      format_validators(kEnv) + "Validator\r\r,TUNABLEOP_X,Gemm_X,0.5\n" + format_entry(entry("nn_1_1_1"));
+  LoadReport r = parse_results(text, "r.csv");
+  ASSERT_EQ(r.entries.size(), 1u);
+  EXPECT_EQ(r.entries[0].params, "nn_1_1_1");
+  ASSERT_EQ(r.malformed.size(), 1u);
+  EXPECT_NE(r.malformed[0].find("r.csv:3: 'Validator' with control characters"), std::string::npos) << r.malformed[0];
+  EXPECT_EQ(r.validators, kEnv);
+}
+
 TEST(ResultsHardening, BlankOnlyFileIsEmptyNotForeign) {
   for (const std::string blank : {"\n\n", "  \n\t\n", "\r\n", "\xEF\xBB\xBF", "\xEF\xBB\xBF\n \n"}) {
     TempDir dir;
