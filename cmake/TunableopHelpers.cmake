@@ -5,7 +5,9 @@ endfunction()
 
 # tunableop_add_test(NAME src... [LABELS l...]) : one GoogleTest executable, tests discovered by ctest.
 function(tunableop_add_test name)
-  cmake_parse_arguments(ARG "" "" "LABELS" ${ARGN})
+  # RUN_SERIAL: ctest runs the test alone (a ratio timed in one run that another test's burst on
+  # a 2-core machine would distort).
+  cmake_parse_arguments(ARG "RUN_SERIAL" "" "LABELS" ${ARGN})
   add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
   target_link_libraries(${name} PRIVATE tunableop tunableop_test_support GTest::gtest_main GTest::gmock fmt::fmt nlohmann_json::nlohmann_json)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
@@ -15,8 +17,12 @@ function(tunableop_add_test name)
     set(_labels cpu)
   endif()
   list(GET _labels 0 _first)
+  set(_serial FALSE)
+  if(ARG_RUN_SERIAL)
+    set(_serial TRUE)
+  endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS ${_first} ENVIRONMENT "TUNABLEOP_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+    PROPERTIES LABELS ${_first} ENVIRONMENT "TUNABLEOP_SOURCE_DIR=${PROJECT_SOURCE_DIR}" RUN_SERIAL ${_serial})
   # Several labels (gpu multigpu): CMake 3.25 loses a list value on its way to discovered tests,
   # so a file ctest reads after the discovery sets them all.
   list(LENGTH _labels _count)

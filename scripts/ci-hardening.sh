@@ -3,14 +3,16 @@
 #   asan   ASan + UBSan build (gcc) running the whole CPU test suite
 #   tsan   TSan build (gcc) running the concurrency tests (results file, dispatch from many threads,
 #          the op framework's plans and slot table, the interposer serving from many threads)
-#   fuzz   the libFuzzer targets (clang, ASan + UBSan) for FUZZ_SECONDS (default 60) each on their
-#          committed seed corpora
+#   fuzz   the libFuzzer targets (clang, ASan + UBSan) on their committed seed corpora: a fixed
+#          random seed and a fixed number of runs per target (FUZZ_RUNS_SCALE scales them), capped at
+#          FUZZ_SECONDS (default 90) each; see "deterministic" below
 #   all    the three in order (the default); prints the wall time of each at the end
 # Any sanitizer report or fuzz finding fails the job. Needs clang and its runtimes (install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
-fuzz_seconds=${FUZZ_SECONDS:-60}
+fuzz_seconds=${FUZZ_SECONDS:-90}
+fuzz_scale=${FUZZ_RUNS_SCALE:-1}
 
 # Sanitizer builds: -O1 (fast enough to run the suite, quick to compile), asserts on, no CUDA.
 # gcc for the test suite: its sanitizers link their runtime as a shared library, so the
@@ -37,7 +39,10 @@ job_asan() {
   CC=gcc CXX=g++ configure build-asan -DTUNABLEOP_SANITIZE=address,undefined
   cmake --build build-asan -j "$jobs"
   # install.find_package builds a consumer without the sanitizer flags: it proves nothing here.
-  ctest --test-dir build-asan --output-on-failure -j "$jobs" -L cpu -E '^install\.' --timeout 1800
+  # The in-context ratio test is a timing test (run alone in the normal suite); under ASan, with
+  # our kernels instrumented and the BLAS libraries not, its ratio says nothing.
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" -L cpu -E '^install\.|^LlmInContext\.TunedLoses' \
+    --timeout 1800
 }
 
 job_tsan() {
@@ -48,6 +53,11 @@ job_tsan() {
 }
 
 fuzz_targets=(results_file untuned_signature model_loader gemm_params)
+# Runs per target: about 60 s each on a quiet 2-core machine. With -seed fixed, libFuzzer's walk
+# over the inputs is the same on every machine, so the job CI runs is a prefix (the time cap may
+# cut it short) of the walk that was run, clean, before the commit: a CI failure then means a
+# change in the code, not a luckier draw. Longer campaigns, new seeds: docs/hardening.md.
+declare -A fuzz_runs=([results_file]=20000 [untuned_signature]=30000 [model_loader]=20000 [gemm_params]=4000)
 
 job_fuzz() {
   # libFuzzer is clang's. OpenMP stays GCC's libgomp as in the other builds: OpenBLAS, BLIS and
@@ -63,7 +73,8 @@ job_fuzz() {
   work=$(mktemp -d)
   for name in "${fuzz_targets[@]}"; do
     mkdir -p "$work/$name"
-    echo "== fuzz $name for ${fuzz_seconds}s"
+    local runs=$((fuzz_runs[$name] * fuzz_scale))
+    echo "== fuzz $name: $runs runs, seed 1, at most ${fuzz_seconds}s"
     # New inputs go to a scratch corpus; the committed seeds are read only. A crash, leak,
     # timeout or sanitizer report exits non-zero and leaves the input under $work.
     # Leaks are checked except where the BLAS libraries are loaded (gemm_params): LeakSanitizer's
@@ -71,7 +82,7 @@ job_fuzz() {
     local leaks=1
     [ "$name" = gemm_params ] && leaks=0
     if ! ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=$leaks \
-      build-fuzz/fuzz/"${name}"_fuzzer -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
+      build-fuzz/fuzz/"${name}"_fuzzer -seed=1 -runs="$runs" -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
       -print_final_stats=1 -artifact_prefix="$work/$name-" "$work/$name" "fuzz/corpus/$name" >"$work/$name.log" 2>&1
     then
       tail -n 60 "$work/$name.log"
