@@ -132,6 +132,14 @@ std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode
     add(3, 1, 190, 16, 4, d, true, 16, true);
     add(2, 2, 97, 8, 1, d, true, 0, true);
   }
+  // Not causal with fewer keys than queries (every query sees every key): the flash kernels
+  // once took the negative positions pos0 + i of such rows for padding rows and wrote zeros
+  // (seen on fp16 d256 pages of 256, when a ragged draw gave one sequence 6 keys for 33
+  // queries). Appended after the loop so the shapes above keep their seeds.
+  for (int64_t d : {64, 128, 256}) {
+    add(1, 48, 20, 8, 2, d, false);       // contiguous, one length
+    add(2, 33, 20, 4, 2, d, false, 256);  // pages of 256, every sequence shorter than its queries
+  }
   if (long_decode) {  // enough key tiles for every split count (up to 128 splits of 2 tiles)
     add(1, 1, 8200, 4, 1, 128, true);
     add(2, 2, 4500, 8, 2, 128, true, 64, true);

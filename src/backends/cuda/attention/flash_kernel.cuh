@@ -246,13 +246,17 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
   const int wrow_last = min(wrow0 + G::kWarpRows, rows_real) - 1;
   const int wpos_min = pos0 + wrow0 / group, wpos_max = pos0 + wrow_last / group;
   const int gq = lane >> 2, tq = lane & 3;  // fragment row group and column pair
-  int row_pos[G::kMt][2];  // key position of rows gq and gq + 8 per mma tile; -1: padding (sees nothing)
+  // Last key each of rows gq and gq + 8 of an mma tile sees: its position (causal) or the
+  // sequence end; -1 for a padding row (sees nothing). Kept as a limit rather than as a position
+  // with a padding sentinel: without causality a sequence may have fewer keys than queries, and
+  // then pos0 + i is negative for real rows, which a negative sentinel would take for padding.
+  int row_limit[G::kMt][2];
 #pragma unroll
   for (int mt = 0; mt < G::kMt; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wrow0 + mt * 16 + h * 8 + gq;
-      row_pos[mt][h] = row < rows_real ? pos0 + row / group : -1;
+      row_limit[mt][h] = row >= rows_real ? -1 : a.causal ? min(len - 1, pos0 + row / group) : len - 1;
     }
 
   const float scale_log2 = a.scale * 1.4426950408889634f;
@@ -334,9 +338,7 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
 #pragma unroll
           for (int x = 0; x < 4; ++x) {
             const int key = key0 + n * 8 + 2 * tq + (x & 1);
-            const int rp = row_pos[mt][x >> 1];
-            const int limit = rp < 0 ? -1 : a.causal ? min(len - 1, rp) : len - 1;
-            if (key > limit) s_acc[mt][n][x] = -INFINITY;
+            if (key > row_limit[mt][x >> 1]) s_acc[mt][n][x] = -INFINITY;
           }
     }
 
