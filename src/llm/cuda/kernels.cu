@@ -274,12 +274,15 @@ __global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act 
 
 // Rows along y (grid-stride past 65535), V columns per thread along x (inter a multiple of V):
 // no 64-bit division per element.
+// `reverse`: rows taken last first (blocks are scheduled in order): right after the GEMM that
+// wrote gate_up, its last rows are the likeliest to be still in the L2.
 template <class E, int V>
-__global__ void gated_packed_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out) {
+__global__ void gated_packed_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out, bool reverse) {
   pdl_enter();
   const int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * V;
   if (i >= inter) return;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t y = blockIdx.y; y < rows; y += gridDim.y) {
+    const int64_t r = reverse ? rows - 1 - y : y;
     const E* row = gate_up + r * 2 * inter;
     const Pack<E, V> g = load_pack<E, V>(row + i), u = load_pack<E, V>(row + inter + i);
     Pack<E, V> o;
@@ -294,19 +297,11 @@ __global__ void gather_kernel(const float* x, int64_t width, const int64_t* rows
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[blockIdx.x * width + i] = src[i];
 }
 
-template <class E>
-__global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
-  pdl_enter();
+// (value, index) of a block's elements to thread 0: the larger value wins, equal values keep
+// the smaller index (each thread brings the first maximum of its own elements).
+__device__ void block_argmax(float v, int64_t idx, int64_t width, int32_t* out) {
   __shared__ float best_v[1024 / 32];
   __shared__ int64_t best_i[1024 / 32];
-  const E* row = x + blockIdx.x * width;
-  float v = -FLT_MAX;
-  int64_t idx = width;  // larger than any real index: loses ties
-  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-    const float f = to_f(row[i]);
-    if (f > v) v = f, idx = i;  // strided scan: the first max of this thread's subsequence
-  }
-  // Reduce (value, index): larger value wins, equal values keep the smaller index.
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, o);
     const int64_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
@@ -321,8 +316,43 @@ __global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
         best_v[0] = best_v[w], best_i[0] = best_i[w];
       }
     }
-    out[blockIdx.x] = int32_t(best_i[0] < width ? best_i[0] : 0);
+    *out = int32_t(best_i[0] < width ? best_i[0] : 0);
   }
+}
+
+template <class E>
+__global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
+  pdl_enter();
+  const E* row = x + blockIdx.x * width;
+  float v = -FLT_MAX;
+  int64_t idx = width;  // larger than any real index: loses ties
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const float f = to_f(row[i]);
+    if (f > v) v = f, idx = i;  // strided scan: the first max of this thread's subsequence
+  }
+  block_argmax(v, idx, width, out + blockIdx.x);
+}
+
+// The same with V elements (16 bytes) per load and several loads in flight per thread: one
+// block per row reads a 256k-entry vocabulary (Gemma's 512 KB of bf16 logits) at several times
+// the scalar form's rate, which the prefill's last kernel waits on.
+template <class E, int V>
+__global__ void argmax_packed_kernel(const E* x, int64_t width, int32_t* out) {
+  pdl_enter();
+  const E* row = x + blockIdx.x * width;
+  float v = -FLT_MAX;
+  int64_t idx = width;
+  const int64_t packs = width / V;
+#pragma unroll 4
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    const Pack<E, V> pk = load_pack<E, V>(row + p * V);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float f = to_f(pk.v[j]);
+      if (f > v) v = f, idx = p * V + j;  // a thread's elements in increasing index order
+    }
+  }
+  block_argmax(v, idx, width, out + blockIdx.x);
 }
 
 __global__ void spin_kernel(int64_t ns) {
@@ -459,7 +489,7 @@ cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t s
 }
 
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
-                             cudaStream_t s, bool pdl) {
+                             cudaStream_t s, bool pdl, bool reverse) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
     constexpr int V = 16 / sizeof(E);  // 16-byte accesses
@@ -467,7 +497,7 @@ cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t 
       const int64_t threads = 256, cols = (inter / V + threads - 1) / threads;
       return launch(gated_packed_kernel<E, V>, dim3(unsigned(cols), unsigned(std::min<int64_t>(rows, 65535))),
                     dim3(unsigned(threads)), 0, s, pdl, static_cast<const E*>(gate_up), rows, inter, act,
-                    static_cast<E*>(out));
+                    static_cast<E*>(out), reverse);
     }
     return launch(gated_kernel<E>, dim3(grid_for(rows * inter, 256)), dim3(256), 0, s, pdl,
                   static_cast<const E*>(gate_up), rows, inter, act, static_cast<E*>(out));
@@ -482,6 +512,11 @@ cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int6
 cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
+    constexpr int V = 16 / sizeof(E);
+    if (width % V == 0 && aligned(x, 16)) {
+      return launch(argmax_packed_kernel<E, V>, dim3(unsigned(rows)), dim3(1024), 0, s, pdl, static_cast<const E*>(x),
+                    width, out);
+    }
     return launch(argmax_kernel<E>, dim3(unsigned(rows)), dim3(1024), 0, s, pdl, static_cast<const E*>(x), width, out);
   });
 }

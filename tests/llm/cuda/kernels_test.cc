@@ -171,13 +171,16 @@ TEST(LlmCudaKernels, GatedActivationMatchesTheReference) {
   };
   for (Elem e : kElems) {
     for (Shape s : {Shape{3, 64}, Shape{5, 12}, Shape{2, 3}, Shape{70000, 8}, Shape{7, 1000}}) {
-      for (Act a : {Act::kSilu, Act::kGeluTanh, Act::kGeluErf}) {
+      for (int variant = 0; variant < 4; ++variant) {  // SiLU, tanh GELU, erf GELU; tanh GELU rows last first
+        const Act a = variant == 0 ? Act::kSilu : variant == 2 ? Act::kGeluErf : Act::kGeluTanh;
+        const bool reverse = variant == 3;
         const std::string what = std::string(ename(e)) + " rows " + std::to_string(s.rows) + " inter " +
-                                 std::to_string(s.inter) + " act " + std::to_string(int(a));
+                                 std::to_string(s.inter) + " act " + std::to_string(int(a)) +
+                                 (reverse ? " last-first" : "");
         const size_t n = size_t(s.rows * s.inter);
         const auto gu = random_values(e, 2 * n, 4, 2.0f);
         DeviceArray dgu(e, gu), out(e, n);
-        ASSERT_EQ(gated_activation(e, dgu.get(), s.rows, s.inter, a, out.get(), nullptr), cudaSuccess);
+        ASSERT_EQ(gated_activation(e, dgu.get(), s.rows, s.inter, a, out.get(), nullptr, false, reverse), cudaSuccess);
         std::vector<double> want(n);
         for (int64_t r = 0; r < s.rows; ++r) {
           for (int64_t i = 0; i < s.inter; ++i) {
@@ -187,6 +190,36 @@ TEST(LlmCudaKernels, GatedActivationMatchesTheReference) {
         }
         expect_close(e, out.read(), want, what);
       }
+    }
+  }
+}
+
+// argmax_rows on the packed path (widths a multiple of 16 bytes: Gemma's 256000, Llama's 32000)
+// and the scalar one (37), a few rows each: a tie of the maximum placed in every row (the first
+// index must win, as torch.argmax), once at the first element, once at the last.
+TEST(LlmCudaKernels, ArgmaxTakesTheFirstMaximumPackedAndScalar) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : kElems) {
+    for (int64_t width : {int64_t(256000), int64_t(32000), int64_t(37)}) {
+      const int64_t rows = 3;
+      auto x = random_values(e, size_t(rows * width), 11);
+      std::mt19937 gen(12);
+      std::vector<int32_t> want(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = x.data() + r * width;
+        int64_t a = std::uniform_int_distribution<int64_t>(1, width - 2)(gen);
+        int64_t b = std::uniform_int_distribution<int64_t>(a + 1, width - 1)(gen);
+        if (r == 1) a = 0;          // the first element
+        if (r == 2) b = width - 1;  // a tie with the last element
+        row[a] = row[b] = 100.0f;   // exact in bf16, above every N(0, 1) draw
+        want[size_t(r)] = int32_t(a);
+      }
+      DeviceArray dx(e, x), out(Elem::kF32, size_t(rows));
+      ASSERT_EQ(argmax_rows(e, dx.get(), rows, width, reinterpret_cast<int32_t*>(out.get()), nullptr), cudaSuccess);
+      std::vector<int32_t> got(static_cast<size_t>(rows));
+      ASSERT_EQ(cudaMemcpy(got.data(), out.get(), got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << ename(e) << " width " << width << " row " << r;
     }
   }
 }
