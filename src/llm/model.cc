@@ -146,9 +146,19 @@ class Model final : public Engine {
     padded_ = round_up(longest, o_.pad_multiple);
     const int64_t T = padded_, rows = batch_ * T;
     TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, rows));
-    const size_t n_rows = static_cast<size_t>(rows);
-    std::vector<int32_t> ids(n_rows), seqs(n_rows), pos(n_rows), lens(static_cast<size_t>(batch_));
-    std::vector<int64_t> last(static_cast<size_t>(batch_));
+    const size_t n_rows = static_cast<size_t>(rows), n_seqs = static_cast<size_t>(batch_);
+    // The pass's inputs go up from one pinned block: from pageable vectors each copy would cost
+    // the host a staging copy before the first kernel can start (TTFT).
+    const size_t host_bytes = n_seqs * 8 + (3 * n_rows + n_seqs) * 4;
+    if (pre_host_.bytes() < host_bytes) {
+      pre_host_.reset();
+      auto h = dev_->alloc_host(host_bytes);
+      if (!h.is_ok()) return h.status();
+      pre_host_ = std::move(h.value());
+    }
+    int64_t* last = pre_host_.as<int64_t>();
+    int32_t* ids = reinterpret_cast<int32_t*>(last + n_seqs);
+    int32_t *seqs = ids + n_rows, *pos = seqs + n_rows, *lens = pos + n_rows;
     bool ragged = false;
     for (int64_t b = 0; b < batch_; ++b) {
       const auto& p = prompts[size_t(b)];
@@ -167,11 +177,11 @@ class Model final : public Engine {
       last[size_t(b)] = b * T + int64_t(p.size()) - 1;
       seq_len_[size_t(b)] = int64_t(p.size());
     }
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), ids.data(), ids.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), seqs.data(), seqs.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos.data(), pos.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last.data(), last.size() * 8));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens.data(), lens.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), ids, n_rows * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), seqs, n_rows * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos, n_rows * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last, n_seqs * 8));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens, n_seqs * 4));
     Pass p = pass(Phase::kPrefill, T, pre_);
     p.ragged = ragged;
     return p;
@@ -424,6 +434,7 @@ class Model final : public Engine {
   Buffer last_x_, last_norm_, logits_, next_, last_rows_;           // device
   Buffer logit_parts_;                                              // tensor parallel: this rank's logit columns
   Buffer dec_ids_host_, dec_pos_host_, dec_lens_host_, next_host_;  // host staging
+  Buffer pre_host_;                                                 // prefill's inputs, host staging
   std::vector<int64_t> seq_len_;
   int64_t batch_ = 0, padded_ = 0;
 };
