@@ -10,15 +10,16 @@
 # ("" none); A2_PAGES="64 16 256" the paged decode runs; A2_SUITE=0 skips the suite;
 # A2_ONLY=<substring> limits the suite's shapes.
 #
-# A2_FAST=1 (issue 12's prefill step, under 5 minutes with the build): builds the CLI, the
-# engine's GPU tests and (A2_FLASH=1, the default) the attention kernel tests; then TTFT(2048) untuned vs tuned with the per-kernel prefill breakdown
-# (--profile-prefill 3: GEMMs, attention, every other kernel, TFLOP/s, host queue time, the TTFT
-# gap; the prefill MLP variants timed and chosen), Llama-2-7B first; the element-wise kernel
-# tests vs fp64; Gemma-2B; FlashAttention.* (every attention candidate vs fp64); the engine's GPU tests
-# that cover prefill (HF fixtures fused and unfused, CUDA vs CPU, profiled prefill); then, while
-# the budget lasts, Gemma decode TPOT (the element-wise kernels changed), Llama with --fusion off (prefill's residual add and rmsnorm unfused: the A/B)
-# and an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
-# 230: the 4 minutes a mid-session request may take) are skipped and said so.
+# A2_FAST=1 (issue 12's prefill step, within the 4 minutes of a mid-session request with the
+# build): builds the CLI, the engine's GPU tests and (A2_FLASH=1, the default) the attention
+# kernel tests; then, in order of importance: Gemma-2B TTFT(2048) untuned vs tuned with the
+# per-kernel prefill breakdown (--profile-prefill 3: GEMMs, attention, every other kernel,
+# TFLOP/s, host queue time, the TTFT gap; the prefill MLP variants timed and chosen);
+# FlashAttention.* (every attention candidate vs fp64); the same for Llama-2-7B; the
+# element-wise kernel tests vs fp64; the engine's GPU tests that cover prefill (HF fixtures fused
+# and unfused, CUDA vs CPU, profiled prefill); then Gemma decode TPOT, Llama with --fusion off
+# (the A/B of prefill's fused residual add + rmsnorm) and an nsys trace of one tuned prefill
+# where nsys exists. Steps past A2_BUDGET seconds (default 230) are skipped and said so.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -86,12 +87,12 @@ llm() {  # name, timeout, args...
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
 if [ "$FAST" = 1 ]; then
-  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
-  gtest llm/test_llm_cuda_kernels 40
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   # Every attention candidate vs fp64 (the fp16 paged-256 failure of 2026-11-23 and its
   # regression shapes: non-causal sequences with fewer keys than queries).
   [ "${A2_FLASH:-1}" = 1 ] && gtest backends/cuda/attention/test_cuda_attention 90 'FlashAttention.*'
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  gtest llm/test_llm_cuda_kernels 40
   gtest llm/test_llm_cuda 100 '*MatchesTransformersFixtures*:*Fp32MatchesCpuEngine*:*Bf16IsCloseToFp32*:*ProfiledPrefill*:*PaddingAndBatching*:*PagedCacheEqualsStatic*:*GraphReplay*:*FusedProjectionsMatchUnfused*'
   # Decode with the packed element-wise kernels (stage 2, run 5: TPOT 2.261 ms static).
   llm gemma_decode_static 75 --model builtin:gemma-2b --prompt-len 1024 --max-new-tokens 128 --tune --iterations 3
