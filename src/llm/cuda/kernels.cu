@@ -192,24 +192,14 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) vc[off + d] = v[d];
 }
 
-// The same rotation, V pairs (i, i + half) per thread with packed loads (half a multiple of V):
-// block (row, group of heads), head_threads = half / V threads per head. Prefill's form: a block
-// per (row, head) left most of its 64 threads' loads 2 bytes wide.
+// Head h of a row, V pairs (i, i + half) with packed loads: q heads rotated in place, k heads
+// rotated into the cache at `off` and their v copied beside it.
 template <class E, int V>
-__global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
-  pdl_enter();
-  const int64_t r = blockIdx.x;
-  const int64_t h = int64_t(blockIdx.y) * (blockDim.x / head_threads) + threadIdx.x / head_threads;
-  if (h >= a.n_heads + a.n_kv_heads) return;
-  const int64_t hd = a.head_dim, half = hd / 2, i = int64_t(threadIdx.x % head_threads) * V;
-  const int64_t pos = a.positions[r], seq = a.seqs[r];
-  E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
-  const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
-  if (off < 0) return;  // a paged cache's padding row
+__device__ __forceinline__ void rope_head(const RopeStoreArgs& a, E* row, int64_t h, int64_t off, int64_t i,
+                                          const Pack<float, V>& c, const Pack<float, V>& sn) {
+  const int64_t hd = a.head_dim, half = hd / 2;
   E* dst = h < a.n_heads ? row + h * hd : static_cast<E*>(a.k_cache) + off;
   const Pack<E, V> x0 = load_pack<E, V>(row + h * hd + i), x1 = load_pack<E, V>(row + h * hd + i + half);
-  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
-                       sn = load_pack<float, V>(a.sin + pos * half + i);
   Pack<E, V> y0, y1;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
@@ -224,6 +214,45 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   E* vc = static_cast<E*>(a.v_cache) + off;
   store_pack<E, V>(vc + i, load_pack<E, V>(v + i));
   store_pack<E, V>(vc + i + half, load_pack<E, V>(v + i + half));
+}
+
+// The same rotation, V pairs per thread (half a multiple of V): block (row, group of heads),
+// head_threads = half / V threads per head. A block per (row, head) with scalar accesses left
+// most of its 64 threads' loads 2 bytes wide.
+template <class E, int V>
+__global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
+  pdl_enter();
+  const int64_t r = blockIdx.x;
+  const int64_t h = int64_t(blockIdx.y) * (blockDim.x / head_threads) + threadIdx.x / head_threads;
+  if (h >= a.n_heads + a.n_kv_heads) return;
+  const int64_t half = a.head_dim / 2, i = int64_t(threadIdx.x % head_threads) * V;
+  const int64_t pos = a.positions[r], seq = a.seqs[r];
+  E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
+  const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
+  if (off < 0) return;  // a paged cache's padding row
+  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
+                       sn = load_pack<float, V>(a.sin + pos * half + i);
+  rope_head<E, V>(a, row, h, off, i, c, sn);
+}
+
+// The same for many rows (prefill): a thread takes V pairs of every head of its row, so each
+// row's cos and sin are read once instead of once per head, and a block holds several rows
+// (blockDim = (half / V, rows per block)). Decode's few rows keep the block per (row, head).
+template <class E, int V>
+__global__ void rope_store_rows_kernel(RopeStoreArgs a) {
+  pdl_enter();
+  const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (r >= a.rows) return;
+  const int64_t half = a.head_dim / 2, i = int64_t(threadIdx.x) * V;
+  const int64_t pos = a.positions[r], seq = a.seqs[r];
+  E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
+  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
+                       sn = load_pack<float, V>(a.sin + pos * half + i);
+  for (int64_t h = 0; h < a.n_heads + a.n_kv_heads; ++h) {
+    const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
+    if (off < 0) break;  // a paged cache's padding row: no k or v stored (q heads came first)
+    rope_head<E, V>(a, row, h, off, i, c, sn);
+  }
 }
 
 template <class E>
@@ -455,6 +484,11 @@ cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl)
     const bool packed = half % 4 == 0 && a.row_stride % 4 == 0 && aligned(a.qkv, 4 * sizeof(E)) &&
                         aligned(a.k_cache, 4 * sizeof(E)) && aligned(a.v_cache, 4 * sizeof(E)) && aligned(a.cos, 16) &&
                         aligned(a.sin, 16) && half / 4 <= 128;
+    if (packed && a.rows >= kRopeRowsMin) {
+      const int head_threads = int(half / 4), rows_per_block = std::max(1, 128 / head_threads);
+      return launch(rope_store_rows_kernel<E, 4>, dim3(unsigned((a.rows + rows_per_block - 1) / rows_per_block)),
+                    dim3(unsigned(head_threads), unsigned(rows_per_block)), 0, s, pdl, a);
+    }
     if (packed && a.rows > 0) {
       const int head_threads = int(half / 4);
       const int64_t per_block = std::max<int64_t>(1, 128 / head_threads);

@@ -61,6 +61,8 @@ struct RopeStoreArgs {
   const int32_t* seq_lens = nullptr;  // device, [seq]
 };
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
+// From kRopeRowsMin rows on (prefill), a thread walks every head of its row.
+constexpr int64_t kRopeRowsMin = 64;
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl = false);
 
 // Prefill: scores [mats][rows][cols] (E) -> causal softmax in place; row r is query token

@@ -239,21 +239,38 @@ TEST(LlmCudaKernels, AddResidualPackedAndScalar) {
 
 // RoPE on q (in place) and k, k and v into the cache, static and paged (pages out of order, a
 // sequence shorter than the pass: its padding rows not stored), head dims on the packed path
-// (64, 128, 256) and off it (6), MHA, GQA and MQA.
+// (64, 128, 256) and off it (6), MHA, GQA and MQA; a few rows (decode's block per head) and
+// kRopeRowsMin rows or more (prefill's thread per row walking every head).
+struct RopeGeometry {
+  int64_t tokens, max_seq, pages_per_seq;
+  std::vector<int32_t> lens, table;  // sequence 1 shorter than the pass: padding rows
+};
+
+void check_rope_store(const RopeGeometry& geo);
+
 TEST(LlmCudaKernels, RopeStoreMatchesTheReference) {
   TUNABLEOP_REQUIRE_GPU();
+  check_rope_store({5, 9, 3, {5, 3}, {4, 0, 2, 5, 1, 3}});
+  std::vector<int32_t> table(22);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t((i * 7 + 3) % table.size());  // out of order
+  static_assert(2 * 40 >= kRopeRowsMin, "the second geometry takes the rows kernel");
+  check_rope_store({40, 44, 11, {40, 27}, table});
+}
+
+void check_rope_store(const RopeGeometry& geo) {
   struct Heads {
     int64_t q, kv;
   };
-  const int64_t batch = 2, tokens = 5, max_seq = 9, page = 4, pages_per_seq = 3;
-  const std::vector<int32_t> lens = {5, 3};  // sequence 1 has 2 padding rows
-  const std::vector<int32_t> table = {4, 0, 2, 5, 1, 3};
+  const int64_t batch = 2, tokens = geo.tokens, max_seq = geo.max_seq, page = 4, pages_per_seq = geo.pages_per_seq;
+  const std::vector<int32_t>& lens = geo.lens;
+  const std::vector<int32_t>& table = geo.table;
   for (Elem e : kElems) {
     for (int64_t hd : {64, 128, 256, 6}) {
       for (Heads h : {Heads{4, 4}, Heads{8, 1}, Heads{6, 2}}) {
         for (bool paged : {false, true}) {
-          const std::string what = std::string(ename(e)) + " head_dim " + std::to_string(hd) + " heads " +
-                                   std::to_string(h.q) + "/" + std::to_string(h.kv) + (paged ? " paged" : " static");
+          const std::string what = std::string(ename(e)) + " tokens " + std::to_string(tokens) + " head_dim " +
+                                   std::to_string(hd) + " heads " + std::to_string(h.q) + "/" + std::to_string(h.kv) +
+                                   (paged ? " paged" : " static");
           const int64_t stride = (h.q + 2 * h.kv) * hd, rows = batch * tokens, half = hd / 2;
           const auto qkv = random_values(e, size_t(rows * stride), 7);
           const RopeTable rope = make_rope_table(hd, 10000.0, max_seq);
@@ -261,7 +278,7 @@ TEST(LlmCudaKernels, RopeStoreMatchesTheReference) {
           std::vector<int32_t> seqs(n_rows), pos(n_rows);
           for (int64_t r = 0; r < rows; ++r)
             seqs[size_t(r)] = int32_t(r / tokens), pos[size_t(r)] = int32_t(r % tokens + 2 * (r / tokens));
-          const size_t cache_n = paged ? size_t(6 * h.kv * page * hd) : size_t(batch * h.kv * max_seq * hd);
+          const size_t cache_n = paged ? table.size() * size_t(h.kv * page * hd) : size_t(batch * h.kv * max_seq * hd);
           DeviceArray dqkv(e, qkv), kc(e, cache_n), vc(e, cache_n), dcos(Elem::kF32, rope.cos),
               dsin(Elem::kF32, rope.sin);
           int32_t *dseqs = nullptr, *dpos = nullptr, *dtable = nullptr, *dlens = nullptr;
