@@ -193,27 +193,42 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
 }
 
 // Head h of a row, V pairs (i, i + half) with packed loads: q heads rotated in place, k heads
-// rotated into the cache at `off` and their v copied beside it.
+// rotated into the cache at `off` and their v copied beside it. Loading and storing are two
+// steps so that a thread can have several heads' loads in flight before its first store.
 template <class E, int V>
-__device__ __forceinline__ void rope_head(const RopeStoreArgs& a, E* row, int64_t h, int64_t off, int64_t i,
-                                          const Pack<float, V>& c, const Pack<float, V>& sn) {
+struct RopeHead {
+  Pack<E, V> x0, x1, v0, v1;  // v: k heads only
+};
+template <class E, int V>
+__device__ __forceinline__ RopeHead<E, V> rope_load(const RopeStoreArgs& a, const E* row, int64_t h, int64_t i) {
+  const int64_t hd = a.head_dim, half = hd / 2;
+  RopeHead<E, V> x;
+  x.x0 = load_pack<E, V>(row + h * hd + i), x.x1 = load_pack<E, V>(row + h * hd + i + half);
+  if (h >= a.n_heads) {
+    const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
+    x.v0 = load_pack<E, V>(v + i), x.v1 = load_pack<E, V>(v + i + half);
+  }
+  return x;
+}
+template <class E, int V>
+__device__ __forceinline__ void rope_store_head(const RopeStoreArgs& a, E* row, int64_t h, int64_t off, int64_t i,
+                                                const RopeHead<E, V>& x, const Pack<float, V>& c,
+                                                const Pack<float, V>& sn) {
   const int64_t hd = a.head_dim, half = hd / 2;
   E* dst = h < a.n_heads ? row + h * hd : static_cast<E*>(a.k_cache) + off;
-  const Pack<E, V> x0 = load_pack<E, V>(row + h * hd + i), x1 = load_pack<E, V>(row + h * hd + i + half);
   Pack<E, V> y0, y1;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    const float f0 = to_f(x0.v[j]), f1 = to_f(x1.v[j]);
+    const float f0 = to_f(x.x0.v[j]), f1 = to_f(x.x1.v[j]);
     y0.v[j] = from_f<E>(f0 * c.v[j] - f1 * sn.v[j]);
     y1.v[j] = from_f<E>(f1 * c.v[j] + f0 * sn.v[j]);
   }
   store_pack<E, V>(dst + i, y0);
   store_pack<E, V>(dst + i + half, y1);
   if (h < a.n_heads) return;
-  const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
   E* vc = static_cast<E*>(a.v_cache) + off;
-  store_pack<E, V>(vc + i, load_pack<E, V>(v + i));
-  store_pack<E, V>(vc + i + half, load_pack<E, V>(v + i + half));
+  store_pack<E, V>(vc + i, x.v0);
+  store_pack<E, V>(vc + i + half, x.v1);
 }
 
 // The same rotation, V pairs per thread (half a multiple of V): block (row, group of heads),
@@ -232,7 +247,7 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   if (off < 0) return;  // a paged cache's padding row
   const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
                        sn = load_pack<float, V>(a.sin + pos * half + i);
-  rope_head<E, V>(a, row, h, off, i, c, sn);
+  rope_store_head<E, V>(a, row, h, off, i, rope_load<E, V>(a, row, h, i), c, sn);
 }
 
 // The same for many rows (prefill): a thread takes V pairs of every head of its row, so each
@@ -248,10 +263,21 @@ __global__ void rope_store_rows_kernel(RopeStoreArgs a) {
   E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
   const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
                        sn = load_pack<float, V>(a.sin + pos * half + i);
-  for (int64_t h = 0; h < a.n_heads + a.n_kv_heads; ++h) {
-    const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
-    if (off < 0) break;  // a paged cache's padding row: no k or v stored (q heads came first)
-    rope_head<E, V>(a, row, h, off, i, c, sn);
+  // A paged cache's padding row stores no k or v: only its q heads are rotated.
+  const int64_t heads = a.n_heads + (kv_cache_offset(a, seq, 0, pos) < 0 ? 0 : a.n_kv_heads);
+  constexpr int kBatch = 4;  // heads whose loads are in flight together
+  for (int64_t h0 = 0; h0 < heads; h0 += kBatch) {
+    RopeHead<E, V> x[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+      if (h0 + u < heads) x[u] = rope_load<E, V>(a, row, h0 + u, i);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t h = h0 + u;
+      if (h < heads)
+        rope_store_head<E, V>(a, row, h, h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos), i, x[u], c,
+                              sn);
+    }
   }
 }
 
