@@ -3,9 +3,10 @@
 // rmsnorm, the residual add, the gated activation and RoPE + KV-cache store, at widths that take
 // the packed path and widths that fall back to the scalar one. Outputs start as NaN and sit
 // before guard elements that must stay NaN; cache slots a pass must not write stay NaN too.
-// Skips without a GPU.
+// The prefill MLP variants with a cuBLAS GEMM against fp64. Skips without a GPU.
 #include "llm/cuda/kernels.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_testing.h"
+#include "llm/cuda/prefill_mlp.h"
 #include "llm/rope.h"
 #include "tunableop/half.h"
 
@@ -222,6 +224,60 @@ TEST(LlmCudaKernels, ArgmaxTakesTheFirstMaximumPackedAndScalar) {
         EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << ename(e) << " width " << width << " row " << r;
     }
   }
+}
+
+// Every prefill MLP variant (prefill_mlp.h: row chunks, activation order) with a cuBLAS GEMM
+// per chunk against the fp64 reference act(x Wg^T) * (x Wu^T) on bf16-rounded operands: every
+// element written (outputs start as NaN), the tolerance that of two bf16 roundings (the GEMM
+// output, then the result).
+TEST(LlmCudaKernels, PrefillMlpVariantsMatchTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  const int64_t rows = 512, in = 64, inter = 96, out = 2 * inter;
+  const Elem e = Elem::kBF16;
+  const auto x = random_values(e, size_t(rows * in), 21, 0.5f), w = random_values(e, size_t(out * in), 22, 0.5f);
+  std::vector<double> want(size_t(rows * inter));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < inter; ++i) {
+      double g = 0, u = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        g += double(x[size_t(r * in + k)]) * w[size_t(i * in + k)];
+        u += double(x[size_t(r * in + k)]) * w[size_t((inter + i) * in + k)];
+      }
+      want[size_t(r * inter + i)] = act_ref(Act::kGeluTanh, g) * u;
+    }
+  }
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  DeviceArray dx(e, x), dw(e, w);
+  for (const MlpVariant& v : mlp_variants(rows)) {
+    DeviceArray y(e, size_t(rows * out)), gated(e, size_t(rows * inter));
+    auto gemm = [&](int64_t r0, int64_t n) {
+      const float alpha = 1, beta = 0;
+      // Column-major: y^T[out, n] = W[out, in] x^T[in, n].
+      const cublasStatus_t st = cublasGemmEx(
+          handle, CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(n), int(in), &alpha, dw.get(), CUDA_R_16BF, int(in),
+          static_cast<const uint16_t*>(dx.get()) + r0 * in, CUDA_R_16BF, int(in), &beta,
+          static_cast<uint16_t*>(y.get()) + r0 * out, CUDA_R_16BF, int(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      return st == CUBLAS_STATUS_SUCCESS ? Status::ok() : Status::device_error("cublasGemmEx");
+    };
+    auto act = [&](int64_t r0, int64_t n, bool reverse) {
+      const cudaError_t err =
+          gated_activation(e, static_cast<const uint16_t*>(y.get()) + r0 * out, n, inter, Act::kGeluTanh,
+                           static_cast<uint16_t*>(gated.get()) + r0 * inter, nullptr, false, reverse);
+      return err == cudaSuccess ? Status::ok() : Status::device_error(cudaGetErrorString(err));
+    };
+    ASSERT_TRUE(run_mlp_variant(v, rows, gemm, act).is_ok()) << v.name();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got = gated.read();
+    int bad = 0;
+    for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+      if (!(std::fabs(got[i] - want[i]) <= 2e-2 * std::fabs(want[i]) + 2e-3)) {
+        ++bad;
+        ADD_FAILURE() << v.name() << ": element " << i << " is " << got[i] << ", want " << want[i];
+      }
+    }
+  }
+  cublasDestroy(handle);
 }
 
 TEST(LlmCudaKernels, AddResidualPackedAndScalar) {
