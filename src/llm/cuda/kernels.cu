@@ -250,31 +250,34 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   rope_store_head<E, V>(a, row, h, off, i, rope_load<E, V>(a, row, h, i), c, sn);
 }
 
-// The same for many rows (prefill): a thread takes V pairs of every head of its row, so each
-// row's cos and sin are read once instead of once per head, and a block holds several rows
-// (blockDim = (half / V, rows per block)). Decode's few rows keep the block per (row, head).
+// The same for many rows (prefill): a thread takes V pairs of a group of up to 8 heads of its
+// row (blockIdx.y: the group of `group` heads), so each row's cos and sin are read once per
+// group instead of once per head, and a block holds several rows (blockDim = (half / V, rows
+// per block)). Decode's few rows keep the block per (row, head).
 template <class E, int V>
-__global__ void rope_store_rows_kernel(RopeStoreArgs a) {
+__global__ void rope_store_rows_kernel(RopeStoreArgs a, int group) {
   pdl_enter();
   const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
   if (r >= a.rows) return;
   const int64_t half = a.head_dim / 2, i = int64_t(threadIdx.x) * V;
   const int64_t pos = a.positions[r], seq = a.seqs[r];
   E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
-  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
-                       sn = load_pack<float, V>(a.sin + pos * half + i);
   // A paged cache's padding row stores no k or v: only its q heads are rotated.
   const int64_t heads = a.n_heads + (kv_cache_offset(a, seq, 0, pos) < 0 ? 0 : a.n_kv_heads);
+  const int64_t h_begin = int64_t(blockIdx.y) * group, h_end = h_begin + group < heads ? h_begin + group : heads;
+  if (h_begin >= h_end) return;
+  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
+                       sn = load_pack<float, V>(a.sin + pos * half + i);
   constexpr int kBatch = 4;  // heads whose loads are in flight together
-  for (int64_t h0 = 0; h0 < heads; h0 += kBatch) {
+  for (int64_t h0 = h_begin; h0 < h_end; h0 += kBatch) {
     RopeHead<E, V> x[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u)
-      if (h0 + u < heads) x[u] = rope_load<E, V>(a, row, h0 + u, i);
+      if (h0 + u < h_end) x[u] = rope_load<E, V>(a, row, h0 + u, i);
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int64_t h = h0 + u;
-      if (h < heads)
+      if (h < h_end)
         rope_store_head<E, V>(a, row, h, h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos), i, x[u], c,
                               sn);
     }
@@ -512,8 +515,10 @@ cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl)
                         aligned(a.sin, 16) && half / 4 <= 128;
     if (packed && a.rows >= kRopeRowsMin) {
       const int head_threads = int(half / 4), rows_per_block = std::max(1, 128 / head_threads);
-      return launch(rope_store_rows_kernel<E, 4>, dim3(unsigned((a.rows + rows_per_block - 1) / rows_per_block)),
-                    dim3(unsigned(head_threads), unsigned(rows_per_block)), 0, s, pdl, a);
+      const int64_t groups = (heads + 7) / 8, group = (heads + groups - 1) / groups;  // even groups of <= 8
+      return launch(rope_store_rows_kernel<E, 4>,
+                    dim3(unsigned((a.rows + rows_per_block - 1) / rows_per_block), unsigned(groups)),
+                    dim3(unsigned(head_threads), unsigned(rows_per_block)), 0, s, pdl, a, int(group));
     }
     if (packed && a.rows > 0) {
       const int head_threads = int(half / 4);
