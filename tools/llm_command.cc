@@ -318,7 +318,7 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
     auto t = llm::decode_continuation(*tokenizer, prompts[0], ids);
     return t.is_ok() ? *t : "(" + t.status().to_string() + ")";
   };
-  llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup};
+  llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup, {}};
   const Options opts = ctx.config().snapshot();
   // After the tuning warm-up: the whole generation with the tuned choices against Default,
   // interleaved; the choices that lose in context are dropped (tunableop/in_context.h).

@@ -330,7 +330,7 @@ TEST(LlmEngine, GenerateChecksCacheRoom) {
 TEST(LlmEngine, BenchmarkReportsConsistentMetrics) {
   auto ctx = default_only_context();
   auto e = make_engine(testing::small_gemma(), *ctx, testing::options(2, 48, 8));
-  auto r = run_benchmark(*e, {{1, 2, 3}, {1, 2, 3}}, {6, 2, 1});
+  auto r = run_benchmark(*e, {{1, 2, 3}, {1, 2, 3}}, {6, 2, 1, {}});
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->generated_tokens, 2 * 2 * 6);
   EXPECT_GT(r->tokens_per_s, 0);
