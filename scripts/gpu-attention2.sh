@@ -14,7 +14,7 @@
 # build): builds the CLI, the engine's GPU tests and (A2_FLASH=1, the default) the attention
 # kernel tests; then, in order of importance: Gemma-2B TTFT(2048) untuned vs tuned with the
 # per-kernel prefill breakdown (--profile-prefill 3: GEMMs, attention, every other kernel,
-# TFLOP/s, host queue time, the TTFT gap; the prefill MLP variants timed and chosen);
+# TFLOP/s, host queue time, the TTFT gap);
 # FlashAttention.* (every attention candidate vs fp64); the same for Llama-2-7B; the
 # element-wise kernel tests vs fp64; the engine's GPU tests that cover prefill (HF fixtures fused
 # and unfused, CUDA vs CPU, profiled prefill); then Gemma decode TPOT, Llama with --fusion off
@@ -167,7 +167,7 @@ stamp "done"
   for f in gemma_ttft llama_ttft llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
-    grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context|prefill mlp" "$LOGS/$f.txt"
+    grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"
     sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
   [ -f "$LOGS/nsys_llama.txt" ] && { echo "== nsys (one tuned Llama prefill run)"; grep -A25 -E "cuda_api_sum|cuda_gpu_kern_sum|cuda_gpu_mem_time_sum" "$LOGS/nsys_llama.txt" | cut -c1-220 | head -90; }

@@ -19,7 +19,6 @@
 #include "cuda_common/cuda_memory.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
-#include "llm/cuda/prefill_mlp.h"
 #include "llm/cuda/row_parallel.h"
 #include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
@@ -169,15 +168,12 @@ class CudaKernels final : public DeviceKernels {
     return linear.attention(p.phase, a->params, a->operands);
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
-    return gated_rows(gate_up, rows, out, false);
-  }
-  Status gated_rows(const void* gate_up, int64_t rows, void* out, bool reverse) {
     const Activation a = config().activation;
     const cuda::Act act = a == Activation::kSilu       ? cuda::Act::kSilu
                           : a == Activation::kGeluTanh ? cuda::Act::kGeluTanh
                                                        : cuda::Act::kGeluErf;
-    TUNABLEOP_CUDA_TRY(cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(),
-                                              launch_pdl(), reverse));
+    TUNABLEOP_CUDA_TRY(
+        cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
@@ -196,9 +192,6 @@ class CudaKernels final : public DeviceKernels {
   Status project(const Projection& p, LinearOp& linear) override {
     if (p.row_parallel && tensor_parallel().world > 1) return project_row_parallel(p);
     if (p.epilogue == Projection::Epilogue::kAddResidual && p.next_norm) return add_and_norm_ahead(p, linear);
-    if (p.epilogue == Projection::Epilogue::kGated && p.phase == Phase::kPrefill && p.input && fusion_on() &&
-        p.out == 2 * config().intermediate_size && tensor_parallel().world == 1)
-      return project_mlp(p, linear);
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
@@ -257,33 +250,9 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
-  // Prefill's gate_up and gated activation: the variant (row chunks, row order) measured fastest
-  // for this site on its first tuned prefill (prefill_mlp.h).
-  Status project_mlp(const Projection& p, LinearOp& linear) {
-    const int64_t e = int64_t(esize_), inter = p.out / 2;
-    auto gemm = [&](int64_t r0, int64_t n) -> Status {
-      TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, o_.dtype, n, p.in, p.out,
-                                       static_cast<const char*>(p.input) + r0 * p.in * e, p.w,
-                                       static_cast<char*>(p.y) + r0 * p.out * e, stream_.get()));
-      mark(p.name, "gemm", p.weight_bytes(esize_), true, 2.0 * double(n * p.in * p.out));
-      return Status::ok();
-    };
-    auto act = [&](int64_t r0, int64_t n, bool reverse) -> Status {
-      TUNABLEOP_RETURN_IF_ERROR(gated_rows(static_cast<char*>(p.y) + r0 * p.out * e, n,
-                                           static_cast<char*>(p.gated) + r0 * inter * e, reverse));
-      mark(p.name, "act", n * inter * 3 * e);
-      return Status::ok();
-    };
-    TUNABLEOP_RETURN_IF_ERROR(flush_buffer());
-    const cuda::MlpTiming timing{flush_.get(), int64_t(flush_.bytes()), flush_sink(), stream_.get(), &timing_};
-    auto v = mlp_.choose(fmt_site(p), p.rows, gemm, act, linear, timing, ctx_.log());
-    if (!v.is_ok()) return v.status();
-    return cuda::run_mlp_variant(*v, p.rows, gemm, act);
-  }
-
   // The fused projections' choices and steps, then each decode attention problem's solution.
   std::string kernel_choices() const override {
-    std::string s = fusion_.report() + mlp_.report();
+    std::string s = fusion_.report();
     for (const PreparedAttention& d : decode_attention_) {
       s += "decode attention " + attention_params_signature(d.params) + ": " + d.solution + "\n";
     }
@@ -771,7 +740,6 @@ class CudaKernels final : public DeviceKernels {
   cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
-  cuda::PrefillMlpChoices mlp_;                    // prefill gate_up + activation variants, per site
   DeviceBuffer scratch_;                           // zero: a timing sink and a 16-byte buffer the timer reads
   std::map<std::string, FusedLinearPlan> plans_;   // per decode projection site
   DeviceBuffer tune_residual_, flush_;             // fused-projection timing scratch

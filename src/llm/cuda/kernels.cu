@@ -192,96 +192,38 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) vc[off + d] = v[d];
 }
 
-// Head h of a row, V pairs (i, i + half) with packed loads: q heads rotated in place, k heads
-// rotated into the cache at `off` and their v copied beside it. Loading and storing are two
-// steps so that a thread can have several heads' loads in flight before its first store.
-template <class E, int V>
-struct RopeHead {
-  Pack<E, V> x0, x1, v0, v1;  // v: k heads only
-};
-template <class E, int V>
-__device__ __forceinline__ RopeHead<E, V> rope_load(const RopeStoreArgs& a, const E* row, int64_t h, int64_t i) {
-  const int64_t hd = a.head_dim, half = hd / 2;
-  RopeHead<E, V> x;
-  x.x0 = load_pack<E, V>(row + h * hd + i), x.x1 = load_pack<E, V>(row + h * hd + i + half);
-  if (h >= a.n_heads) {
-    const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
-    x.v0 = load_pack<E, V>(v + i), x.v1 = load_pack<E, V>(v + i + half);
-  }
-  return x;
-}
-template <class E, int V>
-__device__ __forceinline__ void rope_store_head(const RopeStoreArgs& a, E* row, int64_t h, int64_t off, int64_t i,
-                                                const RopeHead<E, V>& x, const Pack<float, V>& c,
-                                                const Pack<float, V>& sn) {
-  const int64_t hd = a.head_dim, half = hd / 2;
-  E* dst = h < a.n_heads ? row + h * hd : static_cast<E*>(a.k_cache) + off;
-  Pack<E, V> y0, y1;
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    const float f0 = to_f(x.x0.v[j]), f1 = to_f(x.x1.v[j]);
-    y0.v[j] = from_f<E>(f0 * c.v[j] - f1 * sn.v[j]);
-    y1.v[j] = from_f<E>(f1 * c.v[j] + f0 * sn.v[j]);
-  }
-  store_pack<E, V>(dst + i, y0);
-  store_pack<E, V>(dst + i + half, y1);
-  if (h < a.n_heads) return;
-  E* vc = static_cast<E*>(a.v_cache) + off;
-  store_pack<E, V>(vc + i, x.v0);
-  store_pack<E, V>(vc + i + half, x.v1);
-}
-
-// The same rotation, V pairs per thread (half a multiple of V): block (row, group of heads),
-// head_threads = half / V threads per head. A block per (row, head) with scalar accesses left
-// most of its 64 threads' loads 2 bytes wide.
+// The same rotation, V pairs (i, i + half) per thread with packed loads (half a multiple of V):
+// block (row, group of heads), head_threads = half / V threads per head. Prefill's form: a block
+// per (row, head) left most of its 64 threads' loads 2 bytes wide.
 template <class E, int V>
 __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t h = int64_t(blockIdx.y) * (blockDim.x / head_threads) + threadIdx.x / head_threads;
   if (h >= a.n_heads + a.n_kv_heads) return;
-  const int64_t half = a.head_dim / 2, i = int64_t(threadIdx.x % head_threads) * V;
+  const int64_t hd = a.head_dim, half = hd / 2, i = int64_t(threadIdx.x % head_threads) * V;
   const int64_t pos = a.positions[r], seq = a.seqs[r];
   E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
   const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
   if (off < 0) return;  // a paged cache's padding row
+  E* dst = h < a.n_heads ? row + h * hd : static_cast<E*>(a.k_cache) + off;
+  const Pack<E, V> x0 = load_pack<E, V>(row + h * hd + i), x1 = load_pack<E, V>(row + h * hd + i + half);
   const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
                        sn = load_pack<float, V>(a.sin + pos * half + i);
-  rope_store_head<E, V>(a, row, h, off, i, rope_load<E, V>(a, row, h, i), c, sn);
-}
-
-// The same for many rows (prefill): a thread takes V pairs of a group of up to 8 heads of its
-// row (blockIdx.y: the group of `group` heads), so each row's cos and sin are read once per
-// group instead of once per head, and a block holds several rows (blockDim = (half / V, rows
-// per block)). Decode's few rows keep the block per (row, head).
-template <class E, int V>
-__global__ void rope_store_rows_kernel(RopeStoreArgs a, int group) {
-  pdl_enter();
-  const int64_t r = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (r >= a.rows) return;
-  const int64_t half = a.head_dim / 2, i = int64_t(threadIdx.x) * V;
-  const int64_t pos = a.positions[r], seq = a.seqs[r];
-  E* row = static_cast<E*>(a.qkv) + r * a.row_stride;
-  // A paged cache's padding row stores no k or v: only its q heads are rotated.
-  const int64_t heads = a.n_heads + (kv_cache_offset(a, seq, 0, pos) < 0 ? 0 : a.n_kv_heads);
-  const int64_t h_begin = int64_t(blockIdx.y) * group, h_end = h_begin + group < heads ? h_begin + group : heads;
-  if (h_begin >= h_end) return;
-  const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
-                       sn = load_pack<float, V>(a.sin + pos * half + i);
-  constexpr int kBatch = 4;  // heads whose loads are in flight together
-  for (int64_t h0 = h_begin; h0 < h_end; h0 += kBatch) {
-    RopeHead<E, V> x[kBatch];
+  Pack<E, V> y0, y1;
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u)
-      if (h0 + u < h_end) x[u] = rope_load<E, V>(a, row, h0 + u, i);
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t h = h0 + u;
-      if (h < h_end)
-        rope_store_head<E, V>(a, row, h, h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos), i, x[u], c,
-                              sn);
-    }
+  for (int j = 0; j < V; ++j) {
+    const float f0 = to_f(x0.v[j]), f1 = to_f(x1.v[j]);
+    y0.v[j] = from_f<E>(f0 * c.v[j] - f1 * sn.v[j]);
+    y1.v[j] = from_f<E>(f1 * c.v[j] + f0 * sn.v[j]);
   }
+  store_pack<E, V>(dst + i, y0);
+  store_pack<E, V>(dst + i + half, y1);
+  if (h < a.n_heads) return;
+  const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
+  E* vc = static_cast<E*>(a.v_cache) + off;
+  store_pack<E, V>(vc + i, load_pack<E, V>(v + i));
+  store_pack<E, V>(vc + i + half, load_pack<E, V>(v + i + half));
 }
 
 template <class E>
@@ -332,15 +274,12 @@ __global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act 
 
 // Rows along y (grid-stride past 65535), V columns per thread along x (inter a multiple of V):
 // no 64-bit division per element.
-// `reverse`: rows taken last first (blocks are scheduled in order): right after the GEMM that
-// wrote gate_up, its last rows are the likeliest to be still in the L2.
 template <class E, int V>
-__global__ void gated_packed_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out, bool reverse) {
+__global__ void gated_packed_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out) {
   pdl_enter();
   const int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * V;
   if (i >= inter) return;
-  for (int64_t y = blockIdx.y; y < rows; y += gridDim.y) {
-    const int64_t r = reverse ? rows - 1 - y : y;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const E* row = gate_up + r * 2 * inter;
     const Pack<E, V> g = load_pack<E, V>(row + i), u = load_pack<E, V>(row + inter + i);
     Pack<E, V> o;
@@ -393,7 +332,7 @@ __global__ void argmax_kernel(const E* x, int64_t width, int32_t* out) {
 
 // The same with V elements (16 bytes) per load and several loads in flight per thread: one
 // block per row reads a 256k-entry vocabulary (Gemma's 512 KB of bf16 logits) at several times
-// the scalar form's rate, which the prefill's last kernel waits on.
+// the scalar form's rate (H100: 62 -> 18 us), which the prefill's last kernel waits on.
 template <class E, int V>
 __global__ void argmax_packed_kernel(const E* x, int64_t width, int32_t* out) {
   pdl_enter();
@@ -513,13 +452,6 @@ cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl)
     const bool packed = half % 4 == 0 && a.row_stride % 4 == 0 && aligned(a.qkv, 4 * sizeof(E)) &&
                         aligned(a.k_cache, 4 * sizeof(E)) && aligned(a.v_cache, 4 * sizeof(E)) && aligned(a.cos, 16) &&
                         aligned(a.sin, 16) && half / 4 <= 128;
-    if (packed && a.rows >= kRopeRowsMin) {
-      const int head_threads = int(half / 4), rows_per_block = std::max(1, 128 / head_threads);
-      const int64_t groups = (heads + 7) / 8, group = (heads + groups - 1) / groups;  // even groups of <= 8
-      return launch(rope_store_rows_kernel<E, 4>,
-                    dim3(unsigned((a.rows + rows_per_block - 1) / rows_per_block), unsigned(groups)),
-                    dim3(unsigned(head_threads), unsigned(rows_per_block)), 0, s, pdl, a, int(group));
-    }
     if (packed && a.rows > 0) {
       const int head_threads = int(half / 4);
       const int64_t per_block = std::max<int64_t>(1, 128 / head_threads);
@@ -554,7 +486,7 @@ cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t s
 }
 
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
-                             cudaStream_t s, bool pdl, bool reverse) {
+                             cudaStream_t s, bool pdl) {
   return dispatch(e, [&](auto tag) {
     using E = decltype(tag);
     constexpr int V = 16 / sizeof(E);  // 16-byte accesses
@@ -562,7 +494,7 @@ cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t 
       const int64_t threads = 256, cols = (inter / V + threads - 1) / threads;
       return launch(gated_packed_kernel<E, V>, dim3(unsigned(cols), unsigned(std::min<int64_t>(rows, 65535))),
                     dim3(unsigned(threads)), 0, s, pdl, static_cast<const E*>(gate_up), rows, inter, act,
-                    static_cast<E*>(out), reverse);
+                    static_cast<E*>(out));
     }
     return launch(gated_kernel<E>, dim3(grid_for(rows * inter, 256)), dim3(256), 0, s, pdl,
                   static_cast<const E*>(gate_up), rows, inter, act, static_cast<E*>(out));

@@ -61,8 +61,6 @@ struct RopeStoreArgs {
   const int32_t* seq_lens = nullptr;  // device, [seq]
 };
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
-// From kRopeRowsMin rows on (prefill), a thread walks every head of its row.
-constexpr int64_t kRopeRowsMin = 64;
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl = false);
 
 // Prefill: scores [mats][rows][cols] (E) -> causal softmax in place; row r is query token
@@ -77,10 +75,9 @@ cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int
 cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
                           int64_t group, int64_t head_dim, bool to_grouped, void* dst, cudaStream_t s);
 
-// out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]. `reverse`: the packed form visits the
-// rows last first (an L2 hint after the GEMM that wrote gate_up; the same values either way).
+// out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
-                             cudaStream_t s, bool pdl = false, bool reverse = false);
+                             cudaStream_t s, bool pdl = false);
 // out[i] = x[rows[i]] (fp32 rows of `width`; rows on the device)
 cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out, cudaStream_t s);
 // First index of each row's maximum (torch.argmax's tie rule).
