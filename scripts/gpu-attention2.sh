@@ -14,12 +14,12 @@
 # build): builds the CLI, the engine's GPU tests and (A2_FLASH=1, the default) the attention
 # kernel tests; then, in order of importance: Gemma-2B TTFT(2048) untuned vs tuned with the
 # per-kernel prefill breakdown (--profile-prefill 3: GEMMs, attention, every other kernel,
-# TFLOP/s, host queue time, the TTFT gap);
-# FlashAttention.* (every attention candidate vs fp64); the same for Llama-2-7B; the
-# element-wise kernel tests vs fp64; the engine's GPU tests that cover prefill (HF fixtures fused
-# and unfused, CUDA vs CPU, profiled prefill); then Gemma decode TPOT, Llama with --fusion off
-# (the A/B of prefill's fused residual add + rmsnorm) and an nsys trace of one tuned prefill
-# where nsys exists. Steps past A2_BUDGET seconds (default 230) are skipped and said so.
+# TFLOP/s, host queue time, the TTFT gap); the same for Llama-2-7B; FlashAttention.* (every
+# attention candidate vs fp64); the element-wise kernel tests vs fp64; the engine's GPU tests
+# that cover prefill (HF fixtures fused and unfused, CUDA vs CPU, profiled prefill); then Gemma
+# decode TPOT, Llama with --fusion off (the A/B of prefill's fused residual add + rmsnorm) and
+# an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
+# 230) are skipped and said so.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -88,10 +88,10 @@ ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-pr
 
 if [ "$FAST" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   # Every attention candidate vs fp64 (the fp16 paged-256 failure of 2026-11-23 and its
   # regression shapes: non-causal sequences with fewer keys than queries).
   [ "${A2_FLASH:-1}" = 1 ] && gtest backends/cuda/attention/test_cuda_attention 90 'FlashAttention.*'
-  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   gtest llm/test_llm_cuda_kernels 40
   gtest llm/test_llm_cuda 100 '*MatchesTransformersFixtures*:*Fp32MatchesCpuEngine*:*Bf16IsCloseToFp32*:*ProfiledPrefill*:*PaddingAndBatching*:*PagedCacheEqualsStatic*:*GraphReplay*:*FusedProjectionsMatchUnfused*'
   # Decode with the packed element-wise kernels (stage 2, run 5: TPOT 2.261 ms static).
