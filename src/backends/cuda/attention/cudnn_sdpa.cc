@@ -263,9 +263,7 @@ struct Plan {
   bool causal_mask = false;
 };
 
-// `which`: the plan of the which-th engine configuration (heuristics' order) that finalises.
-StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p,
-                                           int which) {
+StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p) {
   GraphBuilder g(api);
   const cudnnDataType_t io = p.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
@@ -351,11 +349,9 @@ StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t ha
   st = api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, cfgs.data());
   if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "heuristic results");
 
-  // The which-th configuration that finalises into a plan.
-  Status last_failure =
-      Status::unsupported(which == 0 ? std::string("cuDNN: no engine configuration finalised")
-                                     : fmt::format("cuDNN: fewer than {} engine configurations finalised", which + 1));
-  for (int64_t i = 0, finalised = 0; i < count; ++i) {
+  // The first configuration that finalises into a plan.
+  Status last_failure = Status::unsupported("cuDNN: no engine configuration finalised");
+  for (int64_t i = 0; i < count; ++i) {
     GraphBuilder attempt(api);
     auto ep = attempt.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
@@ -363,10 +359,9 @@ StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t ha
                 "plan engine config");
     attempt.finalize(ep, "execution plan");
     if (!attempt.ok()) {
-      if (which == 0) last_failure = attempt.status();
+      last_failure = attempt.status();
       continue;
     }
-    if (finalised++ < which) continue;
     int64_t ws = 0, n = 0;
     st = api->get_attr(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
     if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "plan workspace size");
@@ -385,12 +380,11 @@ struct ThreadState {
   std::map<int, cudnnHandle_t> handles;
   std::map<std::pair<int, std::string>, StatusOr<std::shared_ptr<Plan>>> plans;  // nodes never move
   const StatusOr<std::shared_ptr<Plan>>* last = nullptr;
-  int last_dev = -1, last_which = -1;
+  int last_dev = -1;
   AttentionParams last_params;
 };
 
-StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, int which,
-                                         cudnnHandle_t* handle_out) {
+StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, cudnnHandle_t* handle_out) {
   thread_local ThreadState state;
   int dev = 0;
   TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
@@ -405,12 +399,11 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
   *handle_out = handle;
   // The same problem as the last call (the common case: a tuner loop, a decode step) skips
   // formatting the key.
-  if (state.last && state.last_dev == dev && state.last_which == which && state.last_params == p) return *state.last;
-  const auto key =
-      std::make_pair(dev, fmt::format("{},{},{}", attention_op_signature(p), attention_params_signature(p), which));
+  if (state.last && state.last_dev == dev && state.last_params == p) return *state.last;
+  const auto key = std::make_pair(dev, attention_op_signature(p) + "," + attention_params_signature(p));
   auto it = state.plans.find(key);
-  if (it == state.plans.end()) it = state.plans.emplace(key, build_plan(api, handle, p, which)).first;
-  state.last = &it->second, state.last_dev = dev, state.last_which = which, state.last_params = p;
+  if (it == state.plans.end()) it = state.plans.emplace(key, build_plan(api, handle, p)).first;
+  state.last = &it->second, state.last_dev = dev, state.last_params = p;
   return it->second;
 }
 
@@ -470,31 +463,33 @@ Status supports(const AttentionParams& p) {
   return api.is_ok() ? Status::ok() : api.status();
 }
 
-// cuDNN's engine configurations for the graph, in its heuristics' order: the first (what the
-// library would pick) keeps the old name; the next ones are candidates too, so the tuner can
-// find one that runs a problem faster (a configuration that does not exist for a problem is
-// "unsupported" at run time).
-constexpr int kEngineConfigs = 3;
+}  // namespace
 
-AttentionCandidate candidate(int which) {
+std::string cudnn_sdpa_availability() {
+  auto api = cudnn_api();
+  if (!api.is_ok()) return api.status().message();
+  return fmt::format("cuDNN {} from {}", (*api)->version, (*api)->path);
+}
+
+std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
   AttentionCandidate c;
-  c.name = which == 0 ? std::string("Attn_Cudnn_Sdpa") : fmt::format("Attn_Cudnn_Sdpa_c{}", which);
+  c.name = "Attn_Cudnn_Sdpa";
   c.device = DeviceKind::kCuda;
   c.info = CandidateInfo{"cuDNN", "sdpa", {}};
   c.supports = supports;
-  c.workspace_bytes = [which](const AttentionParams& p) -> size_t {
+  c.workspace_bytes = [](const AttentionParams& p) -> size_t {
     if (!supports(p).is_ok()) return 0;
     cudnnHandle_t handle = nullptr;
-    auto plan = plan_for(*cudnn_api(), p, which, &handle);
+    auto plan = plan_for(*cudnn_api(), p, &handle);
     return plan.is_ok() ? size_t((*plan)->workspace) : 0;
   };
-  c.run = [which](const AttentionParams& p, const AttentionOperands& o) -> Status {
+  c.run = [](const AttentionParams& p, const AttentionOperands& o) -> Status {
     TUNABLEOP_RETURN_IF_ERROR(supports(p));
     if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
       return Status::unsupported("q, k, v and out must be 16-byte aligned");
     const CudnnApi* api = *cudnn_api();
     cudnnHandle_t handle = nullptr;
-    auto plan = plan_for(api, p, which, &handle);
+    auto plan = plan_for(api, p, &handle);
     if (!plan.is_ok()) return plan.status();
     const Plan& pl = **plan;
     void* ws = nullptr;
@@ -519,21 +514,7 @@ AttentionCandidate candidate(int which) {
     }
     return Status::ok();
   };
-  return c;
-}
-
-}  // namespace
-
-std::string cudnn_sdpa_availability() {
-  auto api = cudnn_api();
-  if (!api.is_ok()) return api.status().message();
-  return fmt::format("cuDNN {} from {}", (*api)->version, (*api)->path);
-}
-
-std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
-  std::vector<AttentionCandidate> out;
-  for (int which = 0; which < kEngineConfigs; ++which) out.push_back(candidate(which));
-  return out;
+  return {c};
 }
 
 }  // namespace tunableop::cuda

@@ -1,8 +1,7 @@
-// cuDNN's fused SDPA forward as attention candidates (`Attn_Cudnn_Sdpa`: the heuristics' first
-// engine configuration; `Attn_Cudnn_Sdpa_c1`, `_c2`: the next ones), cuDNN 9 loaded at run time:
-// $TUNABLEOP_CUDNN_LIBRARY, else libcudnn.so.9 on the loader's path. Contiguous caches only (the engine's layout, read
-// in place); paged and per-sequence lengths are not offered. Built only where the cuDNN headers were found
-// (TUNABLEOP_HAVE_CUDNN_HEADERS).
+// cuDNN's fused SDPA forward as an attention candidate (`Attn_Cudnn_Sdpa`), cuDNN 9 loaded at
+// run time: $TUNABLEOP_CUDNN_LIBRARY, else libcudnn.so.9 on the loader's path. Contiguous
+// caches only (the engine's layout, read in place); paged and per-sequence lengths are not
+// offered. Built only where the cuDNN headers were found (TUNABLEOP_HAVE_CUDNN_HEADERS).
 #pragma once
 
 #include <string>
