@@ -46,6 +46,13 @@ GemmParams GemmParams::with_defaults() const {
   if (p.stride_a == 0) p.stride_a = (CheckedInt(p.lda) * p.a_cols()).value();
   if (p.stride_b == 0) p.stride_b = (CheckedInt(p.ldb) * p.b_cols()).value();
   if (p.stride_c == 0) p.stride_c = (CheckedInt(p.ldc) * p.n).value();
+  // An operand without elements (A and B when k == 0, C when m or n is 0) is never read or
+  // written, so its stride means nothing, and validate() cannot bound it; but every kernel
+  // computes batch * stride for each operand's pointer. 0 keeps those offsets 0 (a fuzz finding:
+  // k = 0 with stride_b 2^63 - 1 overflowed them).
+  if (p.a_rows() == 0 || p.a_cols() == 0) p.stride_a = 0;
+  if (p.b_rows() == 0 || p.b_cols() == 0) p.stride_b = 0;
+  if (p.m == 0 || p.n == 0) p.stride_c = 0;
   return p;
 }
 
@@ -63,7 +70,7 @@ Status GemmParams::validate() const {
     return Status::invalid_argument(fmt::format("ldb ({}) must be >= the rows of B as stored ({})", ldb, b_rows()));
   if (ldc < std::max<int64_t>(1, m)) return Status::invalid_argument(fmt::format("ldc ({}) must be >= m ({})", ldc, m));
   if (batch > 1) {
-    if (CheckedInt c_matrix = CheckedInt(ldc) * n; !c_matrix.ok() || stride_c < c_matrix.value())
+    if (CheckedInt c_matrix = CheckedInt(ldc) * n; m > 0 && n > 0 && (!c_matrix.ok() || stride_c < c_matrix.value()))
       return Status::invalid_argument(
           fmt::format("stride_c ({}) must be >= ldc * n ({} * {}): batches of C would overlap", stride_c, ldc, n));
     if (stride_a < 0 || stride_b < 0) return Status::invalid_argument("strides must be >= 0");

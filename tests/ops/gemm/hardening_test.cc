@@ -250,5 +250,50 @@ TEST(GemmDispatchHardening, ManyThreadsDispatchIntoOneResultsFile) {
   EXPECT_TRUE(ctx.unsaved_results().empty());
 }
 
+// An operand without elements may carry any stride (validate() cannot bound what spans
+// nothing), but every kernel computes batch * stride for its pointer: with k = 0 and stride_b
+// 2^63 - 1 (a gemm_params fuzz finding) that overflowed. with_defaults() zeroes those strides,
+// and every CPU candidate then computes C = beta * C for each batch.
+TEST(GemmParamsOverflow, EmptyOperandsHugeStridesAreHarmless) {
+  GemmParams p;
+  p.dtype = DType::kF64;
+  p.m = 2, p.n = 3, p.k = 0;
+  p.batch = 27;
+  p.stride_a = INT64_MAX, p.stride_b = INT64_MAX;
+  p.beta = 0.5;
+  const GemmParams q = p.with_defaults();
+  ASSERT_TRUE(q.validate().is_ok()) << q.validate().message();
+  EXPECT_EQ(q.stride_a, 0);
+  EXPECT_EQ(q.stride_b, 0);
+  EXPECT_EQ(q.stride_c, 6);
+  EXPECT_EQ(q.a_span(), 0);
+  EXPECT_EQ(q.b_span(), 0);
+  // An empty C (m == 0) with a huge stride likewise, and its stride is not checked against ldc * n.
+  GemmParams e = p;
+  e.m = 0, e.k = 4, e.stride_b = 0, e.stride_c = INT64_MAX;  // B is not empty now: dense
+  ASSERT_TRUE(e.with_defaults().validate().is_ok());
+  EXPECT_EQ(e.with_defaults().stride_c, 0);
+
+  TempDir dir;
+  Context ctx = quiet_context(dir.file("r%d.csv"));
+  HostGemmProblem prob = HostGemmProblem::random(q, 11);
+  // A and B are empty, but real buffers (as the fuzzer's were): a null one would hide the
+  // pointer arithmetic.
+  std::vector<double> empty_a(1), empty_b(1);
+  int ran = 0;
+  for (const GemmCandidate& cand : gemm_candidates_for(ctx, q, 2)) {
+    if (!cand.supports(q).is_ok()) continue;
+    prob.reset_c();
+    std::vector<uint8_t> ws(cand.workspace_bytes ? cand.workspace_bytes(q) : 0);
+    GemmOperands ops{empty_a.data(), empty_b.data(), prob.c.data(), nullptr, ws.empty() ? nullptr : ws.data(),
+                     ws.size()};
+    Status st = cand.run(q, ops);
+    if (!st.is_ok()) continue;
+    ++ran;
+    EXPECT_TRUE(matches_reference(prob, prob.c)) << cand.name;
+  }
+  EXPECT_GT(ran, 0);
+}
+
 }  // namespace
 }  // namespace tunableop
