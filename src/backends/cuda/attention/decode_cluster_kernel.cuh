@@ -92,13 +92,29 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
 
-  grid_dependency_wait();  // q and this step's K/V rows come from the previous kernel
-  grid_dependents_launch();
-
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
   const int csize = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int bk = blockIdx.y, b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+
+  // While the previous kernel may still run: an L2 prefetch of this warp's K/V tiles (contiguous
+  // cache only: 16 rows of a head are one block of memory). Only a hint: the length read here
+  // may be stale (clamped to the cache, so every address is inside it), and a prefetch changes
+  // no value, so whatever the previous kernel writes is what the loads below see.
+  if (!a.page_size && lane < 2) {
+    const int hint = int(min(int64_t(min(max(a.kv_lens ? a.kv_lens[b] : a.kv_len, 0), a.kv_len)), a.max_seq));
+    const char* base = static_cast<const char*>(lane == 0 ? a.k : a.v) + int64_t(bk) * a.max_seq * D * 2;
+    for (int tile = warp * csize + rank; tile * kTileKeys < hint; tile += warps * csize) {
+      const uint32_t bytes = uint32_t(min(kTileKeys, hint - tile * kTileKeys) * D * 2);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + int64_t(tile) * kTileKeys * D * 2),
+                   "r"(bytes)
+                   : "memory");
+    }
+  }
+
+  grid_dependency_wait();  // q and this step's K/V rows come from the previous kernel
+  grid_dependents_launch();
+
   const int group = a.heads / a.kv_heads;
   const int rows_total = a.q_len * group;  // <= kRows (the candidates check)
   const int len = a.kv_lens ? a.kv_lens[b] : a.kv_len;
