@@ -273,17 +273,31 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   {
     float* wts = reinterpret_cast<float*>(smem + L::weights(warps));  // [rank][row], then 1 / sum per row
     const float* bml = reinterpret_cast<const float*>(smem + L::block_ml(warps));
+    // Remote (DSMEM) reads cost a round trip each: every one a thread needs is issued before the
+    // first is used (loops over the compile-time maximum, predicated by the cluster size).
     if (tid < kRows) {
       const int r = tid;
+      float mc[kMaxCluster], lc[kMaxCluster];
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c) {
+        if (c < csize) {
+          const float* rb = cluster.map_shared_rank(bml, c);
+          mc[c] = rb[r], lc[c] = rb[kRows + r];
+        }
+      }
       float mx = -INFINITY;
-      for (int c = 0; c < csize; ++c) mx = fmaxf(mx, cluster.map_shared_rank(bml, c)[r]);
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c)
+        if (c < csize) mx = fmaxf(mx, mc[c]);
       const float m_use = mx == -INFINITY ? 0.f : mx;
       float sum = 0.f;
-      for (int c = 0; c < csize; ++c) {
-        const float* rb = cluster.map_shared_rank(bml, c);
-        const float w = fast_exp2(rb[r] - m_use);
-        wts[c * kRows + r] = w;
-        sum = fmaf(w, rb[kRows + r], sum);
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c) {
+        if (c < csize) {
+          const float w = fast_exp2(mc[c] - m_use);
+          wts[c * kRows + r] = w;
+          sum = fmaf(w, lc[c], sum);
+        }
       }
       wts[kMaxCluster * kRows + r] = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
     }
@@ -293,11 +307,17 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     const int64_t out_row0 = int64_t(b) * a.q_len;
     for (int x = 2 * tid; x < rows_total * cols; x += 2 * blockDim.x) {
       const int r = x / cols, d = rank * cols + x % cols;
+      float2 v[kMaxCluster];
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c)
+        if (c < csize) v[c] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(bo, c) + r * D + d);
       float acc0 = 0.f, acc1 = 0.f;
-      for (int c = 0; c < csize; ++c) {
-        const float2 v = *reinterpret_cast<const float2*>(cluster.map_shared_rank(bo, c) + r * D + d);
-        const float w = wts[c * kRows + r];
-        acc0 = fmaf(w, v.x, acc0), acc1 = fmaf(w, v.y, acc1);
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c) {
+        if (c < csize) {
+          const float w = wts[c * kRows + r];
+          acc0 = fmaf(w, v[c].x, acc0), acc1 = fmaf(w, v[c].y, acc1);
+        }
       }
       const float inv = wts[kMaxCluster * kRows + r];
       const int i = r / group, h = kvh * group + r % group;
