@@ -117,7 +117,7 @@ fi
 # graph replays.
 if [ "$ATTN" = 1 ]; then
   only=$(for s in 1 2 4 8 16 32; do for w in 2 4 8; do printf 'Attn_DecodeOneLaunch_w%s_sp%s,' "$w" "$s"; done; done)
-  only=$only$(for c in 2 4 8 16; do for w in 1 2 4; do printf 'Attn_DecodeCluster_c%s_w%s,' "$c" "$w"; done; done)
+  only=$only$(for c in 1 2 4 8 16; do for w in 1 2 4 8; do printf 'Attn_DecodeCluster_c%s_w%s,' "$c" "$w"; done; done)
   secs=$(left 90)
   if [ "$secs" = 0 ]; then echo "gpu-decode: test_cuda_attention skipped (budget)"; else
     stamp "test test_cuda_attention (Attn_DecodeOneLaunch_* only)"

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "backends/cuda/attention/decode_cluster_launch.h"
 #include "backends/cuda/attention/flash_candidates.h"
 #include "backends/cuda/common/cuda_util.h"
@@ -12,8 +14,9 @@ namespace tunableop::cuda {
 
 namespace {
 
-constexpr int kClusters[] = {2, 4, 8, 16};
-constexpr int kWarps[] = {1, 2, 4};
+// One block of 8 warps (no cluster) up to 16 blocks of 1-4 warps: 16-key tiles over C x W warps.
+constexpr std::pair<int, int> kShapes[] = {{1, 4}, {1, 8}, {2, 4}, {2, 8},  {4, 1},  {4, 2}, {4, 4},
+                                           {8, 1}, {8, 2}, {8, 4}, {16, 1}, {16, 2}, {16, 4}};
 
 Status supports(const AttentionParams& p) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
@@ -56,8 +59,7 @@ AttentionCandidate make(int cluster, int warps) {
 
 std::vector<AttentionCandidate> decode_cluster_candidates() {
   std::vector<AttentionCandidate> out;
-  for (int c : kClusters)
-    for (int w : kWarps) out.push_back(make(c, w));
+  for (auto [c, w] : kShapes) out.push_back(make(c, w));
   return out;
 }
 

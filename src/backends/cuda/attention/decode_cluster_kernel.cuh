@@ -51,7 +51,7 @@ using flash_detail::smem_addr;
 
 constexpr int kRows = 8;         // query rows per kv head (the mma's n)
 constexpr int kTileKeys = 16;    // keys per warp tile (the mma's m)
-constexpr int kMaxWarps = 4;     // per block
+constexpr int kMaxWarps = 8;     // per block
 constexpr int kMaxCluster = 16;  // blocks per cluster (above 8: non-portable cluster size)
 
 // Shared memory of one block, in bytes from the start of the dynamic buffer.

@@ -15,7 +15,7 @@ constexpr int kDecodeClusterMaxRows = 8;
 // Whether the current device runs thread-block clusters (sm_90 and later); asked once per device.
 bool decode_cluster_available();
 
-// `cluster` blocks per (sequence, kv head): 1, 2, 4, 8 or 16; `warps` per block: 1, 2 or 4.
+// `cluster` blocks per (sequence, kv head): 1, 2, 4, 8 or 16; `warps` per block: 1-8.
 cudaError_t decode_cluster_bf16(const FlashArgs& args, int head_dim, int cluster, int warps, cudaStream_t stream);
 cudaError_t decode_cluster_f16(const FlashArgs& args, int head_dim, int cluster, int warps, cudaStream_t stream);
 

@@ -15,20 +15,27 @@ cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, cudaStream_t 
     const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
     if (err != cudaSuccess) return err;
   }
+  const int smem = Layout<D>::bytes(warps);
+  if (smem > 48 * 1024) {  // 8 warps at d256
+    const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(
+        Layout<D>::bytes(kMaxWarps));
+    if (err != cudaSuccess) return err;
+  }
+  // A launch without the cluster attribute is a cluster of one block (sm_90), the same kernel.
   cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = unsigned(cluster);
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(cluster), unsigned(a.batch * a.kv_heads), 1);
   cfg.blockDim = dim3(unsigned(32 * warps), 1, 1);
-  cfg.dynamicSmemBytes = size_t(Layout<D>::bytes(warps));  // under 48 KB for every instance
+  cfg.dynamicSmemBytes = size_t(smem);
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 2;
+  cfg.numAttrs = cluster > 1 ? 2 : 1;
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
