@@ -120,7 +120,7 @@ if [ "$ATTN" = 1 ]; then
   only=$only$(for c in 1 2 4 8 16; do for w in 1 2 4 8; do printf 'Attn_DecodeCluster_c%s_w%s,' "$c" "$w"; done; done)
   secs=$(left 90)
   if [ "$secs" = 0 ]; then echo "gpu-decode: test_cuda_attention skipped (budget)"; else
-    stamp "test test_cuda_attention (Attn_DecodeOneLaunch_* only)"
+    stamp "test test_cuda_attention (the decode candidates only)"
     TUNABLEOP_ATTENTION_TEST_ONLY=${only%,} go "$secs" "$BUILD/tests/backends/cuda/attention/test_cuda_attention" \
       --gtest_filter='FlashAttention.Bf16*:FlashAttention.Fp16*:FlashAttention.Names*:DecodeOneLaunch.*:DecodeCluster.*' \
       >"$LOGS/test_cuda_attention.log" 2>&1
