@@ -216,15 +216,22 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     __syncwarp();
     const uint32_t pb0 = *reinterpret_cast<const uint32_t*>(pt + gq * kTileKeys + 2 * tq);
     const uint32_t pb1 = *reinterpret_cast<const uint32_t*>(pt + gq * kTileKeys + 2 * tq + 8);
-    // O^T += V^T P^T: ldmatrix.trans of (keys 0-7 | 8-15) x (dims 16 mt + 0-7 | 8-15).
+    // O^T += V^T P^T: ldmatrix.trans of (keys 0-7 | 8-15) x (dims 16 mt + 0-7 | 8-15), eight
+    // loads issued before their mmas (the asm statements keep their order: one load, one mma
+    // would stall the warp on every load).
     {
+      constexpr int kBatch = kMt < 8 ? kMt : 8;
       const int mat = lane >> 3, kk = (mat >= 2 ? 8 : 0) + (lane & 7);
 #pragma unroll
-      for (int mt = 0; mt < kMt; ++mt) {
-        const int ch = 2 * mt + (mat & 1);
-        uint32_t va[4];
-        ldmatrix_x4_trans(va, v_smem + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16));
-        mma16816<T>(o[mt], va, pb0, pb1);
+      for (int mt0 = 0; mt0 < kMt; mt0 += kBatch) {
+        uint32_t va[kBatch][4];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int ch = 2 * (mt0 + u) + (mat & 1);
+          ldmatrix_x4_trans(va[u], v_smem + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16));
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) mma16816<T>(o[mt0 + u], va[u], pb0, pb1);
       }
     }
     __syncwarp();  // the tile and P^T are read before the next tile overwrites them
@@ -247,24 +254,54 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   }
   __syncthreads();
 
-  // Merge the block's warps (in warp order): the block's max, sum and O per row.
+  // Merge the block's warps (in warp order): per row the block's max, sum and each warp's weight
+  // (one thread per row), then O as weighted sums, 4 columns per thread with every warp's value
+  // loaded before the first is used (an element-by-element loop with the weights recomputed
+  // was a ~3 us chain of dependent shared-memory reads at d256).
   {
     const float* ml = reinterpret_cast<const float*>(smem + L::ml(warps));
     float* bo = reinterpret_cast<float*>(smem + L::block_o(warps));
     float* bml = reinterpret_cast<float*>(smem + L::block_ml(warps));
-    for (int x = tid; x < kRows * D; x += blockDim.x) {
-      const int r = x / D, d = x % D;
+    float* fw = reinterpret_cast<float*>(smem + L::weights(warps));  // [warp][row]; the cluster's weights later
+    if (tid < kRows) {
+      const int r = tid;
+      float mw[kMaxWarps], lw[kMaxWarps];
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w)
+        if (w < warps) mw[w] = ml[w * 2 * kRows + r], lw[w] = ml[w * 2 * kRows + kRows + r];
       float mx = -INFINITY;
-      for (int w = 0; w < warps; ++w) mx = fmaxf(mx, ml[w * 2 * kRows + r]);
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w)
+        if (w < warps) mx = fmaxf(mx, mw[w]);
       const float m_use = mx == -INFINITY ? 0.f : mx;
-      float acc = 0.f, sum = 0.f;
-      for (int w = 0; w < warps; ++w) {
-        const float f = fast_exp2(ml[w * 2 * kRows + r] - m_use);
-        acc = fmaf(f, reinterpret_cast<const float*>(smem + w * L::kWarpBytes)[r * (D + 4) + d], acc);
-        sum = fmaf(f, ml[w * 2 * kRows + kRows + r], sum);
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w < warps) {
+          const float f = fast_exp2(mw[w] - m_use);  // 0 for a warp that saw no key of the row
+          fw[w * kRows + r] = f;
+          sum = fmaf(f, lw[w], sum);
+        }
       }
-      bo[x] = acc;
-      if (d == 0) bml[r] = mx, bml[kRows + r] = sum;
+      bml[r] = mx, bml[kRows + r] = sum;
+    }
+    __syncthreads();
+    for (int x = 4 * tid; x < kRows * D; x += 4 * blockDim.x) {
+      const int r = x / D, d = x % D;
+      float4 v[kMaxWarps];
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w)
+        if (w < warps) v[w] = *reinterpret_cast<const float4*>(smem + w * L::kWarpBytes + (r * (D + 4) + d) * 4);
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w < warps) {
+          const float f = fw[w * kRows + r];
+          acc.x = fmaf(f, v[w].x, acc.x), acc.y = fmaf(f, v[w].y, acc.y);
+          acc.z = fmaf(f, v[w].z, acc.z), acc.w = fmaf(f, v[w].w, acc.w);
+        }
+      }
+      *reinterpret_cast<float4*>(bo + x) = acc;
     }
   }
   cluster.sync();  // every block's merged partial is visible to the cluster
@@ -305,24 +342,26 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     const float* bo = reinterpret_cast<const float*>(smem + L::block_o(warps));
     const int cols = D / csize;  // csize divides D (the candidates' cluster sizes are powers of two <= 16)
     const int64_t out_row0 = int64_t(b) * a.q_len;
-    for (int x = 2 * tid; x < rows_total * cols; x += 2 * blockDim.x) {
+    for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {  // cols: a multiple of 4
       const int r = x / cols, d = rank * cols + x % cols;
-      float2 v[kMaxCluster];
+      float4 v[kMaxCluster];
 #pragma unroll
       for (int c = 0; c < kMaxCluster; ++c)
-        if (c < csize) v[c] = *reinterpret_cast<const float2*>(cluster.map_shared_rank(bo, c) + r * D + d);
-      float acc0 = 0.f, acc1 = 0.f;
+        if (c < csize) v[c] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(bo, c) + r * D + d);
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int c = 0; c < kMaxCluster; ++c) {
         if (c < csize) {
           const float w = wts[c * kRows + r];
-          acc0 = fmaf(w, v[c].x, acc0), acc1 = fmaf(w, v[c].y, acc1);
+          acc.x = fmaf(w, v[c].x, acc.x), acc.y = fmaf(w, v[c].y, acc.y);
+          acc.z = fmaf(w, v[c].z, acc.z), acc.w = fmaf(w, v[c].w, acc.w);
         }
       }
       const float inv = wts[kMaxCluster * kRows + r];
       const int i = r / group, h = kvh * group + r % group;
       T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + d;
-      *reinterpret_cast<uint32_t*>(dst) = pack2<T>(acc0 * inv, acc1 * inv);
+      *reinterpret_cast<uint2*>(dst) =
+          make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
     }
   }
   cluster.sync();  // no block leaves while another still reads its shared memory
