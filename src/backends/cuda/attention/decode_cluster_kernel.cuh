@@ -65,8 +65,7 @@ struct Layout {
   static __host__ __device__ constexpr int ml(int warps) { return pt(warps) + warps * kPtBytes; }  // [warp][row] m, l
   static __host__ __device__ constexpr int block_o(int warps) { return ml(warps) + warps * kRows * 2 * 4; }
   static __host__ __device__ constexpr int block_ml(int warps) { return block_o(warps) + kRows * D * 4; }  // m[8], l[8]
-  static __host__ __device__ constexpr int weights(int warps) { return block_ml(warps) + 2 * kRows * 4; }
-  static __host__ __device__ constexpr int bytes(int warps) { return weights(warps) + (kMaxCluster + 1) * kRows * 4; }
+  static __host__ __device__ constexpr int bytes(int warps) { return block_ml(warps) + 2 * kRows * 4; }
 };
 
 __device__ __forceinline__ float max_over_g(float x) {  // the 8 lanes that share lane % 4
@@ -254,71 +253,61 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   }
   __syncthreads();
 
-  // Merge the block's warps (in warp order): per row the block's max, sum and each warp's weight
-  // (one thread per row), then O as weighted sums, 4 columns per thread with every warp's value
-  // loaded before the first is used (an element-by-element loop with the weights recomputed
-  // was a ~3 us chain of dependent shared-memory reads at d256).
+  // Merge the block's warps (in warp order), 4 columns of a row per thread: every warp's max, sum
+  // and values of the row are loaded at once (one shared-memory round trip), the weights
+  // computed in registers. The same merge then runs over the cluster's blocks through DSMEM.
+  float* bo = reinterpret_cast<float*>(smem + L::block_o(warps));
+  float* bml = reinterpret_cast<float*>(smem + L::block_ml(warps));  // block max [8], sum [8]
   {
     const float* ml = reinterpret_cast<const float*>(smem + L::ml(warps));
-    float* bo = reinterpret_cast<float*>(smem + L::block_o(warps));
-    float* bml = reinterpret_cast<float*>(smem + L::block_ml(warps));
-    float* fw = reinterpret_cast<float*>(smem + L::weights(warps));  // [warp][row]; the cluster's weights later
-    if (tid < kRows) {
-      const int r = tid;
+    for (int x = 4 * tid; x < kRows * D; x += 4 * blockDim.x) {
+      const int r = x / D, d = x % D;
+      float4 v[kMaxWarps];
       float mw[kMaxWarps], lw[kMaxWarps];
 #pragma unroll
-      for (int w = 0; w < kMaxWarps; ++w)
-        if (w < warps) mw[w] = ml[w * 2 * kRows + r], lw[w] = ml[w * 2 * kRows + kRows + r];
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w < warps) {
+          v[w] = *reinterpret_cast<const float4*>(smem + w * L::kWarpBytes + (r * (D + 4) + d) * 4);
+          mw[w] = ml[w * 2 * kRows + r], lw[w] = ml[w * 2 * kRows + kRows + r];
+        }
+      }
       float mx = -INFINITY;
 #pragma unroll
       for (int w = 0; w < kMaxWarps; ++w)
         if (w < warps) mx = fmaxf(mx, mw[w]);
       const float m_use = mx == -INFINITY ? 0.f : mx;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       float sum = 0.f;
 #pragma unroll
       for (int w = 0; w < kMaxWarps; ++w) {
         if (w < warps) {
           const float f = fast_exp2(mw[w] - m_use);  // 0 for a warp that saw no key of the row
-          fw[w * kRows + r] = f;
+          acc.x = fmaf(f, v[w].x, acc.x), acc.y = fmaf(f, v[w].y, acc.y);
+          acc.z = fmaf(f, v[w].z, acc.z), acc.w = fmaf(f, v[w].w, acc.w);
           sum = fmaf(f, lw[w], sum);
         }
       }
-      bml[r] = mx, bml[kRows + r] = sum;
-    }
-    __syncthreads();
-    for (int x = 4 * tid; x < kRows * D; x += 4 * blockDim.x) {
-      const int r = x / D, d = x % D;
-      float4 v[kMaxWarps];
-#pragma unroll
-      for (int w = 0; w < kMaxWarps; ++w)
-        if (w < warps) v[w] = *reinterpret_cast<const float4*>(smem + w * L::kWarpBytes + (r * (D + 4) + d) * 4);
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int w = 0; w < kMaxWarps; ++w) {
-        if (w < warps) {
-          const float f = fw[w * kRows + r];
-          acc.x = fmaf(f, v[w].x, acc.x), acc.y = fmaf(f, v[w].y, acc.y);
-          acc.z = fmaf(f, v[w].z, acc.z), acc.w = fmaf(f, v[w].w, acc.w);
-        }
-      }
       *reinterpret_cast<float4*>(bo + x) = acc;
+      if (d == 0) bml[r] = mx, bml[kRows + r] = sum;
     }
   }
   cluster.sync();  // every block's merged partial is visible to the cluster
 
-  // Combine the cluster's blocks for this block's columns, then write them.
+  // Combine the cluster's blocks for this block's columns [rank * cols, (rank + 1) * cols) and
+  // write them; remote reads cost a round trip each, so all of a thread's are issued first
+  // (loops over the compile-time maximum, predicated by the cluster size).
   {
-    float* wts = reinterpret_cast<float*>(smem + L::weights(warps));  // [rank][row], then 1 / sum per row
-    const float* bml = reinterpret_cast<const float*>(smem + L::block_ml(warps));
-    // Remote (DSMEM) reads cost a round trip each: every one a thread needs is issued before the
-    // first is used (loops over the compile-time maximum, predicated by the cluster size).
-    if (tid < kRows) {
-      const int r = tid;
+    const int cols = D / csize;  // csize divides D (the candidates' cluster sizes are powers of two <= 16)
+    const int64_t out_row0 = int64_t(b) * a.q_len;
+    for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {  // cols: a multiple of 4
+      const int r = x / cols, d = rank * cols + x % cols;
+      float4 v[kMaxCluster];
       float mc[kMaxCluster], lc[kMaxCluster];
 #pragma unroll
       for (int c = 0; c < kMaxCluster; ++c) {
         if (c < csize) {
-          const float* rb = cluster.map_shared_rank(bml, c);
+          v[c] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(bo, c) + r * D + d);
+          const float* rb = cluster.map_shared_rank(static_cast<const float*>(bml), c);
           mc[c] = rb[r], lc[c] = rb[kRows + r];
         }
       }
@@ -327,37 +316,18 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
       for (int c = 0; c < kMaxCluster; ++c)
         if (c < csize) mx = fmaxf(mx, mc[c]);
       const float m_use = mx == -INFINITY ? 0.f : mx;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < kMaxCluster; ++c) {
         if (c < csize) {
           const float w = fast_exp2(mc[c] - m_use);
-          wts[c * kRows + r] = w;
+          acc.x = fmaf(w, v[c].x, acc.x), acc.y = fmaf(w, v[c].y, acc.y);
+          acc.z = fmaf(w, v[c].z, acc.z), acc.w = fmaf(w, v[c].w, acc.w);
           sum = fmaf(w, lc[c], sum);
         }
       }
-      wts[kMaxCluster * kRows + r] = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
-    }
-    __syncthreads();
-    const float* bo = reinterpret_cast<const float*>(smem + L::block_o(warps));
-    const int cols = D / csize;  // csize divides D (the candidates' cluster sizes are powers of two <= 16)
-    const int64_t out_row0 = int64_t(b) * a.q_len;
-    for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {  // cols: a multiple of 4
-      const int r = x / cols, d = rank * cols + x % cols;
-      float4 v[kMaxCluster];
-#pragma unroll
-      for (int c = 0; c < kMaxCluster; ++c)
-        if (c < csize) v[c] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(bo, c) + r * D + d);
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int c = 0; c < kMaxCluster; ++c) {
-        if (c < csize) {
-          const float w = wts[c * kRows + r];
-          acc.x = fmaf(w, v[c].x, acc.x), acc.y = fmaf(w, v[c].y, acc.y);
-          acc.z = fmaf(w, v[c].z, acc.z), acc.w = fmaf(w, v[c].w, acc.w);
-        }
-      }
-      const float inv = wts[kMaxCluster * kRows + r];
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
       const int i = r / group, h = kvh * group + r % group;
       T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + d;
       *reinterpret_cast<uint2*>(dst) =
