@@ -39,7 +39,8 @@ HostAttention make_attention_problem(const AttentionParams& p, uint64_t seed, in
 // cache (q_len < kv_len); decode (q_len 1..5) against long caches; contiguous and paged caches
 // (pages 16, 64, 256, shuffled); per-sequence lengths; a fused-qkv input row and an output
 // row with a gap; padded batches of prompts of different lengths (per-sequence query counts).
-// `long_decode` adds caches long enough for up to 128 key splits.
+// `long_decode` adds caches long enough for up to 128 key splits. Last: Gemma-2B's and
+// Llama-2-7B's decode against short caches (1-300 positions, static and paged, 1-8 queries).
 std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode = false);
 
 // Shorthand used in test names and failure messages.
