@@ -27,8 +27,8 @@
 #   DECODE_DRY=1                               # no GPU: print the commands instead of running them
 #   DECODE_MODELS="gemma-2b"                   # the engine's models (default "gemma-2b llama-2-7b")
 #   DECODE_BEFORE=0                            # no "before" runs (--fusion off --no-pdl)
-#   DECODE_ATTN=1                              # also: the one-launch decode attention candidates
-#                                              # (Attn_DecodeOneLaunch_*) against the fp64 reference
+#   DECODE_ATTN=1                              # also: the decode attention candidates
+#                                              # (Attn_DecodeOneLaunch_*, Attn_DecodeCluster_*) against the fp64 reference
 #                                              # on every shape of test_cuda_attention, their graph
 #                                              # replay test, and attention_lab on short-cache decode
 #                                              # shapes (every candidate timed; after the tests)
@@ -112,16 +112,17 @@ if [ -n "$tests" ]; then
   done
 fi
 
-# The one-launch decode attention candidates: every shape of the shared set, bf16 and fp16, against
+# The decode attention candidates (one-launch, cluster): every shape of the shared set, bf16 and fp16, against
 # the fp64 reference (the other candidates are covered by scripts/gpu-attention.sh), and their
 # graph replays.
 if [ "$ATTN" = 1 ]; then
   only=$(for s in 1 2 4 8 16 32; do for w in 2 4 8; do printf 'Attn_DecodeOneLaunch_w%s_sp%s,' "$w" "$s"; done; done)
+  only=$only$(for c in 1 2 4 8 16; do for w in 1 2 4 8; do printf 'Attn_DecodeCluster_c%s_w%s,' "$c" "$w"; done; done)
   secs=$(left 90)
   if [ "$secs" = 0 ]; then echo "gpu-decode: test_cuda_attention skipped (budget)"; else
-    stamp "test test_cuda_attention (Attn_DecodeOneLaunch_* only)"
+    stamp "test test_cuda_attention (the decode candidates only)"
     TUNABLEOP_ATTENTION_TEST_ONLY=${only%,} go "$secs" "$BUILD/tests/backends/cuda/attention/test_cuda_attention" \
-      --gtest_filter='FlashAttention.Bf16*:FlashAttention.Fp16*:FlashAttention.Names*:DecodeOneLaunch.*' \
+      --gtest_filter='FlashAttention.Bf16*:FlashAttention.Fp16*:FlashAttention.Names*:DecodeOneLaunch.*:DecodeCluster.*' \
       >"$LOGS/test_cuda_attention.log" 2>&1
     rc=$?
     echo "test_cuda_attention: exit $rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/test_cuda_attention.log" | tr '\n' ' ')"

@@ -69,7 +69,7 @@ std::vector<Shape> shapes() {
   v.push_back({"gemma-2b.decode16384.paged64", make(1, 1, 16384, 8, 1, 256, 64)});
   v.push_back({"gemma-2b.decode4096.b8", make(8, 1, 4096, 8, 1, 256)});
   // Short caches (the middle and the end of a 256-token decode benchmark): latency, not bytes.
-  for (int64_t c : {130, 251}) {
+  for (int64_t c : {32, 130, 251}) {
     v.push_back({fmt::format("gemma-2b.short-decode{}", c), make(1, 1, c, 8, 1, 256)});
     v.push_back({fmt::format("llama2-7b.short-decode{}", c), make(1, 1, c, 32, 32, 128)});
   }

@@ -83,9 +83,11 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
     TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
     TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, size_t(B) * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(dec_.lens, size_t(B) * 4));
-    for (Buffer* b : {&dec_ids_host_, &dec_pos_host_, &dec_lens_host_, &next_host_}) {
-      auto h = dev_->alloc_host(size_t(B) * 4);
+    // A decode step's ids, positions and lengths travel as one upload (one copy instead of three
+    // ahead of every step's graph): [ids | positions | lengths], max_batch each.
+    TUNABLEOP_RETURN_IF_ERROR(ensure(dec_in_, size_t(3 * B) * 4));
+    for (Buffer* b : {&dec_in_host_, &next_host_}) {
+      auto h = dev_->alloc_host(size_t(b == &dec_in_host_ ? 3 * B : B) * 4);
       if (!h.is_ok()) return h.status();
       *b = std::move(h.value());
     }
@@ -189,7 +191,7 @@ class Model final : public Engine {
 
   Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
     TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
-    const Pass p = pass(Phase::kDecode, 1, dec_);
+    const Pass p = decode_pass();
     TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
     return finish_decode(next);
   }
@@ -199,7 +201,7 @@ class Model final : public Engine {
                                                     std::vector<int32_t>* next) override {
     TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
     TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
-    Status st = forward(pass(Phase::kDecode, 1, dec_), dec_);
+    Status st = forward(decode_pass(), dec_);
     auto spans = dev_->end_profile();  // ends the profile whatever happened
     TUNABLEOP_RETURN_IF_ERROR(st);
     if (!spans.is_ok()) return spans.status();
@@ -232,9 +234,9 @@ class Model final : public Engine {
       return Status::invalid_argument("decode: got " + std::to_string(tokens.size()) + " tokens for a batch of " +
                                       std::to_string(batch_) + " (call prefill first)");
     }
-    int32_t* ids = dec_ids_host_.as<int32_t>();
-    int32_t* pos = dec_pos_host_.as<int32_t>();
-    int32_t* lens = dec_lens_host_.as<int32_t>();
+    int32_t* ids = dec_in_host_.as<int32_t>();
+    int32_t* pos = ids + o_.max_batch;
+    int32_t* lens = pos + o_.max_batch;
     for (int64_t b = 0; b < batch_; ++b) {
       if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= c_.vocab_size) {
         return Status::invalid_argument("decode: token id " + std::to_string(tokens[size_t(b)]) +
@@ -250,10 +252,7 @@ class Model final : public Engine {
       lens[b] = pos[b] + 1;
     }
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.ids.get(), ids, size_t(batch_) * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.pos.get(), pos, size_t(batch_) * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.lens.get(), lens, size_t(batch_) * 4));
-    return Status::ok();
+    return dev_->upload(dec_in_.get(), ids, dec_in_.bytes());
   }
 
   // After a decode step: the next tokens to the host, every sequence one longer.
@@ -298,6 +297,15 @@ class Model final : public Engine {
     p.seqs = a.seqs.as<int32_t>();
     p.positions = a.pos.as<int32_t>();
     p.seq_lens = a.lens.as<int32_t>();
+    return p;
+  }
+
+  // The decode pass reads its ids, positions and lengths from dec_in_ (prepare_decode).
+  Pass decode_pass() const {
+    Pass p = pass(Phase::kDecode, 1, dec_);
+    p.ids = dec_in_.as<int32_t>();
+    p.positions = p.ids + o_.max_batch;
+    p.seq_lens = p.positions + o_.max_batch;
     return p;
   }
 
@@ -431,10 +439,10 @@ class Model final : public Engine {
   float embed_scale_ = 1;
   std::unique_ptr<KvCache> cache_;
   Activations pre_, dec_;
-  Buffer last_x_, last_norm_, logits_, next_, last_rows_;           // device
-  Buffer logit_parts_;                                              // tensor parallel: this rank's logit columns
-  Buffer dec_ids_host_, dec_pos_host_, dec_lens_host_, next_host_;  // host staging
-  Buffer pre_host_;                                                 // prefill's inputs, host staging
+  Buffer last_x_, last_norm_, logits_, next_, last_rows_;  // device
+  Buffer logit_parts_;                                     // tensor parallel: this rank's logit columns
+  Buffer dec_in_, dec_in_host_, next_host_;                // decode's packed inputs (device, host staging); next ids
+  Buffer pre_host_;                                        // prefill's inputs, host staging
   std::vector<int64_t> seq_len_;
   int64_t batch_ = 0, padded_ = 0;
 };

@@ -132,19 +132,32 @@ std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode
     add(3, 1, 190, 16, 4, d, true, 16, true);
     add(2, 2, 97, 8, 1, d, true, 0, true);
   }
-  // Not causal with fewer keys than queries (every query sees every key): the flash kernels
-  // once took the negative positions pos0 + i of such rows for padding rows and wrote zeros
-  // (seen on fp16 d256 pages of 256, when a ragged draw gave one sequence 6 keys for 33
-  // queries). Appended after the loop so the shapes above keep their seeds.
-  for (int64_t d : {64, 128, 256}) {
-    add(1, 48, 20, 8, 2, d, false);       // contiguous, one length
-    add(2, 33, 20, 4, 2, d, false, 256);  // pages of 256, every sequence shorter than its queries
-  }
   if (long_decode) {  // enough key tiles for every split count (up to 128 splits of 2 tiles)
     add(1, 1, 8200, 4, 1, 128, true);
     add(2, 2, 4500, 8, 2, 128, true, 64, true);
     add(1, 1, 16500, 8, 1, 256, true);
     add(1, 3, 16500, 4, 2, 64, true, 256, true);
+  }
+  // Gemma-2B's decode against the short caches of a 256-token benchmark (the cluster decode
+  // kernel's case): 8 query rows on one kv head at d256, from a cache of one position to 300,
+  // static (longer than the sequence, q from the fused qkv row) and paged (16, 64), ragged
+  // lengths, 2-8 queries per sequence (8 x 8 rows: beyond the cluster kernel, for the others).
+  // Last in the list, so the shapes above keep the seeds their tests draw.
+  add(1, 1, 1, 8, 1, 256, true, 0, false, (8 + 2) * 256);
+  add(1, 1, 17, 8, 1, 256, true, 16);
+  add(2, 1, 130, 8, 1, 256, true, 0, true, (8 + 2) * 256);
+  add(3, 1, 256, 8, 1, 256, true, 64, true);
+  add(2, 1, 300, 8, 1, 256, true, 16, true);
+  add(2, 4, 77, 2, 1, 256, true, 0, true, 0, 0, true);
+  add(1, 8, 300, 8, 1, 256, true, 64);
+  add(1, 1, 255, 32, 32, 128, true, 0, false, 3 * 32 * 128);  // Llama-2-7B's decode: one row per kv head
+  // Not causal with fewer keys than queries (every query sees every key): the flash kernels
+  // once took the negative positions pos0 + i of such rows for padding rows and wrote zeros
+  // (seen on fp16 d256 pages of 256, when a ragged draw gave one sequence 6 keys for 33
+  // queries). Last, so the shapes above keep their seeds.
+  for (int64_t d : {64, 128, 256}) {
+    add(1, 48, 20, 8, 2, d, false);       // contiguous, one length
+    add(2, 33, 20, 4, 2, d, false, 256);  // pages of 256, every sequence shorter than its queries
   }
   return v;
 }

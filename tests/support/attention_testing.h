@@ -36,11 +36,12 @@ HostAttention make_attention_problem(const AttentionParams& p, uint64_t seed, in
 
 // The shapes every attention kernel is checked on, for one dtype: head dims 64/128/256; GQA
 // ratios 1, 4, 8 and all (MQA); causal and not; odd lengths (ragged tiles); prefill with a
-// cache (q_len < kv_len); not causal with fewer keys than queries; decode (q_len 1..5) against
-// long caches; contiguous and paged caches (pages 16, 64, 256, shuffled); per-sequence
-// lengths; a fused-qkv input row and an output row with a gap; padded batches of prompts of
-// different lengths (per-sequence query counts).
-// `long_decode` adds caches long enough for up to 128 key splits.
+// cache (q_len < kv_len); decode (q_len 1..5) against long caches; contiguous and paged caches
+// (pages 16, 64, 256, shuffled); per-sequence lengths; a fused-qkv input row and an output
+// row with a gap; padded batches of prompts of different lengths (per-sequence query counts).
+// `long_decode` adds caches long enough for up to 128 key splits. Last: Gemma-2B's and
+// Llama-2-7B's decode against short caches (1-300 positions, static and paged, 1-8 queries),
+// then non-causal sequences with fewer keys than queries.
 std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode = false);
 
 // Shorthand used in test names and failure messages.

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "tunableop/checked_size.h"
+
 namespace tunableop {
 
 namespace {
@@ -33,13 +35,16 @@ double AttentionParams::softmax_scale() const {
 }
 
 AttentionParams AttentionParams::with_defaults() const {
+  // Runs before validate() (on a signature read from a file, say): every product saturates
+  // (CheckedInt::value) instead of overflowing, and validate() then refuses the result.
   AttentionParams p = *this;
-  if (p.q_row_stride == 0) p.q_row_stride = p.heads * p.head_dim;
-  if (p.o_row_stride == 0) p.o_row_stride = p.heads * p.head_dim;
+  const int64_t row = (CheckedInt(p.heads) * p.head_dim).value();
+  if (p.q_row_stride == 0) p.q_row_stride = row;
+  if (p.o_row_stride == 0) p.o_row_stride = row;
   if (!p.paged() && p.max_seq == 0) p.max_seq = p.kv_len;
   if (p.paged()) {
-    if (p.pages_per_seq == 0) p.pages_per_seq = (p.kv_len + p.page_size - 1) / p.page_size;
-    if (p.num_pages == 0) p.num_pages = p.batch * p.pages_per_seq;
+    if (p.pages_per_seq == 0 && p.kv_len >= 0) p.pages_per_seq = p.kv_len / p.page_size + (p.kv_len % p.page_size != 0);
+    if (p.num_pages == 0) p.num_pages = (CheckedInt(p.batch) * p.pages_per_seq).value();
   }
   return p;
 }
@@ -66,6 +71,8 @@ Status AttentionParams::validate() const {
   if (page_size < 0) return bad(fmt::format("page_size ({}) must be >= 0", page_size));
   if (paged()) {
     if (page_size > 4096) return bad(fmt::format("page_size ({}) must be <= 4096", page_size));
+    if (pages_per_seq < 1 || pages_per_seq > kMaxDim)
+      return bad(fmt::format("pages_per_seq ({}) must be in 1..{}", pages_per_seq, kMaxDim));
     if (pages_per_seq * page_size < kv_len)
       return bad(fmt::format("pages_per_seq ({}) x page_size ({}) holds fewer than kv_len ({}) keys", pages_per_seq,
                              page_size, kv_len));
@@ -110,16 +117,18 @@ std::string attention_params_signature(const AttentionParams& in) {
   std::string s = fmt::format("b{}_q{}_k{}_h{}_kv{}_d{}", p.batch, p.q_len, p.kv_len, p.heads, p.kv_heads, p.head_dim);
   if (p.paged()) {
     s += fmt::format("_p{}", p.page_size);
-    const int64_t pps = (p.kv_len + p.page_size - 1) / p.page_size;
+    // As with_defaults() computes them (saturating: the params may not be validated yet).
+    const int64_t pps = p.kv_len >= 0 ? p.kv_len / p.page_size + (p.kv_len % p.page_size != 0) : 0;
     if (p.pages_per_seq != pps) s += fmt::format("_pp{}", p.pages_per_seq);
-    if (p.num_pages != p.batch * p.pages_per_seq) s += fmt::format("_np{}", p.num_pages);
+    if (p.num_pages != (CheckedInt(p.batch) * p.pages_per_seq).value()) s += fmt::format("_np{}", p.num_pages);
   } else if (p.max_seq != p.kv_len) {
     s += fmt::format("_ms{}", p.max_seq);
   }
   if (p.var_kv_len) s += "_vk";
   if (p.var_q_len) s += "_vq";
-  if (p.q_row_stride != p.heads * p.head_dim) s += fmt::format("_qs{}", p.q_row_stride);
-  if (p.o_row_stride != p.heads * p.head_dim) s += fmt::format("_os{}", p.o_row_stride);
+  const int64_t row = (CheckedInt(p.heads) * p.head_dim).value();
+  if (p.q_row_stride != row) s += fmt::format("_qs{}", p.q_row_stride);
+  if (p.o_row_stride != row) s += fmt::format("_os{}", p.o_row_stride);
   if (p.scale != 0.0) s += fmt::format("_sc{:.9g}", p.scale);
   return s;
 }

@@ -146,5 +146,23 @@ TEST(AttentionSignature, MalformedIsAParseError) {
   }
 }
 
+// Sizes whose products overflow int64, read from a file (an untuned_signature fuzz finding: the
+// head dim 6611686018427387904 overflowed heads * head_dim in with_defaults(), before any check):
+// refused with a message, no arithmetic overflows on the way (UBSan in the hardening job).
+TEST(AttentionSignature, HugeSizesAreRefusedWithoutOverflow) {
+  const char* op = "AttentionTunableOp_float_causal";
+  for (const char* prm : {"b2_q1_k4096_h8_kv2_d6611686018427387904", "b1_q1_k1_h9223372036854775807_kv1_d2",
+                          "b1_q1_k9223372036854775807_h1_kv1_d64_p4096", "b9223372036854775807_q1_k64_h1_kv1_d64_p16",
+                          "b1_q1_k64_h1_kv1_d64_p16_pp9223372036854775807"}) {
+    auto r = parse_attention_signature(op, prm);
+    ASSERT_FALSE(r.is_ok()) << prm;
+    EXPECT_EQ(r.status().code(), StatusCode::kParseError) << prm;
+  }
+  // The signature of unvalidated params (e.g. in a message) is defined too.
+  AttentionParams p;
+  p.heads = INT64_MAX, p.head_dim = 4, p.batch = INT64_MAX, p.kv_len = INT64_MAX, p.page_size = 16;
+  EXPECT_NE(attention_params_signature(p).find("_d4"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tunableop

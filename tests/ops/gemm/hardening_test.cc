@@ -274,25 +274,38 @@ TEST(GemmParamsOverflow, EmptyOperandsHugeStridesAreHarmless) {
   ASSERT_TRUE(e.with_defaults().validate().is_ok());
   EXPECT_EQ(e.with_defaults().stride_c, 0);
 
+  // The walk's second finding: A empty (m = n = 0) with lda 2^63 - 1, whose dense stride our
+  // kernels' own argument check recomputed as lda x k and overflowed.
+  GemmParams f;
+  f.dtype = DType::kF64;
+  f.m = 0, f.n = 0, f.k = 4;
+  f.lda = INT64_MAX;
+  ASSERT_TRUE(f.with_defaults().validate().is_ok());
+
   TempDir dir;
   Context ctx = quiet_context(dir.file("r%d.csv"));
-  HostGemmProblem prob = HostGemmProblem::random(q, 11);
-  // A and B are empty, but real buffers (as the fuzzer's were): a null one would hide the
-  // pointer arithmetic.
-  std::vector<double> empty_a(1), empty_b(1);
-  int ran = 0;
-  for (const GemmCandidate& cand : gemm_candidates_for(ctx, q, 2)) {
-    if (!cand.supports(q).is_ok()) continue;
-    prob.reset_c();
-    std::vector<uint8_t> ws(cand.workspace_bytes ? cand.workspace_bytes(q) : 0);
-    GemmOperands ops{empty_a.data(), empty_b.data(), prob.c.data(), nullptr, ws.empty() ? nullptr : ws.data(),
-                     ws.size()};
-    Status st = cand.run(q, ops);
-    if (!st.is_ok()) continue;
-    ++ran;
-    EXPECT_TRUE(matches_reference(prob, prob.c)) << cand.name;
+  for (const GemmParams& problem : {q, f.with_defaults()}) {
+    HostGemmProblem prob = HostGemmProblem::random(problem, 11);
+    // A and B may be empty, but real buffers (as the fuzzer's were): a null one would hide the
+    // pointer arithmetic.
+    std::vector<double> empty_a(1), empty_b(1);
+    int ran = 0;
+    for (const GemmCandidate& cand : gemm_candidates_for(ctx, problem, 2)) {
+      if (!cand.supports(problem).is_ok()) continue;
+      prob.reset_c();
+      std::vector<uint8_t> ws(cand.workspace_bytes ? cand.workspace_bytes(problem) : 0);
+      GemmOperands ops{empty_a.data(),
+                       empty_b.data(),
+                       prob.c.empty() ? nullptr : prob.c.data(),
+                       nullptr,
+                       ws.empty() ? nullptr : ws.data(),
+                       ws.size()};
+      if (!cand.run(problem, ops).is_ok()) continue;
+      ++ran;
+      EXPECT_TRUE(matches_reference(prob, prob.c)) << cand.name << " " << testing::describe(problem);
+    }
+    EXPECT_GT(ran, 0) << testing::describe(problem);
   }
-  EXPECT_GT(ran, 0);
 }
 
 }  // namespace

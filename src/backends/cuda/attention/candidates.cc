@@ -1,6 +1,7 @@
 #include "backends/cuda/attention/candidates.h"
 
 #include "backends/cuda/attention/decode_candidates.h"
+#include "backends/cuda/attention/decode_cluster_candidates.h"
 #include "backends/cuda/attention/flash_candidates.h"
 #include "backends/cuda/attention/math_attention.h"
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
@@ -14,6 +15,7 @@ std::vector<AttentionCandidate> cuda_attention_candidates() {
   std::vector<AttentionCandidate> out{make_math_attention()};
   for (auto& c : flash_attention_candidates()) out.push_back(std::move(c));
   for (auto& c : decode_attention_candidates()) out.push_back(std::move(c));
+  for (auto& c : decode_cluster_candidates()) out.push_back(std::move(c));
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
   for (auto& c : cudnn_sdpa_candidates()) out.push_back(std::move(c));
 #endif

@@ -8,21 +8,27 @@
 
 namespace tunableop::cuda::flash_detail {
 
-// Opting in to more than 48 KB of dynamic shared memory is a per-function, per-device host
-// call, made once per device (before any graph capture, on the first plain launch). The kernel
-// is a template argument so that each kernel has its own flags: every kernel here has the same
-// function type, so a template on that type would share one flag among all of them.
-template <auto Kernel>
-cudaError_t allow_smem(int bytes) {
+// A per-function, per-device attribute (opting in to more than 48 KB of dynamic shared memory,
+// to clusters of more than 8 blocks) is a host call, made once per device (before any graph
+// capture, on the first plain launch). The kernel is a template argument so that each kernel has
+// its own flags: every kernel here has the same function type, so a template on that type would
+// share one flag among all of them.
+template <auto Kernel, cudaFuncAttribute Attr>
+cudaError_t set_attribute_once(int value) {
   static std::atomic<uint64_t> done{0};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (bit && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  err = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  err = cudaFuncSetAttribute(Kernel, Attr, value);
   if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
   return err;
+}
+
+template <auto Kernel>
+cudaError_t allow_smem(int bytes) {
+  return set_attribute_once<Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(bytes);
 }
 
 // Programmatic dependent launch needs sm_90; asked once per device.

@@ -1,7 +1,8 @@
-// The one-launch decode candidates (Attn_DecodeOneLaunch_*) beyond the all-candidates check of
-// flash_attention_test.cc: their support rules, and that a captured CUDA graph replays them
-// correctly again and again (the last block of each kv head resets its ticket counter; a
-// counter left non-zero would make the next replay combine too early or never).
+// The decode candidates (Attn_DecodeOneLaunch_*, Attn_DecodeCluster_*) beyond the all-candidates
+// check of flash_attention_test.cc: their support rules, and that a captured CUDA graph replays
+// them correctly again and again (the one-launch kernel's last block of each kv head resets its
+// ticket counter: a counter left non-zero would make the next replay combine too early or never;
+// the cluster kernel keeps nothing between launches).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "backends/cuda/attention/decode_candidates.h"
+#include "backends/cuda/attention/decode_cluster_candidates.h"
+#include "backends/cuda/attention/decode_cluster_launch.h"
 #include "backends/cuda/cuda_testing.h"
 #include "support/attention_testing.h"
 
@@ -60,7 +63,7 @@ TEST(DecodeOneLaunch, SupportRules) {
 // Eager run, then the same run captured once and replayed: every replay must match the eager
 // output bit for bit (and the reference). Lengths read on the device change between replays,
 // as the engine's decode graph sees them grow.
-void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
+void check_graph_replay(const std::vector<AttentionCandidate>& cands, const AttentionParams& shape, uint64_t seed) {
   HostAttention h = testing::make_attention_problem(shape, seed);
   ASSERT_TRUE(h.p.var_kv_len);
   auto upload = [](const void* src, size_t bytes) {
@@ -86,8 +89,10 @@ void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
     EXPECT_EQ(cudaMemcpy(host.data(), out.data(), host.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     return host;
   };
-  for (const auto& c : cuda::decode_attention_candidates()) {
+  int ran = 0;
+  for (const auto& c : cands) {
     if (!c.supports(h.p).is_ok()) continue;
+    ++ran;
     SCOPED_TRACE(c.name + " " + testing::describe(h.p));
     // Shorter lengths first (the eager run and the capture), then the real ones for the replays.
     std::vector<int32_t> shorter = h.kv_lens;
@@ -122,22 +127,69 @@ void check_graph_replay(const AttentionParams& shape, uint64_t seed) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
+  EXPECT_GT(ran, 0) << "no candidate took " << testing::describe(h.p);
   cudaStreamDestroy(stream);
+}
+
+// Gemma-2B's decode: 8 heads on one kv head, q read from the fused qkv row, a static cache
+// longer than the longest sequence.
+AttentionParams gemma_decode_for_replay() {
+  AttentionParams p;
+  p.batch = 2, p.q_len = 1, p.kv_len = 251, p.max_seq = 256, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
+  p.var_kv_len = true, p.q_row_stride = 10 * 256;
+  return p;
 }
 
 TEST(DecodeOneLaunch, GraphReplaysMatchTheEagerRun) {
   TUNABLEOP_REQUIRE_GPU();
-  // Gemma-2B's decode: 8 heads on one kv head, q read from the fused qkv row, a static cache
-  // longer than the longest sequence.
-  AttentionParams p;
-  p.batch = 2, p.q_len = 1, p.kv_len = 251, p.max_seq = 256, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
-  p.var_kv_len = true, p.q_row_stride = 10 * 256;
-  check_graph_replay(p, 7);
+  const auto cands = cuda::decode_attention_candidates();
+  check_graph_replay(cands, gemma_decode_for_replay(), 7);
   // GQA 4, fp16, pages of 16 out of order.
   AttentionParams paged;
   paged.dtype = DType::kF16, paged.batch = 3, paged.q_len = 1, paged.kv_len = 300, paged.heads = 16;
   paged.kv_heads = 4, paged.head_dim = 128, paged.page_size = 16, paged.var_kv_len = true;
-  check_graph_replay(paged, 8);
+  check_graph_replay(cands, paged, 8);
+}
+
+TEST(DecodeCluster, SupportRules) {
+  const auto cands = cuda::decode_cluster_candidates();
+  ASSERT_FALSE(cands.empty());
+  for (size_t i = 0; i < cands.size(); ++i) {
+    EXPECT_EQ(cands[i].name.rfind("Attn_DecodeCluster_c", 0), 0u) << cands[i].name;
+    for (size_t j = i + 1; j < cands.size(); ++j) EXPECT_NE(cands[i].name, cands[j].name);
+  }
+  // Without an sm_90 device (CI) every problem is refused as unsupported, never an error.
+  const bool device = cuda::decode_cluster_available();
+  for (int d : {64, 128, 256}) {
+    AttentionParams ok = decode_params(d);  // 8 rows on one kv head
+    AttentionParams too_many = ok;
+    too_many.q_len = 2;  // 16 rows
+    for (const auto& c : cands) {
+      EXPECT_EQ(c.supports(ok).is_ok(), device) << c.name << " d" << d;
+      if (!device) {
+        EXPECT_TRUE(c.supports(ok).is_unsupported()) << c.name;
+      }
+      EXPECT_TRUE(c.supports(too_many).is_unsupported()) << c.name << " d" << d;
+      EXPECT_EQ(c.workspace_bytes(ok), 0u) << c.name;
+    }
+  }
+  AttentionParams p = decode_params(128);
+  p.dtype = DType::kF32;
+  for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+  p = decode_params(96);
+  for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+}
+
+TEST(DecodeCluster, GraphReplaysMatchTheEagerRun) {
+  TUNABLEOP_REQUIRE_GPU();
+  if (!cuda::decode_cluster_available()) GTEST_SKIP() << "thread-block clusters need an sm_90 device";
+  const auto cands = cuda::decode_cluster_candidates();
+  check_graph_replay(cands, gemma_decode_for_replay(), 9);
+  // Llama-2-7B's decode (32 kv heads, one row each), fp16, pages of 16 out of order.
+  AttentionParams paged;
+  paged.dtype = DType::kF16, paged.batch = 2, paged.q_len = 1, paged.kv_len = 300, paged.heads = 32;
+  paged.kv_heads = 32, paged.head_dim = 128, paged.page_size = 16, paged.var_kv_len = true;
+  check_graph_replay(cands, paged, 10);
 }
 
 }  // namespace

@@ -1,0 +1,13 @@
+// Cluster decode attention kernels for __nv_bfloat16 (every head dim), and the device check
+// shared by both dtypes.
+#include "backends/cuda/attention/decode_cluster_launch_impl.cuh"
+
+namespace tunableop::cuda {
+
+bool decode_cluster_available() { return flash_detail::device_has_pdl(); }  // sm_90+: PDL and clusters alike
+
+cudaError_t decode_cluster_bf16(const FlashArgs& args, int head_dim, int cluster, int warps, cudaStream_t stream) {
+  return decode_cluster_detail::launch<__nv_bfloat16>(args, head_dim, cluster, warps, stream);
+}
+
+}  // namespace tunableop::cuda

@@ -1,0 +1,10 @@
+// Cluster decode attention kernels for __half (every head dim).
+#include "backends/cuda/attention/decode_cluster_launch_impl.cuh"
+
+namespace tunableop::cuda {
+
+cudaError_t decode_cluster_f16(const FlashArgs& args, int head_dim, int cluster, int warps, cudaStream_t stream) {
+  return decode_cluster_detail::launch<__half>(args, head_dim, cluster, warps, stream);
+}
+
+}  // namespace tunableop::cuda

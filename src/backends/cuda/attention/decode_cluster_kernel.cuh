@@ -1,0 +1,341 @@
+// Cluster decode attention on tensor cores, for decode against short caches with up to 8 query
+// rows per kv head (Gemma-2B's MQA: the 8 heads of its one kv head; Llama's MHA: one row).
+//
+// Why: at 130-256 cached positions the keys are ~130-260 KB, nothing for the memory system;
+// what costs is latency: a split kernel plus a combine kernel (split-KV), or one block walking
+// the keys on CUDA cores with a serial online softmax per row (the one-launch kernel: 24 us for
+// Gemma's 8 rows at d256). Here the keys are spread over every warp of a thread-block cluster
+// (C blocks on C SMs, W warps each; 16-key tiles dealt round-robin, tile t to warp t / C of block
+// t % C), each warp does its tile with a handful of mma.sync instructions, and the partials are
+// merged through shared memory inside the block and through distributed shared memory (DSMEM)
+// across the cluster: one launch, no workspace, no counters, nothing in global memory but the
+// output, so graph replays need nothing reset.
+//
+// Per 16-key tile, with the query rows as the mma's n = 8 columns (no padding):
+//   S^T [16 keys x 8 rows] = K [16 x D] Q^T [D x 8]: K's rows go straight from global memory into
+//     the A fragments (16-byte loads: lane (g, t) takes dims 8t..8t+7 of each 32-dim chunk of
+//     keys g and g + 8; the same permutation of the reduction index on Q's side, whose fragments
+//     stay in registers), four independent accumulators to hide the mma latency;
+//   online softmax per row in registers (exp2 units; a row's 16 scores sit in the 8 lanes that
+//     share t: 3 shuffles), P rounded to the storage type and transposed through 256 bytes of
+//     shared memory into the B fragment;
+//   O^T [D x 8] += V^T [D x 16] P^T [16 x 8]: V comes in by cp.async (issued with K's loads,
+//     zero-filled past the sequence's length, so masked keys multiply exact zeros) into a
+//     swizzled per-warp tile and out through ldmatrix.trans.
+// Then each warp's O (fp32, unnormalised, with its running max and sum per row) goes to shared
+// memory, the block merges its warps, the cluster synchronises, and block `rank` of the cluster
+// combines columns [rank * D / C, (rank + 1) * D / C) of every row from the C blocks' shared
+// memory and writes them. Fixed orders everywhere: the same bits run to run.
+//
+// Programmatic dependent launch on sm_90: the kernel waits for the previous one (rope + cache
+// write) before reading anything and lets the next (the o projection) launch at once. sm_90 only
+// (clusters); the body is empty elsewhere and the candidates refuse other devices.
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include "backends/cuda/attention/flash_kernel.cuh"
+
+namespace tunableop::cuda::decode_cluster_detail {
+
+using flash_detail::cp_async16;
+using flash_detail::cp_async_commit;
+using flash_detail::cp_async_wait;
+using flash_detail::fast_exp2;
+using flash_detail::grid_dependency_wait;
+using flash_detail::grid_dependents_launch;
+using flash_detail::ldmatrix_x4_trans;
+using flash_detail::mma16816;
+using flash_detail::pack2;
+using flash_detail::smem_addr;
+
+constexpr int kRows = 8;         // query rows per kv head (the mma's n)
+constexpr int kTileKeys = 16;    // keys per warp tile (the mma's m)
+constexpr int kMaxWarps = 8;     // per block
+constexpr int kMaxCluster = 16;  // blocks per cluster (above 8: non-portable cluster size)
+
+// Shared memory of one block, in bytes from the start of the dynamic buffer.
+template <int D>
+struct Layout {
+  // Per warp: its V tile (16 keys x D, swizzled), later its O partial (8 rows x (D + 4) fp32; the
+  // padding makes the fragment stores conflict-free).
+  static constexpr int kWarpBytes = (kRows * (D + 4) * 4 > kTileKeys * D * 2) ? kRows * (D + 4) * 4 : kTileKeys * D * 2;
+  static constexpr int kPtBytes = kRows * kTileKeys * 2;  // per warp: P^T as [row][key]
+  static __host__ __device__ constexpr int pt(int warps) { return warps * kWarpBytes; }
+  static __host__ __device__ constexpr int ml(int warps) { return pt(warps) + warps * kPtBytes; }  // [warp][row] m, l
+  static __host__ __device__ constexpr int block_o(int warps) { return ml(warps) + warps * kRows * 2 * 4; }
+  static __host__ __device__ constexpr int block_ml(int warps) { return block_o(warps) + kRows * D * 4; }  // m[8], l[8]
+  static __host__ __device__ constexpr int bytes(int warps) { return block_ml(warps) + 2 * kRows * 4; }
+};
+
+__device__ __forceinline__ float max_over_g(float x) {  // the 8 lanes that share lane % 4
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+}
+__device__ __forceinline__ float sum_over_g(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 4);
+  x += __shfl_xor_sync(0xffffffffu, x, 8);
+  return x + __shfl_xor_sync(0xffffffffu, x, 16);
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
+  using L = Layout<D>;
+  constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
+  constexpr int kC32 = D / 32;    // 32-dim chunks (two mma k-steps) of S^T = K Q^T
+  constexpr int kMt = D / 16;     // 16-dim m-tiles of O^T
+  extern __shared__ __align__(128) unsigned char smem[];
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+  const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
+  const int csize = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int bk = blockIdx.y, b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+
+  // While the previous kernel may still run: an L2 prefetch of this warp's K/V tiles (contiguous
+  // cache only: 16 rows of a head are one block of memory). Only a hint: the length read here
+  // may be stale (clamped to the cache, so every address is inside it), and a prefetch changes
+  // no value, so whatever the previous kernel writes is what the loads below see.
+  if (!a.page_size && lane < 2) {
+    const int hint = int(min(int64_t(min(max(a.kv_lens ? a.kv_lens[b] : a.kv_len, 0), a.kv_len)), a.max_seq));
+    const char* base = static_cast<const char*>(lane == 0 ? a.k : a.v) + int64_t(bk) * a.max_seq * D * 2;
+    for (int tile = warp * csize + rank; tile * kTileKeys < hint; tile += warps * csize) {
+      const uint32_t bytes = uint32_t(min(kTileKeys, hint - tile * kTileKeys) * D * 2);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + int64_t(tile) * kTileKeys * D * 2),
+                   "r"(bytes)
+                   : "memory");
+    }
+  }
+
+  grid_dependency_wait();  // q and this step's K/V rows come from the previous kernel
+  grid_dependents_launch();
+
+  const int group = a.heads / a.kv_heads;
+  const int rows_total = a.q_len * group;  // <= kRows (the candidates check)
+  const int len = a.kv_lens ? a.kv_lens[b] : a.kv_len;
+  const int q_real = a.q_lens ? a.q_lens[b] : a.q_len;
+  const int rows_real = q_real * group;
+  const int pos0 = len - q_real;  // causal: query i sits at key position pos0 + i
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+
+  const T* kbase = static_cast<const T*>(a.k);
+  const T* vbase = static_cast<const T*>(a.v);
+  auto row_offset = [&](int j) -> int64_t {  // element offset of key j's row
+    if (!a.page_size) return (int64_t(bk) * a.max_seq + j) * D;
+    const int page = a.block_table[int64_t(b) * a.pages_per_seq + j / a.page_size];
+    return ((int64_t(page) * a.kv_heads + kvh) * a.page_size + j % a.page_size) * D;
+  };
+
+  // Q^T's B fragments: row gq, dims 8 tq..8 tq + 7 of every 32-dim chunk (zeros for padding rows).
+  uint4 qf[kC32];
+  {
+    const int r = gq;
+    const bool real = r < rows_real;
+    const int i = real ? r / group : 0, h = kvh * group + (real ? r % group : 0);
+    const T* src = static_cast<const T*>(a.q) + (int64_t(b) * a.q_len + i) * a.q_row_stride + int64_t(h) * D + 8 * tq;
+#pragma unroll
+    for (int c = 0; c < kC32; ++c)
+      qf[c] = real ? *reinterpret_cast<const uint4*>(src + 32 * c) : make_uint4(0, 0, 0, 0);
+  }
+
+  float o[kMt][4];  // O^T fragments: (dim 16 mt + gq (+8), rows 2 tq, 2 tq + 1)
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // rows 2 tq, 2 tq + 1; l is this lane's share
+
+  unsigned char* wbuf = smem + warp * L::kWarpBytes;
+  const uint32_t v_smem = smem_addr(wbuf);
+  T* pt = reinterpret_cast<T*>(smem + L::pt(warps) + warp * L::kPtBytes);  // [row][key]
+
+  const int tiles = (len + kTileKeys - 1) / kTileKeys;
+  for (int tile = warp * csize + rank; tile < tiles; tile += warps * csize) {
+    const int j0 = tile * kTileKeys;
+    // V tile: cp.async, 32 lanes over consecutive 16-byte chunks (whole rows per instruction).
+#pragma unroll
+    for (int f0 = 0; f0 < kTileKeys * kChunks; f0 += 32) {
+      const int f = f0 + lane, kk = f / kChunks, ch = f % kChunks;
+      const bool valid = j0 + kk < len;
+      const T* src = valid ? vbase + row_offset(j0 + kk) + ch * 8 : vbase;
+      cp_async16(v_smem + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16), src, valid);
+    }
+    cp_async_commit();
+    // K rows gq and gq + 8 into registers (zeros past the length: masked below anyway).
+    uint4 ka[kC32], kb[kC32];
+    {
+      const bool va = j0 + gq < len, vb = j0 + gq + 8 < len;
+      const T* pa = kbase + (va ? row_offset(j0 + gq) : 0) + 8 * tq;
+      const T* pb = kbase + (vb ? row_offset(j0 + gq + 8) : 0) + 8 * tq;
+#pragma unroll
+      for (int c = 0; c < kC32; ++c) {
+        ka[c] = va ? *reinterpret_cast<const uint4*>(pa + 32 * c) : make_uint4(0, 0, 0, 0);
+        kb[c] = vb ? *reinterpret_cast<const uint4*>(pb + 32 * c) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    // S^T = K Q^T, four independent accumulator chains.
+    float sacc[4][4] = {};
+#pragma unroll
+    for (int c = 0; c < kC32; ++c) {
+      const uint32_t a0[4] = {ka[c].x, kb[c].x, ka[c].y, kb[c].y};
+      const uint32_t a1[4] = {ka[c].z, kb[c].z, ka[c].w, kb[c].w};
+      mma16816<T>(sacc[(2 * c) & 3], a0, qf[c].x, qf[c].y);
+      mma16816<T>(sacc[(2 * c + 1) & 3], a1, qf[c].z, qf[c].w);
+    }
+    float s[4];  // (key gq, row 2 tq), (key gq, row 2 tq + 1), (key gq + 8, row 2 tq), (key gq + 8, row 2 tq + 1)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[e] = (sacc[0][e] + sacc[1][e] + sacc[2][e] + sacc[3][e]) * scale_log2;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = j0 + gq + (e >= 2 ? 8 : 0), r = 2 * tq + (e & 1);
+      const bool vis = j < len && r < rows_real && (!a.causal || j <= pos0 + r / group);
+      s[e] = vis ? s[e] : -INFINITY;
+    }
+    // Online softmax per row (2 tq + x).
+    float p[4];
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const float mx = fmaxf(m[x], max_over_g(fmaxf(s[x], s[x + 2])));
+      const float m_use = mx == -INFINITY ? 0.f : mx;  // a row with no key yet stays at 0
+      const float corr = fast_exp2(m[x] - m_use);      // 0 while m = -inf
+      p[x] = fast_exp2(s[x] - m_use), p[x + 2] = fast_exp2(s[x + 2] - m_use);
+      l[x] = fmaf(l[x], corr, p[x] + p[x + 2]);
+      m[x] = mx;
+#pragma unroll
+      for (int mt = 0; mt < kMt; ++mt) o[mt][x] *= corr, o[mt][x + 2] *= corr;
+    }
+    // P^T's B fragment: (keys 2 tq, 2 tq + 1 | 2 tq + 8, 2 tq + 9; row gq), through shared memory.
+    pt[(2 * tq) * kTileKeys + gq] = flash_detail::from_float<T>(p[0]);
+    pt[(2 * tq + 1) * kTileKeys + gq] = flash_detail::from_float<T>(p[1]);
+    pt[(2 * tq) * kTileKeys + gq + 8] = flash_detail::from_float<T>(p[2]);
+    pt[(2 * tq + 1) * kTileKeys + gq + 8] = flash_detail::from_float<T>(p[3]);
+    cp_async_wait<0>();
+    __syncwarp();
+    const uint32_t pb0 = *reinterpret_cast<const uint32_t*>(pt + gq * kTileKeys + 2 * tq);
+    const uint32_t pb1 = *reinterpret_cast<const uint32_t*>(pt + gq * kTileKeys + 2 * tq + 8);
+    // O^T += V^T P^T: ldmatrix.trans of (keys 0-7 | 8-15) x (dims 16 mt + 0-7 | 8-15), eight
+    // loads issued before their mmas (the asm statements keep their order: one load, one mma
+    // would stall the warp on every load).
+    {
+      constexpr int kBatch = kMt < 8 ? kMt : 8;
+      const int mat = lane >> 3, kk = (mat >= 2 ? 8 : 0) + (lane & 7);
+#pragma unroll
+      for (int mt0 = 0; mt0 < kMt; mt0 += kBatch) {
+        uint32_t va[kBatch][4];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int ch = 2 * (mt0 + u) + (mat & 1);
+          ldmatrix_x4_trans(va[u], v_smem + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16));
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) mma16816<T>(o[mt0 + u], va[u], pb0, pb1);
+      }
+    }
+    __syncwarp();  // the tile and P^T are read before the next tile overwrites them
+  }
+
+  // The warp's partial: total l per row, O (unnormalised) to shared memory.
+  l[0] = sum_over_g(l[0]), l[1] = sum_over_g(l[1]);
+  {
+    float* ow = reinterpret_cast<float*>(wbuf);  // [row][D + 4]
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      const int d = 16 * mt + gq;
+      ow[(2 * tq) * (D + 4) + d] = o[mt][0];
+      ow[(2 * tq + 1) * (D + 4) + d] = o[mt][1];
+      ow[(2 * tq) * (D + 4) + d + 8] = o[mt][2];
+      ow[(2 * tq + 1) * (D + 4) + d + 8] = o[mt][3];
+    }
+    float* ml = reinterpret_cast<float*>(smem + L::ml(warps)) + warp * 2 * kRows;
+    if (gq == 0) ml[2 * tq] = m[0], ml[2 * tq + 1] = m[1], ml[kRows + 2 * tq] = l[0], ml[kRows + 2 * tq + 1] = l[1];
+  }
+  __syncthreads();
+
+  // Merge the block's warps (in warp order), 4 columns of a row per thread: every warp's max, sum
+  // and values of the row are loaded at once (one shared-memory round trip), the weights
+  // computed in registers. The same merge then runs over the cluster's blocks through DSMEM.
+  float* bo = reinterpret_cast<float*>(smem + L::block_o(warps));
+  float* bml = reinterpret_cast<float*>(smem + L::block_ml(warps));  // block max [8], sum [8]
+  {
+    const float* ml = reinterpret_cast<const float*>(smem + L::ml(warps));
+    for (int x = 4 * tid; x < kRows * D; x += 4 * blockDim.x) {
+      const int r = x / D, d = x % D;
+      float4 v[kMaxWarps];
+      float mw[kMaxWarps], lw[kMaxWarps];
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w < warps) {
+          v[w] = *reinterpret_cast<const float4*>(smem + w * L::kWarpBytes + (r * (D + 4) + d) * 4);
+          mw[w] = ml[w * 2 * kRows + r], lw[w] = ml[w * 2 * kRows + kRows + r];
+        }
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w)
+        if (w < warps) mx = fmaxf(mx, mw[w]);
+      const float m_use = mx == -INFINITY ? 0.f : mx;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w < warps) {
+          const float f = fast_exp2(mw[w] - m_use);  // 0 for a warp that saw no key of the row
+          acc.x = fmaf(f, v[w].x, acc.x), acc.y = fmaf(f, v[w].y, acc.y);
+          acc.z = fmaf(f, v[w].z, acc.z), acc.w = fmaf(f, v[w].w, acc.w);
+          sum = fmaf(f, lw[w], sum);
+        }
+      }
+      *reinterpret_cast<float4*>(bo + x) = acc;
+      if (d == 0) bml[r] = mx, bml[kRows + r] = sum;
+    }
+  }
+  cluster.sync();  // every block's merged partial is visible to the cluster
+
+  // Combine the cluster's blocks for this block's columns [rank * cols, (rank + 1) * cols) and
+  // write them; remote reads cost a round trip each, so all of a thread's are issued first
+  // (loops over the compile-time maximum, predicated by the cluster size).
+  {
+    const int cols = D / csize;  // csize divides D (the candidates' cluster sizes are powers of two <= 16)
+    const int64_t out_row0 = int64_t(b) * a.q_len;
+    for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {  // cols: a multiple of 4
+      const int r = x / cols, d = rank * cols + x % cols;
+      float4 v[kMaxCluster];
+      float mc[kMaxCluster], lc[kMaxCluster];
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c) {
+        if (c < csize) {
+          v[c] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(bo, c) + r * D + d);
+          const float* rb = cluster.map_shared_rank(static_cast<const float*>(bml), c);
+          mc[c] = rb[r], lc[c] = rb[kRows + r];
+        }
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c)
+        if (c < csize) mx = fmaxf(mx, mc[c]);
+      const float m_use = mx == -INFINITY ? 0.f : mx;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < kMaxCluster; ++c) {
+        if (c < csize) {
+          const float w = fast_exp2(mc[c] - m_use);
+          acc.x = fmaf(w, v[c].x, acc.x), acc.y = fmaf(w, v[c].y, acc.y);
+          acc.z = fmaf(w, v[c].z, acc.z), acc.w = fmaf(w, v[c].w, acc.w);
+          sum = fmaf(w, lc[c], sum);
+        }
+      }
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
+      const int i = r / group, h = kvh * group + r % group;
+      T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + d;
+      *reinterpret_cast<uint2*>(dst) =
+          make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
+    }
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+#endif
+}
+
+}  // namespace tunableop::cuda::decode_cluster_detail
