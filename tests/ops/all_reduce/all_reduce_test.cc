@@ -221,13 +221,27 @@ TEST_F(AllReduceTest, WrongSumsAndRanksThatDisagreeNeverWin) {
   ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
   EXPECT_NE(rep->winner.solution, "Wrong_Sum");
   EXPECT_NE(rep->winner.solution, "Ranks_Disagree");
-  std::map<std::string, std::string> why;
+  // Whether the tuner reached a spoiled candidate's numerics check depends on the machine: a
+  // first run that lost a time slice on a busy machine is cut as slow before it (the cold cut,
+  // which screen ratios do not turn off; CI's ctest -j2 saw it once). So: where the tuner
+  // checked, it said why; and the check itself, asked directly, fails with the right reason.
+  const std::map<std::string, std::string> expected = {{"Wrong_Sum", "relative error"},
+                                                       {"Ranks_Disagree", "ranks 0 and 1 hold different sums"}};
   for (const auto& cr : rep->candidates)
-    if (cr.outcome == CandidateReport::Outcome::kNumericsFailed) why[cr.name] = cr.detail;
-  ASSERT_EQ(why.size(), 2u) << log();
-  EXPECT_NE(why["Wrong_Sum"].find("relative error"), std::string::npos) << why["Wrong_Sum"];
-  EXPECT_NE(why["Ranks_Disagree"].find("ranks 0 and 1 hold different sums"), std::string::npos)
-      << why["Ranks_Disagree"];
+    if (cr.outcome == CandidateReport::Outcome::kNumericsFailed) {
+      ASSERT_TRUE(expected.count(cr.name)) << cr.name << ": " << cr.detail;
+      EXPECT_NE(cr.detail.find(expected.at(cr.name)), std::string::npos) << cr.detail;
+    }
+  for (size_t i = 0; i < (*pr)->candidate_count(); ++i) {
+    const std::string name = (*pr)->candidate_name(i);
+    Status st = (*pr)->check_numerics(i);
+    if (!expected.count(name)) {
+      EXPECT_TRUE(st.is_ok()) << name << ": " << st.to_string();
+      continue;
+    }
+    ASSERT_FALSE(st.is_ok()) << name;
+    EXPECT_NE(st.message().find(expected.at(name)), std::string::npos) << st.message();
+  }
 }
 
 TEST_F(AllReduceTest, AStoredCandidateThatCannotRunHereIsReplacedByDefault) {
