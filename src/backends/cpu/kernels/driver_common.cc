@@ -10,8 +10,6 @@
 #include <omp.h>
 #endif
 
-#include "tunableop/checked_size.h"
-
 namespace tunableop::cpu_kernels {
 
 namespace {
@@ -51,27 +49,16 @@ StatusOr<GemmParams> check_gemm_args(const GemmParams& in, const GemmOperands& o
   if (p.batch < 1) return bad("batch must be >= 1 (got " + std::to_string(p.batch) + ")");
   if (p.lda < 0 || p.ldb < 0 || p.ldc < 0 || p.stride_a < 0 || p.stride_b < 0 || p.stride_c < 0)
     return bad("leading dimensions and strides must be >= 0");
-  // The same defaults GemmParams::with_defaults() applies; repeated so that a caller that
-  // skipped it still gets a defined answer.
-  auto dense = [](int64_t ld, int64_t rows) { return ld != 0 ? ld : std::max<int64_t>(1, rows); };
-  p.lda = dense(p.lda, p.a_rows());
-  p.ldb = dense(p.ldb, p.b_rows());
-  p.ldc = dense(p.ldc, p.m);
+  // Leading dimensions and strides as GemmParams::with_defaults() fills them (dense where 0;
+  // stride 0 for an operand without elements; saturating), so that a caller that skipped it
+  // still gets a defined answer, and the two never disagree.
+  p = p.with_defaults();
   if (p.lda < std::max<int64_t>(1, p.a_rows()))
     return bad("lda (" + std::to_string(p.lda) + ") must be >= " + std::to_string(p.a_rows()));
   if (p.ldb < std::max<int64_t>(1, p.b_rows()))
     return bad("ldb (" + std::to_string(p.ldb) + ") must be >= " + std::to_string(p.b_rows()));
   if (p.ldc < std::max<int64_t>(1, p.m))
     return bad("ldc (" + std::to_string(p.ldc) + ") must be >= " + std::to_string(p.m));
-  // An operand without elements gets stride 0, its pointer never offset (as with_defaults()
-  // does); a dense stride saturates rather than overflows (a caller that skipped validate()).
-  auto stride = [](int64_t given, int64_t ld, int64_t rows, int64_t cols) {
-    if (rows == 0 || cols == 0) return int64_t(0);
-    return given != 0 ? given : (CheckedInt(ld) * cols).value();
-  };
-  p.stride_a = stride(p.stride_a, p.lda, p.a_rows(), p.a_cols());
-  p.stride_b = stride(p.stride_b, p.ldb, p.b_rows(), p.b_cols());
-  p.stride_c = stride(p.stride_c, p.ldc, p.m, p.n);
   // Overlapping C matrices would be written by several threads at once.
   if (p.batch > 1 && p.m > 0 && p.n > 0 && p.stride_c < p.ldc * (p.n - 1) + p.m)
     return bad("stride_c (" + std::to_string(p.stride_c) + ") makes the C matrices of the batch overlap");
