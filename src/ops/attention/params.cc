@@ -28,6 +28,14 @@ bool fits_product(std::initializer_list<int64_t> factors) {
   return true;
 }
 
+// The values with_defaults() fills in, saturating (the params may not be validated yet); the
+// signature leaves out exactly these.
+int64_t default_row_stride(const AttentionParams& p) { return (CheckedInt(p.heads) * p.head_dim).value(); }
+int64_t default_pages_per_seq(const AttentionParams& p) {
+  return p.kv_len > 0 ? p.kv_len / p.page_size + (p.kv_len % p.page_size != 0) : 0;
+}
+int64_t default_num_pages(const AttentionParams& p) { return (CheckedInt(p.batch) * p.pages_per_seq).value(); }
+
 }  // namespace
 
 double AttentionParams::softmax_scale() const {
@@ -38,13 +46,12 @@ AttentionParams AttentionParams::with_defaults() const {
   // Runs before validate() (on a signature read from a file, say): every product saturates
   // (CheckedInt::value) instead of overflowing, and validate() then refuses the result.
   AttentionParams p = *this;
-  const int64_t row = (CheckedInt(p.heads) * p.head_dim).value();
-  if (p.q_row_stride == 0) p.q_row_stride = row;
-  if (p.o_row_stride == 0) p.o_row_stride = row;
+  if (p.q_row_stride == 0) p.q_row_stride = default_row_stride(p);
+  if (p.o_row_stride == 0) p.o_row_stride = default_row_stride(p);
   if (!p.paged() && p.max_seq == 0) p.max_seq = p.kv_len;
   if (p.paged()) {
-    if (p.pages_per_seq == 0 && p.kv_len >= 0) p.pages_per_seq = p.kv_len / p.page_size + (p.kv_len % p.page_size != 0);
-    if (p.num_pages == 0) p.num_pages = (CheckedInt(p.batch) * p.pages_per_seq).value();
+    if (p.pages_per_seq == 0) p.pages_per_seq = default_pages_per_seq(p);
+    if (p.num_pages == 0) p.num_pages = default_num_pages(p);
   }
   return p;
 }
@@ -117,18 +124,15 @@ std::string attention_params_signature(const AttentionParams& in) {
   std::string s = fmt::format("b{}_q{}_k{}_h{}_kv{}_d{}", p.batch, p.q_len, p.kv_len, p.heads, p.kv_heads, p.head_dim);
   if (p.paged()) {
     s += fmt::format("_p{}", p.page_size);
-    // As with_defaults() computes them (saturating: the params may not be validated yet).
-    const int64_t pps = p.kv_len >= 0 ? p.kv_len / p.page_size + (p.kv_len % p.page_size != 0) : 0;
-    if (p.pages_per_seq != pps) s += fmt::format("_pp{}", p.pages_per_seq);
-    if (p.num_pages != (CheckedInt(p.batch) * p.pages_per_seq).value()) s += fmt::format("_np{}", p.num_pages);
+    if (p.pages_per_seq != default_pages_per_seq(p)) s += fmt::format("_pp{}", p.pages_per_seq);
+    if (p.num_pages != default_num_pages(p)) s += fmt::format("_np{}", p.num_pages);
   } else if (p.max_seq != p.kv_len) {
     s += fmt::format("_ms{}", p.max_seq);
   }
   if (p.var_kv_len) s += "_vk";
   if (p.var_q_len) s += "_vq";
-  const int64_t row = (CheckedInt(p.heads) * p.head_dim).value();
-  if (p.q_row_stride != row) s += fmt::format("_qs{}", p.q_row_stride);
-  if (p.o_row_stride != row) s += fmt::format("_os{}", p.o_row_stride);
+  if (p.q_row_stride != default_row_stride(p)) s += fmt::format("_qs{}", p.q_row_stride);
+  if (p.o_row_stride != default_row_stride(p)) s += fmt::format("_os{}", p.o_row_stride);
   if (p.scale != 0.0) s += fmt::format("_sc{:.9g}", p.scale);
   return s;
 }
