@@ -27,6 +27,9 @@
 #   DECODE_DRY=1                               # no GPU: print the commands instead of running them
 #   DECODE_MODELS="gemma-2b"                   # the engine's models (default "gemma-2b llama-2-7b")
 #   DECODE_BEFORE=0                            # no "before" runs (--fusion off --no-pdl)
+#   DECODE_LOOPS=1                             # the "after" runs also time the device-side decode
+#                                              # loop against the host loop, run by run alternating
+#                                              # in the same process (--compare-decode-loops)
 #   DECODE_ATTN=1                              # also: the decode attention candidates
 #                                              # (Attn_DecodeOneLaunch_*, Attn_DecodeCluster_*) against the fp64 reference
 #                                              # on every shape of test_cuda_attention, their graph
@@ -147,9 +150,11 @@ run() {  # name, seconds wanted, args...
 # on Gemma. tools/llm_command.cc now runs one untimed generation after the check.)
 common=(--total-tokens 256 --iterations 3 --warmup 1 --measure-bandwidth --profile-decode 3 --no-in-context-check)
 before=(--fusion off --no-pdl)
+after=()
+[ "${DECODE_LOOPS:-0}" = 1 ] && after=(--compare-decode-loops)
 for m in $MODELS; do
   [ "${DECODE_BEFORE:-1}" = 1 ] && run "${m}_before_b1" 90 --model "builtin:$m" "${common[@]}" "${before[@]}"
-  run "${m}_after_b1" 90 --model "builtin:$m" "${common[@]}"
+  run "${m}_after_b1" 90 --model "builtin:$m" "${common[@]}" "${after[@]}"
   if [ "$ATTN" = 1 ] && [ "$m" = gemma-2b ]; then  # every attention candidate on short caches, timed
     secs=$(left 40)
     if [ "$secs" = 0 ]; then echo "gpu-decode: attention_lab skipped (budget)"; else
@@ -176,7 +181,7 @@ if [ "${DECODE_HF:-1}" = 1 ]; then
 fi
 
 for b in ${DECODE_BATCHES-4 16}; do
-  for m in $MODELS; do run "${m}_after_b$b" 60 --model "builtin:$m" "${common[@]}" --batch "$b"; done
+  for m in $MODELS; do run "${m}_after_b$b" 60 --model "builtin:$m" "${common[@]}" "${after[@]}" --batch "$b"; done
 done
 for b in ${DECODE_BATCHES-4 16}; do
   [ "${DECODE_BEFORE:-1}" = 1 ] || break
@@ -216,6 +221,14 @@ for shape, rs in by.items():
     pick = rs[:3] + [r for r in fam.values() if r not in rs[:3]]
     print(shape + ": " + "; ".join(f"{r['candidate']} {float(r[t]) * 1000:.1f} us" for r in pick))
 PY
+fi
+if [ "${DECODE_LOOPS:-0}" = 1 ]; then
+  echo "== decode loops: host (upload, launch, download, wait per step) vs device (next step queued first)"
+  for f in "$LOGS"/*_after_b*.txt; do
+    [ -f "$f" ] || continue
+    echo "-- $(basename "$f" .txt): $(grep -m1 -E "Decode loops" "$f" | sed 's/^ *//')"
+    grep -m1 -E "copy ceiling|Copy bandwidth|bandwidth" "$f" | sed 's/^ */   /'
+  done
 fi
 echo "== issue 13: decode, % of the copy ceiling measured in the same run"
 python3 "$ROOT/scripts/decode_summary.py" "$LOGS" | tee "$OUT/summary.md"

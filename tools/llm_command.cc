@@ -71,6 +71,8 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
+  std::string decode_loop = "auto";
+  bool compare_decode_loops = false;
   int tp = 1;  // tensor-parallel ranks (llm_tp.h)
   std::string fusion = "auto";
   bool no_pdl = false;
@@ -319,6 +321,10 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
     return t.is_ok() ? *t : "(" + t.status().to_string() + ")";
   };
   llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup, {}};
+  bo.loop = a.decode_loop == "device" ? llm::DecodeLoop::kDevice
+            : a.decode_loop == "host" ? llm::DecodeLoop::kHost
+                                      : llm::DecodeLoop::kAuto;
+  bo.compare_loops = a.compare_decode_loops;
   const Options opts = ctx.config().snapshot();
   // After the tuning warm-up: the whole generation with the tuned choices against Default,
   // interleaved; the choices that lose in context are dropped (tunableop/in_context.h).
@@ -715,6 +721,14 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
+  c->add_option("--decode-loop", a->decode_loop,
+                "bench: host = each step's inputs uploaded and its tokens read before the next step is queued; "
+                "device = the next step queued first, its inputs advanced on the device (greedy; issue 13); "
+                "auto = host")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
+  c->add_flag("--compare-decode-loops", a->compare_decode_loops,
+              "bench: also time the other decode loop, run by run alternating in this process, and print both");
   c->add_option("--tp", a->tp,
                 "tensor parallelism over this many GPUs (--gpu and the next ones; one thread per GPU, all-reduce "
                 "tuned like a GEMM) or CPU ranks")

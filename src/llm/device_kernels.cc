@@ -1,6 +1,7 @@
 #include "llm/device_kernels.h"
 
 #include <chrono>
+#include <vector>
 
 namespace tunableop::llm {
 
@@ -90,6 +91,35 @@ Status DeviceKernels::after_row_parallel_linear(void* y, int64_t rows, int64_t w
 }
 
 Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step) { return step(); }
+
+Status DeviceKernels::run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
+                                            const std::function<Status()>& advance) {
+  return run_decode_step(batch, linear, [&]() -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(step());
+    return advance();
+  });
+}
+
+Status DeviceKernels::advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens,
+                                     int64_t batch) {
+  const size_t n = size_t(batch), bytes = n * sizeof(int32_t);
+  std::vector<int32_t> tok(n), pos(n), len(n);
+  TUNABLEOP_RETURN_IF_ERROR(download(tok.data(), next, bytes));
+  TUNABLEOP_RETURN_IF_ERROR(download(pos.data(), positions, bytes));
+  TUNABLEOP_RETURN_IF_ERROR(download(len.data(), lens, bytes));
+  for (size_t b = 0; b < n; ++b) ++pos[b], ++len[b];
+  TUNABLEOP_RETURN_IF_ERROR(upload(ids, tok.data(), bytes));
+  TUNABLEOP_RETURN_IF_ERROR(upload(positions, pos.data(), bytes));
+  TUNABLEOP_RETURN_IF_ERROR(upload(lens, len.data(), bytes));
+  int32_t sink = 0;
+  return download(&sink, ids, sizeof(sink));  // a device with asynchronous uploads: done before the vectors go
+}
+
+Status DeviceKernels::download_async(void* dst, const void* src, size_t bytes, int) {
+  return download(dst, src, bytes);
+}
+
+Status DeviceKernels::wait_download(int) { return Status::ok(); }
 
 Status DeviceKernels::begin_profile() {
   profiling_ = true;

@@ -177,6 +177,23 @@ class DeviceKernels {
   // (batch, TunableOp on/off) as a graph and replays it, crediting `linear` with its GEMMs.
   virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step);
 
+  // --- Greedy decode with the next step queued before the previous token is read (issue 13).
+  // The step as run_decode_step runs it, then `advance` (which readies the next step's inputs on
+  // the device: advance_decode). The CUDA device captures the two as one graph per (batch,
+  // TunableOp on/off), next to run_decode_step's, with the step variant chosen for that one.
+  // Default: run_decode_step with `advance` appended to the step.
+  virtual Status run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
+                                       const std::function<Status()>& advance);
+  // For b < batch: ids[b] = next[b], positions[b] += 1, lens[b] += 1 (device memory): the next
+  // decode step's inputs from this one's argmax, without the host. Default: through download and
+  // upload (devices whose copies are synchronous, like the CPU's).
+  virtual Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch);
+  // A download queued behind the work before it, into `slot` (0..3) of the device's ring;
+  // wait_download(slot) waits for the last one queued there. dst must stay valid (pinned host
+  // memory from alloc_host on CUDA). Default: download (synchronous) and a no-op wait.
+  virtual Status download_async(void* dst, const void* src, size_t bytes, int slot);
+  virtual Status wait_download(int slot);
+
   // --- Tensor parallelism: set once, before the engine is built over this device.
   void set_tensor_parallel(TensorParallelRank tp) { tp_ = std::move(tp); }
   const TensorParallelRank& tensor_parallel() const { return tp_; }

@@ -67,6 +67,24 @@ class Engine {
   virtual Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) = 0;
   // Feeds one token per sequence, at each sequence's current length; returns the next ones.
   virtual Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) = 0;
+  // Greedy decode with the host one step behind the device (issue 13): decode_ahead queues a
+  // decode step and returns without waiting; collect_ahead waits for the oldest queued step and
+  // returns its tokens (each sequence one longer). With `tokens` (the first step after prefill, no
+  // step in flight) the step's ids, positions and lengths are uploaded as decode() does; without
+  // (nullptr), the step takes them from the previous queued step, whose argmax wrote the ids and
+  // advanced positions and lengths on the device. The cache room a step needs is reserved (pages
+  // allocated) by the host before it is queued. At most kMaxAhead steps in flight. Tokens equal
+  // decode()'s. prefill() and decode() first drop whatever is still in flight.
+  static constexpr int kMaxAhead = 3;
+  virtual bool decode_ahead_supported() const { return false; }
+  virtual Status decode_ahead(const std::vector<int32_t>* tokens) {
+    (void)tokens;
+    return Status::unsupported("this engine does not queue decode steps ahead");
+  }
+  virtual Status collect_ahead(std::vector<int32_t>* next) {
+    (void)next;
+    return Status::unsupported("this engine does not queue decode steps ahead");
+  }
   // Logits of the last step's last real position of each sequence, [batch, vocab].
   virtual Status last_logits(std::vector<float>* out) = 0;
   // Current length of each sequence (prompt + decoded tokens, padding excluded).

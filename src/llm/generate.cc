@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tunableop/tuner.h"
 
@@ -15,9 +16,30 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
+const char* decode_loop_name(DecodeLoop loop) {
+  return loop == DecodeLoop::kHost ? "host" : loop == DecodeLoop::kDevice ? "device" : "auto";
+}
+
+DecodeLoop resolve_decode_loop(const Engine& engine, DecodeLoop loop) {
+  if (loop == DecodeLoop::kDevice && engine.decode_ahead_supported()) return DecodeLoop::kDevice;
+  return DecodeLoop::kHost;
+}
+
 StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
                               int64_t max_new_tokens) {
+  GenerateOptions o;
+  o.max_new_tokens = max_new_tokens;
+  return generate(engine, prompts, o);
+}
+
+StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                              const GenerateOptions& o) {
+  const int64_t max_new_tokens = o.max_new_tokens;
   if (max_new_tokens < 1) return Status::invalid_argument("max_new_tokens must be >= 1");
+  if (prompts.empty()) return Status::invalid_argument("generate: no prompts");
+  if (o.ahead < 1 || o.ahead >= Engine::kMaxAhead) {
+    return Status::invalid_argument("generate: ahead must be in 1.." + std::to_string(Engine::kMaxAhead - 1));
+  }
   const int64_t padded = round_up(
       int64_t(std::max_element(prompts.begin(), prompts.end(), [](auto& a, auto& b) { return a.size() < b.size(); })
                   ->size()),
@@ -33,17 +55,56 @@ StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int3
   }
   Generation g;
   g.tokens.resize(prompts.size());
+  std::vector<bool> ended(prompts.size(), false);
+  size_t live = prompts.size();
+  // Appends a step's tokens to the sequences still going; false once every one has ended.
+  auto take = [&](const std::vector<int32_t>& next) {
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      if (ended[b]) continue;
+      g.tokens[b].push_back(next[b]);
+      if (o.stop_token >= 0 && next[b] == o.stop_token) ended[b] = true, --live;
+    }
+    return live > 0;
+  };
   std::vector<int32_t> next;
   auto t0 = Clock::now();
   TUNABLEOP_RETURN_IF_ERROR(engine.prefill(prompts, &next));
   g.ttft_s = seconds_since(t0);
-  for (size_t b = 0; b < prompts.size(); ++b) g.tokens[b].push_back(next[b]);
-  for (int64_t i = 1; i < max_new_tokens; ++i) {
-    auto ts = Clock::now();
-    std::vector<int32_t> in = next;
-    TUNABLEOP_RETURN_IF_ERROR(engine.decode(in, &next));
-    g.step_s.push_back(seconds_since(ts));
-    for (size_t b = 0; b < prompts.size(); ++b) g.tokens[b].push_back(next[b]);
+  const int64_t steps = max_new_tokens - 1;  // decode steps for max_new_tokens tokens
+  if (take(next) && steps > 0) {
+    if (resolve_decode_loop(engine, o.loop) == DecodeLoop::kDevice) {
+      // Step k+1 (and up to `ahead` more) is queued before step k's tokens are read back, so the
+      // host's turn (the graph launch, the tokens' copy and the stop checks) overlaps the GPU's
+      // step. The first step takes the prefill's tokens from the host; each later one takes its
+      // inputs from the step before it, on the device. A stop seen in step k's tokens leaves the
+      // steps after k computed and dropped (the next prefill would drop them too; done here, so
+      // that their time counts in this generation's).
+      auto ts = Clock::now();
+      TUNABLEOP_RETURN_IF_ERROR(engine.decode_ahead(&next));
+      int64_t queued = 1, collected = 0;
+      bool going = true;
+      while (going && collected < steps) {
+        while (queued < steps && queued - collected <= o.ahead) {
+          TUNABLEOP_RETURN_IF_ERROR(engine.decode_ahead(nullptr));
+          ++queued;
+        }
+        TUNABLEOP_RETURN_IF_ERROR(engine.collect_ahead(&next));
+        ++collected;
+        const auto now = Clock::now();
+        g.step_s.push_back(std::chrono::duration<double>(now - ts).count());
+        ts = now;
+        going = take(next);
+      }
+      for (; collected < queued; ++collected) TUNABLEOP_RETURN_IF_ERROR(engine.collect_ahead(&next));
+    } else {
+      for (int64_t i = 0; i < steps; ++i) {
+        auto ts = Clock::now();
+        std::vector<int32_t> in = next;
+        TUNABLEOP_RETURN_IF_ERROR(engine.decode(in, &next));
+        g.step_s.push_back(seconds_since(ts));
+        if (!take(next)) break;
+      }
+    }
   }
   g.total_s = seconds_since(t0);
   return g;
@@ -110,11 +171,40 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
                                         const BenchmarkOptions& o) {
   TUNABLEOP_RETURN_IF_ERROR(check_options(o));
   engine.linear().reset_counts();
+  GenerateOptions go;
+  go.max_new_tokens = o.max_new_tokens;
+  go.loop = resolve_decode_loop(engine, o.loop);
+  // compare_loops: the other loop too, run by run alternating which goes first.
+  GenerateOptions other = go;
+  other.loop = go.loop == DecodeLoop::kDevice ? DecodeLoop::kHost : DecodeLoop::kDevice;
+  const bool compare = o.compare_loops && resolve_decode_loop(engine, other.loop) == other.loop;
+  int runs_per_iteration = compare ? 2 : 1;
+  Accumulator acc, acc_other;
+  bool identical = true;
+  std::vector<double> ratios;  // host run / device run
+  // One iteration: `go` (and `other`), into acc (and acc_other) when `timed`.
+  auto iteration = [&](int i, bool timed) -> Status {
+    std::optional<Generation> mine, theirs;
+    for (int k = 0; k < runs_per_iteration; ++k) {
+      const bool first_is_mine = i % 2 == 0;
+      const bool is_mine = (k == 0) == first_is_mine;
+      auto g = generate(engine, prompts, is_mine ? go : other);
+      if (!g.is_ok()) return g.status();
+      (is_mine ? mine : theirs) = std::move(g.value());
+    }
+    if (!timed) return Status::ok();
+    acc.add(*mine);
+    if (compare) {
+      acc_other.add(*theirs);
+      identical = identical && mine->tokens == theirs->tokens;
+      const Generation& host = go.loop == DecodeLoop::kHost ? *mine : *theirs;
+      const Generation& device = go.loop == DecodeLoop::kHost ? *theirs : *mine;
+      if (device.total_s > 0) ratios.push_back(host.total_s / device.total_s);
+    }
+    return Status::ok();
+  };
   auto tw = Clock::now();
-  for (int i = 0; i < o.warmup; ++i) {
-    auto g = generate(engine, prompts, o.max_new_tokens);
-    if (!g.is_ok()) return g.status();
-  }
+  for (int i = 0; i < o.warmup; ++i) TUNABLEOP_RETURN_IF_ERROR(iteration(i, false));
   const double warmup_s = seconds_since(tw);
   int extra = 0;
   if (o.after_warmup) {
@@ -122,15 +212,24 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
     if (!n.is_ok()) return n.status();
     extra = *n;
   }
-  Accumulator acc;
-  for (int i = 0; i < o.iterations; ++i) {
-    auto g = generate(engine, prompts, o.max_new_tokens);
-    if (!g.is_ok()) return g.status();
-    acc.add(*g);
-  }
+  for (int i = 0; i < o.iterations; ++i) TUNABLEOP_RETURN_IF_ERROR(iteration(i, true));
   BenchmarkReport r = acc.finish(engine, prompts, o);
   r.warmup_s = warmup_s;
-  const int runs = o.iterations + o.warmup + extra;
+  r.decode_loop = decode_loop_name(go.loop);
+  if (compare) {
+    const BenchmarkReport b = acc_other.finish(engine, prompts, o);
+    const BenchmarkReport& host = go.loop == DecodeLoop::kHost ? r : b;
+    const BenchmarkReport& device = go.loop == DecodeLoop::kHost ? b : r;
+    r.loops.done = true;
+    r.loops.host_tpot_ms = host.tpot_ms;
+    r.loops.device_tpot_ms = device.tpot_ms;
+    r.loops.host_tokens_per_s = host.tokens_per_s;
+    r.loops.device_tokens_per_s = device.tokens_per_s;
+    r.loops.paired_speedup = median(ratios);
+    r.loops.identical = identical;
+    r.loops.runs = int(ratios.size());
+  }
+  const int runs = (o.iterations + o.warmup) * runs_per_iteration + extra;
   r.gemm_calls_per_run = engine.linear().calls() / runs;
   r.prefill_gflop = prefill_gflop(r.gemm_problems, runs);
   r.prefill_attention_gflop = prefill_gflop(r.attention_problems, runs);
@@ -158,7 +257,10 @@ StatusOr<std::pair<BenchmarkReport, BenchmarkReport>> run_comparison(Engine& eng
     for (int tuned = 0; tuned < 2; ++tuned) {
       set_mode(tuned == 1);
       auto t0 = Clock::now();
-      auto g = generate(engine, prompts, o.max_new_tokens);
+      GenerateOptions go;
+      go.max_new_tokens = o.max_new_tokens;
+      go.loop = o.loop;
+      auto g = generate(engine, prompts, go);
       if (!g.is_ok()) return g.status();
       if (i < o.warmup) {
         warmup_s[tuned] += seconds_since(t0);
@@ -267,8 +369,18 @@ std::string format_report(const BenchmarkReport& r) {
   }
   s += buf;
   if (r.new_tokens > 1) {
-    std::snprintf(buf, sizeof(buf), "  Decode: %.1f MB of weights per step, %.1f GB/s at this TPOT\n",
-                  double(r.weight_bytes) / 1e6, r.decode_weight_gbps);
+    std::snprintf(buf, sizeof(buf), "  Decode: %.1f MB of weights per step, %.1f GB/s at this TPOT; %s loop\n",
+                  double(r.weight_bytes) / 1e6, r.decode_weight_gbps,
+                  r.decode_loop.empty() ? "host" : r.decode_loop.c_str());
+    s += buf;
+  }
+  if (r.loops.done) {
+    std::snprintf(buf, sizeof(buf),
+                  "  Decode loops (same process, runs alternating): host TPOT %.3f ms, device TPOT %.3f ms "
+                  "(%.3fx; median of %d paired runs %.3fx); tokens %s\n",
+                  r.loops.host_tpot_ms, r.loops.device_tpot_ms,
+                  r.loops.device_tpot_ms > 0 ? r.loops.host_tpot_ms / r.loops.device_tpot_ms : 0.0, r.loops.runs,
+                  r.loops.paired_speedup, r.loops.identical ? "identical" : "DIFFER");
     s += buf;
   }
   std::snprintf(buf, sizeof(buf),
@@ -326,6 +438,16 @@ std::string report_json(const BenchmarkReport& r) {
       j[key].push_back(
           {{"op", p.op}, {"params", p.params}, {"prefill", p.in_prefill}, {"decode", p.in_decode}, {"calls", p.calls}});
     }
+  }
+  j["decode_loop"] = r.decode_loop;
+  if (r.loops.done) {
+    j["decode_loops"] = {{"host_tpot_ms", r.loops.host_tpot_ms},
+                         {"device_tpot_ms", r.loops.device_tpot_ms},
+                         {"host_tokens_per_s", r.loops.host_tokens_per_s},
+                         {"device_tokens_per_s", r.loops.device_tokens_per_s},
+                         {"paired_speedup", r.loops.paired_speedup},
+                         {"identical", r.loops.identical},
+                         {"runs", r.loops.runs}};
   }
   const KvCacheStats& kv = r.kv_cache;
   j["kv_cache"] = {{"kind", kv_cache_kind_name(kv.kind)},

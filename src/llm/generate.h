@@ -18,8 +18,38 @@ struct Generation {
   double total_s = 0;
 };
 
+// How greedy decode steps are driven (issue 13).
+//   kHost:   each step's ids, positions and lengths uploaded by the host, the step run, its tokens
+//            downloaded and waited for before the next step is queued (Engine::decode).
+//   kDevice: step N+1 queued before token N is read back (Engine::decode_ahead / collect_ahead):
+//            the argmax of a step writes the next step's ids and advances positions and lengths
+//            on the device, so the host's turn (launch, copy, stop checks) overlaps the GPU's
+//            step. Stop conditions are checked one step late: a step queued past a stop is
+//            computed and its tokens dropped. Falls back to kHost where the engine does not
+//            support it. Tokens are identical to kHost's.
+//   kAuto:   kHost (the device loop becomes the default only once measured faster on the device).
+enum class DecodeLoop { kAuto, kHost, kDevice };
+const char* decode_loop_name(DecodeLoop loop);  // "auto", "host", "device"
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 1;
+  DecodeLoop loop = DecodeLoop::kAuto;
+  // kDevice: steps queued beyond the one whose tokens are read next (1..Engine::kMaxAhead - 1).
+  int ahead = 1;
+  // >= 0: a sequence ends with this token (kept); generation ends when every sequence has ended
+  // or reached max_new_tokens. Sequences that ended keep being computed with the others (their
+  // rows are not masked) and their later tokens are dropped. -1: exactly max_new_tokens each.
+  int32_t stop_token = -1;
+};
+
+// The loop that `loop` resolves to on `engine`.
+DecodeLoop resolve_decode_loop(const Engine& engine, DecodeLoop loop);
+
 // Exactly max_new_tokens per sequence (no stop token: the seed forces min = max new tokens).
 StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens);
+// Per `o`: tokens per sequence up to max_new_tokens, or up to and including its stop token.
+StatusOr<Generation> generate(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                              const GenerateOptions& o);
 
 struct BenchmarkOptions {
   int64_t max_new_tokens = 32;
@@ -29,6 +59,20 @@ struct BenchmarkOptions {
   // ones: where the in-context check of the tuned choices goes (tunableop/in_context.h).
   // Returns how many generations it ran, so that per-run counts leave them out.
   std::function<StatusOr<int>()> after_warmup;
+  DecodeLoop loop = DecodeLoop::kAuto;  // the loop the report times
+  // Also the other loop (host vs device), run by run alternating with `loop` in the same process
+  // (warm-up and timed runs alike): BenchmarkReport::loops.
+  bool compare_loops = false;
+};
+
+// The host and device decode loops timed side by side (BenchmarkOptions::compare_loops).
+struct LoopComparison {
+  bool done = false;
+  double host_tpot_ms = 0, device_tpot_ms = 0;  // mean decode step of each
+  double host_tokens_per_s = 0, device_tokens_per_s = 0;
+  double paired_speedup = 0;  // median over runs of host run time / device run time (back to back)
+  bool identical = true;      // every run's tokens equal between the loops
+  int runs = 0;
 };
 
 struct BenchmarkReport {
@@ -50,7 +94,9 @@ struct BenchmarkReport {
   std::vector<int32_t> first_sequence;  // new tokens of sequence 0 in the last run
   std::vector<LinearOp::Problem> gemm_problems, attention_problems;
   int64_t gemm_calls_per_run = 0;
-  KvCacheStats kv_cache;  // after the last run (peak: over all runs)
+  KvCacheStats kv_cache;    // after the last run (peak: over all runs)
+  std::string decode_loop;  // the loop timed: "host" or "device"
+  LoopComparison loops;     // compare_loops only
 };
 
 StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include "tunableop/half.h"
 
@@ -86,8 +87,8 @@ class Model final : public Engine {
     // A decode step's ids, positions and lengths travel as one upload (one copy instead of three
     // ahead of every step's graph): [ids | positions | lengths], max_batch each.
     TUNABLEOP_RETURN_IF_ERROR(ensure(dec_in_, size_t(3 * B) * 4));
-    for (Buffer* b : {&dec_in_host_, &next_host_}) {
-      auto h = dev_->alloc_host(size_t(b == &dec_in_host_ ? 3 * B : B) * 4);
+    for (Buffer* b : {&dec_in_host_, &next_host_, &ahead_host_}) {
+      auto h = dev_->alloc_host(size_t(b == &dec_in_host_ ? 3 * B : b == &ahead_host_ ? kMaxAhead * B : B) * 4);
       if (!h.is_ok()) return h.status();
       *b = std::move(h.value());
     }
@@ -114,6 +115,7 @@ class Model final : public Engine {
   KvCacheStats kv_cache_stats() const override { return cache_->stats(); }
 
   Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
     auto p = prepare_prefill(prompts);
     if (!p.is_ok()) return p.status();
     TUNABLEOP_RETURN_IF_ERROR(forward(*p, pre_));
@@ -123,6 +125,7 @@ class Model final : public Engine {
   // prefill(), with every op timed (the breakdown of issue 12).
   StatusOr<std::vector<ProfileSpan>> profile_prefill(const std::vector<std::vector<int32_t>>& prompts,
                                                      std::vector<int32_t>* next, double* host_ms) override {
+    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
     auto p = prepare_prefill(prompts);
     if (!p.is_ok()) return p.status();
     TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
@@ -190,6 +193,7 @@ class Model final : public Engine {
   }
 
   Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
     TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
     const Pass p = decode_pass();
     TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
@@ -199,6 +203,7 @@ class Model final : public Engine {
   // decode(), run eagerly with every op timed (not through run_decode_step's graph).
   StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
                                                     std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
     TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
     TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
     Status st = forward(decode_pass(), dec_);
@@ -207,6 +212,63 @@ class Model final : public Engine {
     if (!spans.is_ok()) return spans.status();
     TUNABLEOP_RETURN_IF_ERROR(finish_decode(next));
     return spans;
+  }
+
+  bool decode_ahead_supported() const override { return true; }
+
+  Status decode_ahead(const std::vector<int32_t>* tokens) override {
+    if (batch_ == 0) return Status::invalid_argument("decode_ahead: no sequences (call prefill first)");
+    if (int64_t(ahead_.size()) >= kMaxAhead) {
+      return Status::invalid_argument("decode_ahead: " + std::to_string(kMaxAhead) +
+                                      " steps in flight already (collect_ahead first)");
+    }
+    const int64_t queued = int64_t(ahead_.size());
+    if (tokens) {
+      if (queued > 0) return Status::invalid_argument("decode_ahead: tokens given while steps are in flight");
+      TUNABLEOP_RETURN_IF_ERROR(prepare_decode(*tokens));
+    } else {
+      if (!ahead_chain_) {
+        return Status::invalid_argument("decode_ahead: no previous step left this one's inputs (give the tokens)");
+      }
+      // The step writes each sequence's cache at its length plus the steps still in flight: the
+      // host makes that room (a paged cache's pages, their block table entries uploaded ahead of
+      // the step on the same stream) before the step is queued.
+      for (int64_t b = 0; b < batch_; ++b) {
+        const int64_t position = seq_len_[size_t(b)] + queued;
+        if (position >= o_.max_seq) {
+          return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
+                                          std::to_string(o_.max_seq) + " positions)");
+        }
+        TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, position + 1));
+      }
+      TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+    }
+    ahead_chain_ = false;
+    const Pass p = decode_pass();
+    int32_t* ids = dec_in_.as<int32_t>();
+    int32_t* pos = ids + o_.max_batch;
+    int32_t* lens = pos + o_.max_batch;
+    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step_ahead(
+        batch_, linear_, [&] { return forward(p, dec_); },
+        [&] { return dev_->advance_decode(next_.as<int32_t>(), ids, pos, lens, batch_); }));
+    const int slot = ahead_slot_;
+    ahead_slot_ = (ahead_slot_ + 1) % kMaxAhead;
+    TUNABLEOP_RETURN_IF_ERROR(
+        dev_->download_async(ahead_host_.as<int32_t>() + slot * o_.max_batch, next_.get(), size_t(batch_) * 4, slot));
+    ahead_.push_back(slot);
+    ahead_chain_ = true;
+    return Status::ok();
+  }
+
+  Status collect_ahead(std::vector<int32_t>* next) override {
+    if (ahead_.empty()) return Status::invalid_argument("collect_ahead: no decode step in flight");
+    const int slot = ahead_.front();
+    TUNABLEOP_RETURN_IF_ERROR(dev_->wait_download(slot));
+    ahead_.pop_front();
+    const int32_t* host = ahead_host_.as<int32_t>() + slot * o_.max_batch;
+    next->assign(host, host + batch_);
+    for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
+    return Status::ok();
   }
 
   std::string kernel_choices() const override { return dev_->kernel_choices(); }
@@ -253,6 +315,15 @@ class Model final : public Engine {
     }
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     return dev_->upload(dec_in_.get(), ids, dec_in_.bytes());
+  }
+
+  // Steps still in flight from decode_ahead: waited for and their tokens dropped (the cache and
+  // the lengths keep them); the next step's inputs come from the host again.
+  Status drop_ahead() {
+    std::vector<int32_t> dropped;
+    while (!ahead_.empty()) TUNABLEOP_RETURN_IF_ERROR(collect_ahead(&dropped));
+    ahead_chain_ = false;
+    return Status::ok();
   }
 
   // After a decode step: the next tokens to the host, every sequence one longer.
@@ -443,6 +514,10 @@ class Model final : public Engine {
   Buffer logit_parts_;                                     // tensor parallel: this rank's logit columns
   Buffer dec_in_, dec_in_host_, next_host_;                // decode's packed inputs (device, host staging); next ids
   Buffer pre_host_;                                        // prefill's inputs, host staging
+  Buffer ahead_host_;                                      // decode_ahead's tokens: kMaxAhead slots of max_batch
+  std::deque<int> ahead_;                                  // slots of the steps in flight, oldest first
+  int ahead_slot_ = 0;                                     // the next step's slot
+  bool ahead_chain_ = false;  // dec_in_ holds the next step's inputs, advanced by the last queued step
   std::vector<int64_t> seq_len_;
   int64_t batch_ = 0, padded_ = 0;
 };

@@ -397,6 +397,95 @@ TEST(LlmCuda, TunedAttentionMatchesDefaultOnBothCaches) {
   }
 }
 
+GenerateOptions loop_options(int64_t n, DecodeLoop loop, int32_t stop = -1, int ahead = 1) {
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.loop = loop;
+  o.stop_token = stop;
+  o.ahead = ahead;
+  return o;
+}
+
+// Issue 13's device-side decode loop (step N+1 queued before token N is read; ids, positions
+// and lengths advanced on the device) gives the host loop's tokens exactly: static and paged
+// caches (pages of 4: a new page every 4 steps, allocated ahead of the queued step), graph and
+// eager, fused and unfused, one sequence and a ragged batch, on the same engine one after the
+// other (each loop's first step finds the other's state), two generations each.
+TEST(LlmCuda, DeviceDecodeLoopEqualsHostLoop) {
+  const std::vector<std::vector<std::vector<int32_t>>> batches = {
+      {kPrompt}, {kPrompt, {3, 4, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}}};
+  for (int64_t page : {int64_t(0), int64_t(4)}) {
+    for (bool graph : {true, false}) {
+      for (auto fusion : {kUnfused, kFused}) {
+        SCOPED_TRACE(std::string(page ? "paged" : "static") + (graph ? ", graph" : ", eager") +
+                     (fusion == kFused ? ", fused" : ", unfused"));
+        const EngineOptions o = opts(DType::kBF16, 3, 8, graph, fusion);
+        MAKE_GPU_ENGINE(gpu, builtin("tiny-gemma"), 2, page ? paged(o, page) : o);
+        ASSERT_TRUE(gpu.engine->decode_ahead_supported());
+        for (const auto& prompts : batches) {
+          for (int round = 0; round < 2; ++round) {
+            auto host = generate(*gpu.engine, prompts, loop_options(20, DecodeLoop::kHost));
+            auto device = generate(*gpu.engine, prompts, loop_options(20, DecodeLoop::kDevice));
+            ASSERT_TRUE(host.is_ok()) << host.status().to_string();
+            ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+            EXPECT_EQ(device->tokens, host->tokens) << "batch " << prompts.size() << ", round " << round;
+            ASSERT_EQ(device->step_s.size(), 19u);
+            // Every step ran once: the lengths are the host loop's.
+            std::vector<int64_t> want;
+            for (const auto& p : prompts) want.push_back(int64_t(p.size()) + 19);
+            EXPECT_EQ(gpu.engine->sequence_lengths(), want);
+          }
+        }
+        if (graph) {
+          EXPECT_NE(gpu.engine->device_name().find("CUDA graph decode"), std::string::npos)
+              << gpu.engine->device_name();
+        }
+      }
+    }
+  }
+}
+
+// With TunableOp on and the step variants timed (the benchmark's path), the device loop first:
+// its first step chooses the variant on the step alone (replays of the step + advance would move
+// the inputs), then the host loop reuses that graph; both give the same tokens. Two steps ahead
+// and a stop token seen one step late give the host loop's tokens too.
+TEST(LlmCuda, DeviceDecodeLoopWithTunedStepVariants) {
+  for (int64_t page : {int64_t(0), int64_t(16)}) {
+    SCOPED_TRACE(page ? "paged" : "static");
+    GpuRun t;
+    testing::ScratchDir dir("cuda_loop");
+    Config cfg = Config::defaults_only();
+    ASSERT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
+    ASSERT_TRUE(cfg.set(Setting::kTuning, true).is_ok());
+    ASSERT_TRUE(cfg.set(Setting::kFilename, (dir.path() + "/results.csv").c_str()).is_ok());
+    ASSERT_TRUE(cfg.set(Setting::kMaxTuningDurationMs, int64_t(5)).is_ok());
+    ASSERT_TRUE(cfg.set(Setting::kMaxWarmupDurationMs, int64_t(1)).is_ok());
+    t.ctx = std::make_unique<Context>(Device::cuda(0), std::move(cfg));
+    const EngineOptions o = opts(DType::kBF16, 2, 8, true, EngineOptions::Fusion::kAuto);
+    auto made = make_cuda_engine(builtin("tiny-gemma"), 7, 2, page ? paged(o, page) : o, *t.ctx);
+    if (!made.is_ok() && made.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << made.status().message();
+    ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+    Engine& e = **made;
+    const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+    auto device = generate(e, prompts, loop_options(24, DecodeLoop::kDevice));
+    auto host = generate(e, prompts, loop_options(24, DecodeLoop::kHost));
+    auto two = generate(e, prompts, loop_options(24, DecodeLoop::kDevice, -1, 2));
+    ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+    ASSERT_TRUE(host.is_ok()) << host.status().to_string();
+    ASSERT_TRUE(two.is_ok()) << two.status().to_string();
+    EXPECT_EQ(device->tokens, host->tokens);
+    EXPECT_EQ(two->tokens, host->tokens);
+    EXPECT_NE(e.device_name().find("CUDA graph decode"), std::string::npos) << e.device_name();
+    // A stop token: sequence 0's 6th token; sequence 1 goes on to its own stop or the end.
+    const int32_t stop = host->tokens[0][5];
+    auto hs = generate(e, prompts, loop_options(24, DecodeLoop::kHost, stop));
+    auto ds = generate(e, prompts, loop_options(24, DecodeLoop::kDevice, stop));
+    ASSERT_TRUE(hs.is_ok() && ds.is_ok());
+    EXPECT_EQ(ds->tokens, hs->tokens);
+    EXPECT_LE(hs->tokens[0].size(), 6u);
+  }
+}
+
 // The Hugging Face fixtures on the GPU, in fp32 (attention: Default's math path; the fixtures'
 // head dims 16-32 have no flash kernel), static and paged caches, decode projections unfused
 // and fused: greedy tokens exactly, logits within 1e-3 of the largest (cuBLAS's summation order
@@ -432,6 +521,10 @@ TEST(LlmCuda, MatchesTransformersFixtures) {
         auto g = generate(*gpu.engine, {prompt}, int64_t(want_ids.size()));
         ASSERT_TRUE(g.is_ok()) << g.status().to_string();
         EXPECT_EQ(g->tokens[0], want_ids) << name << (page ? " paged" : " static");
+        // The device-side decode loop (issue 13) too.
+        auto d = generate(*gpu.engine, {prompt}, loop_options(int64_t(want_ids.size()), DecodeLoop::kDevice));
+        ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+        EXPECT_EQ(d->tokens[0], want_ids) << name << (page ? " paged" : " static") << ", device loop";
       }
     }
     ++ran;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string_view>
 #include <utility>
@@ -47,6 +48,11 @@ class CudaKernels final : public DeviceKernels {
   CudaKernels(const ModelConfig& c, const EngineOptions& o, Context& ctx,
               std::shared_ptr<const TensorParallelLayout> tp = nullptr, int rank = 0)
       : DeviceKernels(tp ? tp->local_config(rank) : c), o_(o), ctx_(ctx), tp_(std::move(tp)), tp_rank_(rank) {}
+  ~CudaKernels() override {
+    for (cudaEvent_t e : download_events_) {
+      if (e) cudaEventDestroy(e);
+    }
+  }
 
   // `host`: the full model's host weights for a tensor-parallel rank of a Hugging Face model
   // (loaded once for every rank); null otherwise.
@@ -332,6 +338,63 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
+  // The device-side decode loop's step: the step and `advance` captured together, with the step
+  // variant of run_decode_step's graph for the same key (chosen there, where replays of the step
+  // alone are idempotent and may be timed; replays of this graph move the inputs on). The first
+  // step of a key runs as run_decode_step (eager, choosing and capturing its graph) followed by
+  // `advance` alone; the graph of both is captured then, for the next steps.
+  Status run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
+                               const std::function<Status()>& advance) override {
+    const bool enabled = ctx_.config().snapshot().enabled;
+    const std::pair<int64_t, bool> key{batch, enabled};
+    const uint64_t results = enabled ? ctx_.results().version() : 0;
+    if (auto it = ahead_graphs_.find(key); it != ahead_graphs_.end() && it->second.results != results) {
+      ahead_graphs_.erase(it);
+    }
+    if (auto it = ahead_graphs_.find(key); it != ahead_graphs_.end()) {
+      TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
+      linear.add_calls(it->second.calls, 1);
+      linear.add_attention_calls(it->second.attention_calls, 1);
+      return Status::ok();
+    }
+    TUNABLEOP_RETURN_IF_ERROR(run_decode_step(batch, linear, step));
+    TUNABLEOP_RETURN_IF_ERROR(advance());
+    auto plain = graphs_.find(key);
+    if (!o_.cuda_graph || !graph_error_.empty() || plain == graphs_.end()) return Status::ok();
+    const cuda::StepVariant now = variant_;
+    variant_ = plain->second.variant;
+    auto g = capture_graph(linear, [&]() -> Status {
+      TUNABLEOP_RETURN_IF_ERROR(step());
+      return advance();
+    });
+    variant_ = now;
+    if (!g.is_ok()) {  // the step alone captured: keep its graph, run this loop eagerly
+      ctx_.log().warn("llm: the decode loop's step runs without a CUDA graph: " + g.status().to_string());
+      return Status::ok();
+    }
+    ahead_graphs_[key] = std::move(g.value());
+    return Status::ok();
+  }
+
+  Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch) override {
+    TUNABLEOP_CUDA_TRY(cuda::advance_decode(next, ids, positions, lens, batch, stream_.get()));
+    return Status::ok();
+  }
+
+  Status download_async(void* dst, const void* src, size_t bytes, int slot) override {
+    if (slot < 0 || slot >= int(std::size(download_events_))) return Status::invalid_argument("download_async: slot");
+    cudaEvent_t& e = download_events_[slot];
+    if (!e) TUNABLEOP_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cudaEventRecord(e, stream_.get()));
+    return Status::ok();
+  }
+  Status wait_download(int slot) override {
+    if (slot < 0 || slot >= int(std::size(download_events_))) return Status::invalid_argument("wait_download: slot");
+    if (download_events_[slot]) TUNABLEOP_CUDA_TRY(cudaEventSynchronize(download_events_[slot]));
+    return Status::ok();
+  }
+
  private:
   void record_mark(std::string label, int64_t bytes, bool matmul, double flops) override {
     if (timing_) return;  // a projection's first decode times its candidates: not the step's work
@@ -505,7 +568,8 @@ class CudaKernels final : public DeviceKernels {
   struct Graph {
     GraphExec exec;
     std::vector<LinearOp::Problem> calls, attention_calls;
-    uint64_t results = 0;  // the results' version it was captured with (0: TunableOp off)
+    uint64_t results = 0;       // the results' version it was captured with (0: TunableOp off)
+    cuda::StepVariant variant;  // how its step was built
   };
 
   // Captures one decode step for `key`. A failure (a GEMM solution that cannot be captured,
@@ -542,6 +606,7 @@ class CudaKernels final : public DeviceKernels {
     g.calls = captured;
     g.attention_calls = attention_captured;
     g.results = ctx_.config().snapshot().enabled ? ctx_.results().version() : 0;
+    g.variant = variant_;
     return g;
   }
 
@@ -736,6 +801,8 @@ class CudaKernels final : public DeviceKernels {
   std::vector<LayerBuffers> layers_;
   DeviceWeights view_;
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
+  std::map<std::pair<int64_t, bool>, Graph> ahead_graphs_;  // run_decode_step_ahead's: the step + advance
+  cudaEvent_t download_events_[4] = {};                     // download_async's ring
   bool pdl_capable_ = false, timing_ = false;
   cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
   int l2_bytes_ = 0;

@@ -518,6 +518,21 @@ cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int3
   });
 }
 
+__global__ void advance_decode_kernel(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens,
+                                      int64_t batch) {
+  for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
+    ids[b] = next[b];
+    positions[b] += 1;
+    lens[b] += 1;
+  }
+}
+
+cudaError_t advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
+                           cudaStream_t s) {
+  advance_decode_kernel<<<1, 128, 0, s>>>(next, ids, positions, lens, batch);
+  return cudaGetLastError();
+}
+
 cudaError_t spin(int64_t ns, cudaStream_t s) {
   spin_kernel<<<1, 1, 0, s>>>(ns);
   return cudaGetLastError();

@@ -84,6 +84,11 @@ cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int6
 cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s,
                         bool pdl = false);
 
+// For b < batch: ids[b] = next[b], positions[b] += 1, lens[b] += 1 (the next decode step's
+// inputs from this one's argmax; one block, no PDL: it runs after the whole step).
+cudaError_t advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
+                           cudaStream_t s);
+
 // Keeps the stream busy for `ns` nanoseconds: a profile queues a whole step behind it, so the
 // step's event timings are the GPU's, not the rate at which the host launches.
 cudaError_t spin(int64_t ns, cudaStream_t s);
