@@ -186,7 +186,7 @@ StatusOr<BenchmarkReport> run_benchmark(Engine& engine, const std::vector<std::v
   auto iteration = [&](int i, bool timed) -> Status {
     std::optional<Generation> mine, theirs;
     for (int k = 0; k < runs_per_iteration; ++k) {
-      const bool first_is_mine = i % 2 == 0;
+      const bool first_is_mine = !compare || i % 2 == 0;
       const bool is_mine = (k == 0) == first_is_mine;
       auto g = generate(engine, prompts, is_mine ? go : other);
       if (!g.is_ok()) return g.status();
