@@ -27,7 +27,7 @@ struct Generation {
 //            step. Stop conditions are checked one step late: a step queued past a stop is
 //            computed and its tokens dropped. Falls back to kHost where the engine does not
 //            support it. Tokens are identical to kHost's.
-//   kAuto:   kHost (the device loop becomes the default only once measured faster on the device).
+//   kAuto:   kDevice on CUDA (measured faster, same tokens), kHost elsewhere.
 enum class DecodeLoop { kAuto, kHost, kDevice };
 const char* decode_loop_name(DecodeLoop loop);  // "auto", "host", "device"
 
