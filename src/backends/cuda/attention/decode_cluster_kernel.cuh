@@ -79,6 +79,34 @@ __device__ __forceinline__ float sum_over_g(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 16);
 }
 
+// Merges the first `count` of N partials of one row (each: its max m, its sum l and 4 of its
+// unnormalised output columns v) in index order: weights exp2(m_i - max), 0 for a partial that saw
+// no key of the row. Returns the merged columns; *mx and *sum the merged max and sum. Used for the
+// block's warps and then the cluster's blocks (N: the compile-time maximum, count predicates).
+template <int N>
+__device__ __forceinline__ float4 merge_partials(const float4 (&v)[N], const float (&m)[N], const float (&l)[N],
+                                                 int count, float* mx, float* sum) {
+  float top = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (i < count) top = fmaxf(top, m[i]);
+  const float m_use = top == -INFINITY ? 0.f : top;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (i < count) {
+      const float w = fast_exp2(m[i] - m_use);
+      acc.x = fmaf(w, v[i].x, acc.x), acc.y = fmaf(w, v[i].y, acc.y);
+      acc.z = fmaf(w, v[i].z, acc.z), acc.w = fmaf(w, v[i].w, acc.w);
+      s = fmaf(w, l[i], s);
+    }
+  }
+  *mx = top;
+  *sum = s;
+  return acc;
+}
+
 template <class T, int D>
 __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -271,22 +299,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
           mw[w] = ml[w * 2 * kRows + r], lw[w] = ml[w * 2 * kRows + kRows + r];
         }
       }
-      float mx = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kMaxWarps; ++w)
-        if (w < warps) mx = fmaxf(mx, mw[w]);
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      float sum = 0.f;
-#pragma unroll
-      for (int w = 0; w < kMaxWarps; ++w) {
-        if (w < warps) {
-          const float f = fast_exp2(mw[w] - m_use);  // 0 for a warp that saw no key of the row
-          acc.x = fmaf(f, v[w].x, acc.x), acc.y = fmaf(f, v[w].y, acc.y);
-          acc.z = fmaf(f, v[w].z, acc.z), acc.w = fmaf(f, v[w].w, acc.w);
-          sum = fmaf(f, lw[w], sum);
-        }
-      }
+      float mx, sum;
+      const float4 acc = merge_partials<kMaxWarps>(v, mw, lw, warps, &mx, &sum);
       *reinterpret_cast<float4*>(bo + x) = acc;
       if (d == 0) bml[r] = mx, bml[kRows + r] = sum;
     }
@@ -311,22 +325,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
           mc[c] = rb[r], lc[c] = rb[kRows + r];
         }
       }
-      float mx = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < kMaxCluster; ++c)
-        if (c < csize) mx = fmaxf(mx, mc[c]);
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      float sum = 0.f;
-#pragma unroll
-      for (int c = 0; c < kMaxCluster; ++c) {
-        if (c < csize) {
-          const float w = fast_exp2(mc[c] - m_use);
-          acc.x = fmaf(w, v[c].x, acc.x), acc.y = fmaf(w, v[c].y, acc.y);
-          acc.z = fmaf(w, v[c].z, acc.z), acc.w = fmaf(w, v[c].w, acc.w);
-          sum = fmaf(w, lc[c], sum);
-        }
-      }
+      float mx, sum;
+      const float4 acc = merge_partials<kMaxCluster>(v, mc, lc, csize, &mx, &sum);
       const float inv = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
       const int i = r / group, h = kvh * group + r % group;
       T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + d;

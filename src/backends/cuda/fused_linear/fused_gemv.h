@@ -1,6 +1,7 @@
 // Fused decode projections (issue 13): one kernel computes a projection y = in W^T for a few
 // tokens (n <= 8) together with the element-wise work around it in a layer, so a decode step
-// runs 6 kernels per layer instead of 11 and no intermediate goes through memory:
+// runs 6 kernels per layer instead of 11 (5 with RoPE and the KV-cache write in qkv's epilogue)
+// and no intermediate goes through memory:
 //
 //   input     kInput: in (E) as given | kNorm: rmsnorm(x, norm_w) of the fp32 residual stream,
 //             computed by every block into shared memory (x is a few KB, read from L2)
