@@ -234,12 +234,7 @@ class Model final : public Engine {
       // host makes that room (a paged cache's pages, their block table entries uploaded ahead of
       // the step on the same stream) before the step is queued.
       for (int64_t b = 0; b < batch_; ++b) {
-        const int64_t position = seq_len_[size_t(b)] + queued;
-        if (position >= o_.max_seq) {
-          return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
-                                          std::to_string(o_.max_seq) + " positions)");
-        }
-        TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, position + 1));
+        TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(b, seq_len_[size_t(b)] + queued));
       }
       TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     }
@@ -304,17 +299,22 @@ class Model final : public Engine {
         return Status::invalid_argument("decode: token id " + std::to_string(tokens[size_t(b)]) +
                                         " is outside the vocabulary");
       }
-      if (seq_len_[size_t(b)] >= o_.max_seq) {
-        return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
-                                        std::to_string(o_.max_seq) + " positions)");
-      }
-      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, seq_len_[size_t(b)] + 1));
+      TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(b, seq_len_[size_t(b)]));
       ids[b] = tokens[size_t(b)];
       pos[b] = int32_t(seq_len_[size_t(b)]);
       lens[b] = pos[b] + 1;
     }
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     return dev_->upload(dec_in_.get(), ids, dec_in_.bytes());
+  }
+
+  // The cache room for sequence b's decode step at `position` (a paged cache's pages), or why not.
+  Status reserve_decode_position(int64_t b, int64_t position) {
+    if (position >= o_.max_seq) {
+      return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
+                                      std::to_string(o_.max_seq) + " positions)");
+    }
+    return cache_->reserve(b, position + 1);
   }
 
   // Steps still in flight from decode_ahead: waited for and their tokens dropped (the cache and
