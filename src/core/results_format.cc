@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string_view>
 
@@ -257,7 +258,9 @@ std::vector<ResultEntry> parse_stats(const std::string& text, const std::string&
     double v[6] = {};
     bool ok = (f.size() == 9 || f.size() == 10) && !f[0].empty() && !f[1].empty() && !f[2].empty();
     for (size_t i = 0; ok && i < 6; ++i) ok = parse_number(f[3 + i], &v[i]);
-    if (!ok || v[4] != std::floor(v[4])) {
+    // The run count becomes an int: a fraction, a negative count or one past INT_MAX (an edited
+    // or damaged file) is malformed, not a conversion out of range.
+    if (!ok || v[4] != std::floor(v[4]) || v[4] < 0 || v[4] > double(std::numeric_limits<int>::max())) {
       if (malformed) {
         malformed->push_back(fmt::format(
             "{}:{}: a stats line has 9 or 10 fields (OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms[,note])",

@@ -188,6 +188,22 @@ TEST(ResultsStats, RoundTrip) {
   EXPECT_DOUBLE_EQ(parsed[0].stats->std_ms, 0.05);
 }
 
+// A run count that is no int (a fraction, negative, past INT_MAX, infinite) makes the line
+// malformed; the fuzz target found a count of 1.3e11 converted to int out of range.
+TEST(ResultsStats, RunCountOutOfIntRangeIsMalformed) {
+  for (const char* runs : {"133333333333", "-3", "2.5", "inf", "nan", "2147483648"}) {
+    std::vector<std::string> bad;
+    auto parsed = parse_stats(fmt::format("op,p,s,0.4,0.5,0.55,0.05,{},1\n", runs), "s.stats", &bad);
+    EXPECT_TRUE(parsed.empty()) << runs;
+    ASSERT_EQ(bad.size(), 1u) << runs;
+    EXPECT_EQ(bad[0].rfind("s.stats:1: ", 0), 0u) << bad[0];
+  }
+  std::vector<std::string> bad;
+  auto parsed = parse_stats("op,p,s,0.4,0.5,0.55,0.05,2147483647,1\n", "s.stats", &bad);
+  ASSERT_EQ(parsed.size(), 1u);
+  EXPECT_EQ(parsed[0].stats->runs, 2147483647);
+}
+
 // A note (the in-context check's drop) is the tenth field; a note alone has no runs and no
 // statistics, and commas in it cannot break the line.
 TEST(ResultsStats, NotesRoundTrip) {
