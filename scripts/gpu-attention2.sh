@@ -20,6 +20,12 @@
 # decode TPOT, Llama with --fusion off (the A/B of prefill's fused residual add + rmsnorm) and
 # an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
 # 230) are skipped and said so.
+#
+# A2_PREFILL=1 (with A2_FAST=1; issue 12's prefill lane) runs instead: Gemma-2B TTFT(2048)
+# untuned vs tuned (the residual add in the o / down GEMM's epilogue chosen by measurement), the
+# same with that choice forced off (TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off: the side-by-side),
+# the new path's kernel and engine tests, bench/prefill_lab (levers A and B at kernel level:
+# cuBLAS residual epilogue, cuDNN's fused gate GEMM), then Llama-2-7B's TTFT.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -57,6 +63,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITEC
 targets="tunableop_cli test_cuda_attention test_llm_cuda test_llm_cuda_kernels"
 [ "$FAST" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
 [ "$FAST" = 1 ] && [ "${A2_FLASH:-1}" = 1 ] && targets="$targets test_cuda_attention"
+PREFILL=${A2_PREFILL:-0}
+[ "$PREFILL" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels prefill_lab"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -86,7 +94,21 @@ llm() {  # name, timeout, args...
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
-if [ "$FAST" = 1 ]; then
+if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off llm gemma_ttft_resid_off 60 --model builtin:gemma-2b "${ttft[@]}"
+  gtest llm/test_llm_cuda_kernels 20 '*ProjectionGemm*:*AddRmsnorm*'
+  gtest llm/test_llm_cuda 60 '*PrefillResidual*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  secs=$(left 45)
+  if [ "$secs" != 0 ]; then
+    stamp "prefill_lab"
+    timeout "$secs" "$BUILD/bench/prefill_lab/prefill_lab" both 4 >"$LOGS/prefill_lab.txt" 2>&1 ||
+      echo "gpu-attention2: prefill_lab exited $?"
+  else
+    summary+=("prefill_lab: skipped (budget)")
+  fi
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+elif [ "$FAST" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   # Every attention candidate vs fp64 (the fp16 paged-256 failure of 2026-11-23 and its
@@ -164,12 +186,14 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft llama_ttft llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_resid_off llama_ttft llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"
+    sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill residual"
     sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
+  [ -f "$LOGS/prefill_lab.txt" ] && { echo "== prefill_lab"; cat "$LOGS/prefill_lab.txt"; }
   [ -f "$LOGS/nsys_llama.txt" ] && { echo "== nsys (one tuned Llama prefill run)"; grep -A25 -E "cuda_api_sum|cuda_gpu_kern_sum|cuda_gpu_mem_time_sum" "$LOGS/nsys_llama.txt" | cut -c1-220 | head -90; }
   for f in "$LOGS"/*_decode_*.txt "$LOGS"/ragged_*.txt; do
     [ -f "$f" ] && echo "== $(basename "$f" .txt): $(grep -E "TPOT" "$f" | head -1 | sed 's/^ *//') | $(grep -E "KV cache" "$f" | head -1 | sed 's/^ *//')"

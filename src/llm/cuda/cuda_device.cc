@@ -7,9 +7,11 @@
 // each sequence's length on the device, which lets the whole decode step be captured once as a
 // CUDA graph and replayed.
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -242,11 +244,28 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
-  // Prefill's o and down (issue 12): the GEMM, then the residual add and the next projection's
-  // rmsnorm in one pass over the rows (the bits of add_residual + rmsnorm).
+  // Prefill's o and down (issue 12): the residual add and the next projection's rmsnorm, two ways,
+  // chosen per site (projection, shape, rows) by measurement with TunableOp on, else the first:
+  //  - "add_rmsnorm": the GEMM (the GEMM op, E output), then one pass over the rows reading x
+  //    and y, writing x and the normed rows (the bits of add_residual + rmsnorm);
+  //  - "gemm_acc_f32": cuBLAS adds the product to x in its epilogue (E inputs, fp32 C = D = x,
+  //    beta 1: the product is not rounded to E before the add), then rmsnorm reads x and writes
+  //    the normed rows: half the norm's bytes, the GEMM's epilogue moves the rest under its math.
+  // TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off|on forces one (A/B runs, tests).
   Status add_and_norm_ahead(const Projection& p, LinearOp& linear) {
     const ModelConfig& c = config();
     if (p.out != c.hidden_size || p.norm) return DeviceKernels::project(p, linear);  // its checks and errors
+    bool acc = false;
+    if (p.phase == Phase::kPrefill && !p.row_parallel && (o_.dtype == DType::kBF16 || o_.dtype == DType::kF32)) {
+      auto chosen = prefill_residual_choice(p, linear);
+      if (!chosen.is_ok()) return chosen.status();
+      acc = *chosen;
+    }
+    if (acc) return gemm_acc_norm(p);
+    return gemm_add_norm(p, linear);
+  }
+  Status gemm_add_norm(const Projection& p, LinearOp& linear) {
+    const ModelConfig& c = config();
     TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, o_.dtype, p.rows, p.in, p.out, p.input, p.w, p.y, stream_.get()));
     if (p.row_parallel) TUNABLEOP_RETURN_IF_ERROR(after_row_parallel_linear(p.y, p.rows, p.out));
     mark(p.name, "gemm", p.weight_bytes(esize_), true, p.flops());
@@ -255,10 +274,65 @@ class CudaKernels final : public DeviceKernels {
     mark(p.name, "residual+norm", p.rows * c.hidden_size * (8 + 2 * int64_t(esize_)));
     return Status::ok();
   }
+  Status gemm_acc_norm(const Projection& p) {
+    const ModelConfig& c = config();
+    if (!row_gemm_.ready()) TUNABLEOP_RETURN_IF_ERROR(row_gemm_.init(stream_.get()));
+    TUNABLEOP_RETURN_IF_ERROR(row_gemm_.run(o_.dtype, p.rows, p.in, p.out, p.input, p.w, p.residual, true));
+    mark(p.name, "gemm_acc_f32", p.weight_bytes(esize_), true, p.flops());
+    TUNABLEOP_RETURN_IF_ERROR(rmsnorm(p.residual, p.next_norm, p.rows, p.next_normed));
+    mark(p.name, "norm", p.rows * c.hidden_size * (4 + int64_t(esize_)));
+    return Status::ok();
+  }
+  // Whether site p takes gemm_acc_f32 (see add_and_norm_ahead). The first prefill of a site with
+  // TunableOp on times both ways (L2 evicted, median of 7) on a copy of the residual stream;
+  // the GEMM op may tune in the warm-up; the timing runs' GEMM calls are not counted.
+  StatusOr<bool> prefill_residual_choice(const Projection& p, LinearOp& linear) {
+    const char* env = std::getenv("TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM");
+    const std::string force = env ? env : "";
+    if (force == "on" || force == "off") return force == "on";
+    if (!ctx_.config().snapshot().enabled) return false;
+    const std::string site = fmt_site(p);
+    if (auto it = prefill_residual_.find(site); it != prefill_residual_.end()) return it->second.acc;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return false;  // no timing inside a graph; not kept
+    const size_t bytes = size_t(p.rows * p.out) * 4;
+    TUNABLEOP_RETURN_IF_ERROR(tune_residual_.ensure(bytes));
+    TUNABLEOP_CUDA_TRY(
+        cudaMemcpyAsync(tune_residual_.get(), p.residual, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+    Projection q = p;
+    q.residual = tune_residual_.as<float>();
+    const auto before = linear.problems();
+    timing_ = true;
+    std::vector<std::function<Status()>> runs = {[this, &q, &linear] { return gemm_add_norm(q, linear); },
+                                                 [this, &q] { return gemm_acc_norm(q); }};
+    std::vector<double> us;
+    Status st = runs[0]();  // warm-up: the GEMM op may tune here, cuBLAS picks its algorithm
+    if (st.is_ok()) st = runs[1]();
+    if (st.is_ok()) st = flush_buffer();
+    if (st.is_ok()) {
+      st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
+                                               stream_.get(), &us);
+    }
+    timing_ = false;
+    linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
+    PrefillResidualChoice choice;
+    if (!st.is_ok() || us.size() != 2) {
+      ctx_.log().warn("llm: " + site + ": prefill residual add in the GEMM not timed: " + st.to_string());
+    } else {
+      choice = {us[1] < us[0], us[0], us[1]};
+    }
+    prefill_residual_[site] = choice;
+    return choice.acc;
+  }
 
   // The fused projections' choices and steps, then each decode attention problem's solution.
   std::string kernel_choices() const override {
     std::string s = fusion_.report();
+    for (const auto& [site, ch] : prefill_residual_) {
+      s += fmt::format("prefill residual {}: {} (add_rmsnorm {:.1f} us, gemm_acc_f32 {:.1f} us)\n", site,
+                       ch.acc ? "gemm_acc_f32" : "add_rmsnorm", ch.us_add, ch.us_acc);
+    }
     for (const PreparedAttention& d : decode_attention_) {
       s += "decode attention " + attention_params_signature(d.params) + ": " + d.solution + "\n";
     }
@@ -813,6 +887,11 @@ class CudaKernels final : public DeviceKernels {
   cuda::RowParallelGemm row_gemm_;                 // tensor parallel: o and down, fp32 partial sums
   DeviceBuffer decode_partial_, prefill_partial_;  // their outputs
   std::set<std::string> row_unfused_;              // decode sites the fused kernel does not take
+  struct PrefillResidualChoice {
+    bool acc = false;               // gemm_acc_f32 (else add_rmsnorm)
+    double us_add = 0, us_acc = 0;  // timed (0: not timed)
+  };
+  std::map<std::string, PrefillResidualChoice> prefill_residual_;  // per prefill o/down site
   std::vector<cudaEvent_t> profile_events_;
   struct PreparedAttention {
     AttentionParams params;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_testing.h"
+#include "llm/cuda/row_parallel.h"
 #include "llm/rope.h"
 #include "tunableop/half.h"
 
@@ -106,6 +107,46 @@ void expect_close(Elem e, const std::vector<float>& got, const std::vector<doubl
 }
 
 const Elem kElems[] = {Elem::kF32, Elem::kBF16};
+
+// The fp32-output projection GEMM (row_parallel.h) against fp64: y = x W^T into a NaN-poisoned
+// y (beta 0 never reads it), and prefill's residual add in the GEMM's epilogue, y += x W^T in
+// place (beta 1, C = D = the fp32 residual), at odd sizes; the guard after y stays NaN.
+TEST(LlmCudaKernels, ProjectionGemmF32AccumulatesInPlace) {
+  TUNABLEOP_REQUIRE_GPU();
+  RowParallelGemm gemm;
+  ASSERT_TRUE(gemm.init(nullptr).is_ok());
+  struct Shape {
+    int64_t rows, in, out;
+  };
+  for (Elem e : kElems) {
+    for (Shape s : {Shape{1, 64, 48}, Shape{17, 72, 53}, Shape{37, 130, 9}, Shape{128, 256, 64}}) {
+      for (bool acc : {false, true}) {
+        const std::string what = std::string(ename(e)) + " rows " + std::to_string(s.rows) + " in " +
+                                 std::to_string(s.in) + " out " + std::to_string(s.out) + (acc ? " accumulate" : "");
+        const auto x = random_values(e, size_t(s.rows * s.in), 4), w = random_values(e, size_t(s.out * s.in), 5, 0.2f);
+        const auto y0 = random_values(Elem::kF32, size_t(s.rows * s.out), 6, 3.0f);
+        DeviceArray dx(e, x), dw(e, w);
+        DeviceArray dy(Elem::kF32, acc ? y0 : std::vector<float>(y0.size(), NAN));  // NaN: beta 0 never reads it
+        ASSERT_TRUE(gemm.run(e == Elem::kBF16 ? DType::kBF16 : DType::kF32, s.rows, s.in, s.out, dx.get(), dw.get(),
+                             dy.f32(), acc)
+                        .is_ok())
+            << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto got = dy.read();
+        std::vector<double> want(got.size());
+        for (int64_t r = 0; r < s.rows; ++r) {
+          for (int64_t o = 0; o < s.out; ++o) {
+            double sum = acc ? double(y0[size_t(r * s.out + o)]) : 0.0;
+            for (int64_t i = 0; i < s.in; ++i) sum += double(x[size_t(r * s.in + i)]) * w[size_t(o * s.in + i)];
+            want[size_t(r * s.out + o)] = sum;
+          }
+        }
+        // fp32 accumulation over `in` products: a few ulps of the sum's magnitude.
+        expect_close(Elem::kF32, got, want, what);
+      }
+    }
+  }
+}
 
 // add_rmsnorm: x += y, out = rmsnorm(x) against fp64, and the same bits as add_residual followed
 // by rmsnorm (the unfused prefill and the CPU-order composition).
