@@ -23,7 +23,9 @@
 #
 # A2_PREFILL=1 (with A2_FAST=1; issue 12's prefill lane) runs instead: Gemma-2B TTFT(2048)
 # untuned vs tuned (the residual add in the o / down GEMM's epilogue chosen by measurement), the
-# same with that choice forced off (TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off: the side-by-side),
+# same with both new prefill choices forced off (TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off and
+# TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off: the side-by-side; gate_up through cuDNN's fused gate GEMM
+# is the second choice, also timed per site),
 # the new path's kernel and engine tests, bench/prefill_lab (levers A and B at kernel level:
 # cuBLAS residual epilogue, cuDNN's fused gate GEMM), then Llama-2-7B's TTFT.
 set -uo pipefail
@@ -96,9 +98,9 @@ ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-pr
 
 if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
-  TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off llm gemma_ttft_resid_off 60 --model builtin:gemma-2b "${ttft[@]}"
-  gtest llm/test_llm_cuda_kernels 20 '*ProjectionGemm*:*AddRmsnorm*'
-  gtest llm/test_llm_cuda 60 '*PrefillResidual*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_resid_off 60 --model builtin:gemma-2b "${ttft[@]}"
+  gtest llm/test_llm_cuda_kernels 20 '*ProjectionGemm*:*CudnnGate*:*AddRmsnorm*'
+  gtest llm/test_llm_cuda 60 '*PrefillResidual*:*PrefillGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
   secs=$(left 45)
   if [ "$secs" != 0 ]; then
     stamp "prefill_lab"
@@ -190,7 +192,7 @@ stamp "done"
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"
-    sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill residual"
+    sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill residual|prefill gate"
     sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
   [ -f "$LOGS/prefill_lab.txt" ] && { echo "== prefill_lab"; cat "$LOGS/prefill_lab.txt"; }

@@ -550,6 +550,57 @@ TEST(LlmCuda, PrefillResidualInTheGemmMatchesTheAddAfterIt) {
   }
 }
 
+// Sets TUNABLEOP_LLM_PREFILL_GATE_CUDNN for one scope.
+class PrefillGateCudnn {
+ public:
+  explicit PrefillGateCudnn(const char* mode) { setenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN", mode, 1); }
+  ~PrefillGateCudnn() { unsetenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN"); }
+};
+
+// Prefill's gate_up through cuDNN's fused gate GEMM (bf16) against the GEMM + gated kernel:
+// prefill logits close (the gate is no longer rounded to bf16 before the activation), and the
+// Hugging Face fixtures' greedy tokens in bf16 the same both ways. Where cuDNN cannot run it the
+// engine falls back (the choice says so) and the comparison is trivially equal.
+TEST(LlmCuda, PrefillGateThroughCudnnMatchesTheGatedKernel) {
+  std::vector<std::pair<std::string, ModelSpec>> models = {{"tiny", builtin("tiny")},
+                                                           {"tiny-gemma", builtin("tiny-gemma")}};
+  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
+  const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
+  for (const std::string name : {"llama_gqa", "gemma_mqa", "llama_tied_sharded"}) {
+    if (!std::filesystem::exists(root + "/" + name + "/reference.json")) continue;
+    ModelSpec spec;
+    spec.dir = root + "/" + name;
+    models.emplace_back(name, spec);
+  }
+  for (const auto& [name, spec] : models) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+    if (!spec.builtin) {  // the fixture's prompt (its vocabulary is small)
+      std::ifstream in(spec.dir + "/reference.json");
+      prompts = {nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>()};
+    }
+    std::vector<float> logits[2];
+    std::vector<std::vector<int32_t>> tokens[2];
+    std::string choices;
+    for (int cudnn = 0; cudnn < 2; ++cudnn) {
+      PrefillGateCudnn mode(cudnn ? "on" : "off");
+      MAKE_GPU_ENGINE(gpu, spec, spec.builtin ? 2 : 0, opts(DType::kBF16, 2));
+      std::vector<int32_t> next;
+      ASSERT_TRUE(gpu.engine->prefill(prompts, &next).is_ok());
+      ASSERT_TRUE(gpu.engine->last_logits(&logits[cudnn]).is_ok());
+      auto g = generate(*gpu.engine, prompts, 8);
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      tokens[cudnn] = g->tokens;
+      if (cudnn) choices = gpu.engine->kernel_choices();
+    }
+    EXPECT_NE(choices.find("prefill gate gate_up"), std::string::npos) << choices;
+    EXPECT_LT(relative_error(logits[1], logits[0]), 2e-2) << choices;
+    if (!spec.builtin) {
+      EXPECT_EQ(tokens[1], tokens[0]) << choices;
+    }
+  }
+}
+
 // The Hugging Face fixtures on the GPU, in fp32 (attention: Default's math path; the fixtures'
 // head dims 16-32 have no flash kernel), static and paged caches, decode projections unfused
 // and fused: greedy tokens exactly, logits within 1e-3 of the largest (cuBLAS's summation order

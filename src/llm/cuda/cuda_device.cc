@@ -20,6 +20,7 @@
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
+#include "llm/cuda/cudnn_gate.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
 #include "llm/cuda/row_parallel.h"
@@ -200,6 +201,9 @@ class CudaKernels final : public DeviceKernels {
   Status project(const Projection& p, LinearOp& linear) override {
     if (p.row_parallel && tensor_parallel().world > 1) return project_row_parallel(p);
     if (p.epilogue == Projection::Epilogue::kAddResidual && p.next_norm) return add_and_norm_ahead(p, linear);
+    if (p.epilogue == Projection::Epilogue::kGated && p.phase == Phase::kPrefill && !p.norm &&
+        o_.dtype == DType::kBF16 && tensor_parallel().world == 1)
+      return gate_up_prefill(p, linear);
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
@@ -316,7 +320,7 @@ class CudaKernels final : public DeviceKernels {
     }
     timing_ = false;
     linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
-    PrefillResidualChoice choice;
+    PrefillChoice choice;
     if (!st.is_ok() || us.size() != 2) {
       ctx_.log().warn("llm: " + site + ": prefill residual add in the GEMM not timed: " + st.to_string());
     } else {
@@ -326,12 +330,81 @@ class CudaKernels final : public DeviceKernels {
     return choice.acc;
   }
 
+  // Prefill's gate_up (issue 12), two ways, chosen per site by measurement with TunableOp on,
+  // else the first:
+  //  - "gemm+gated": the gate_up GEMM (the GEMM op), then the gated kernel (reads 2n columns,
+  //    writes n);
+  //  - "cudnn_gate": the up-half GEMM (the GEMM op, n columns), then cuDNN's gate GEMM with the
+  //    activation and the product with `up` in its epilogue (cudnn_gate.h): the 2n-wide
+  //    intermediate is never written or read.
+  // TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off|on forces one (A/B runs, tests; `on` where cuDNN
+  // cannot run the graph falls back with a warning).
+  Status gate_up_prefill(const Projection& p, LinearOp& linear) {
+    auto chosen = prefill_gate_choice(p, linear);
+    if (!chosen.is_ok()) return chosen.status();
+    if (*chosen) return gate_cudnn(p, linear);
+    return DeviceKernels::project(p, linear);
+  }
+  Status gate_cudnn(const Projection& p, LinearOp& linear) {
+    const int64_t n = p.out / 2;
+    const void* w_up = static_cast<const char*>(p.w) + size_t(n * p.in) * esize_;
+    // up [rows, n] in the first half of y (the gate_up scratch): the GEMM op, tuned as its own problem.
+    TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, o_.dtype, p.rows, p.in, n, p.input, w_up, p.y, stream_.get()));
+    mark(p.name, "up_gemm", p.weight_bytes(esize_) / 2, true, p.flops() / 2);
+    const Activation a = config().activation;
+    const cuda::Act act = a == Activation::kSilu       ? cuda::Act::kSilu
+                          : a == Activation::kGeluTanh ? cuda::Act::kGeluTanh
+                                                       : cuda::Act::kGeluErf;
+    TUNABLEOP_RETURN_IF_ERROR(cudnn_gate_.run(stream_.get(), act, p.rows, p.in, n, p.input, p.w, p.y, p.gated));
+    mark(p.name, "gate_cudnn", p.weight_bytes(esize_) / 2, true, p.flops() / 2);
+    return Status::ok();
+  }
+  StatusOr<bool> prefill_gate_choice(const Projection& p, LinearOp& linear) {
+    const char* env = std::getenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN");
+    const std::string force = env ? env : "";
+    const std::string site = fmt_site(p);
+    if (force == "off") return false;
+    if (force != "on" && !ctx_.config().snapshot().enabled) return false;
+    if (auto it = prefill_gate_.find(site); it != prefill_gate_.end()) return it->second.acc;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return false;
+    const auto before = linear.problems();
+    timing_ = true;
+    std::vector<std::function<Status()>> runs = {[this, &p, &linear] { return DeviceKernels::project(p, linear); },
+                                                 [this, &p, &linear] { return gate_cudnn(p, linear); }};
+    std::vector<double> us;
+    Status st = runs[0]();  // warm-up: the GEMMs may tune here, cuDNN builds its plan
+    if (st.is_ok()) st = runs[1]();
+    if (st.is_ok() && force != "on") st = flush_buffer();
+    if (st.is_ok() && force != "on") {
+      st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
+                                               stream_.get(), &us);
+    }
+    timing_ = false;
+    linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
+    PrefillChoice choice;
+    if (!st.is_ok()) {
+      ctx_.log().warn("llm: " + site + ": cuDNN's fused gate GEMM not used: " + st.to_string());
+    } else if (force == "on") {
+      choice.acc = true;
+    } else if (us.size() == 2) {
+      choice = {us[1] < us[0], us[0], us[1]};
+    }
+    prefill_gate_[site] = choice;
+    return choice.acc;
+  }
+
   // The fused projections' choices and steps, then each decode attention problem's solution.
   std::string kernel_choices() const override {
     std::string s = fusion_.report();
     for (const auto& [site, ch] : prefill_residual_) {
       s += fmt::format("prefill residual {}: {} (add_rmsnorm {:.1f} us, gemm_acc_f32 {:.1f} us)\n", site,
                        ch.acc ? "gemm_acc_f32" : "add_rmsnorm", ch.us_add, ch.us_acc);
+    }
+    for (const auto& [site, ch] : prefill_gate_) {
+      s += fmt::format("prefill gate {}: {} (gemm+gated {:.1f} us, cudnn_gate {:.1f} us)\n", site,
+                       ch.acc ? "cudnn_gate" : "gemm+gated", ch.us_add, ch.us_acc);
     }
     for (const PreparedAttention& d : decode_attention_) {
       s += "decode attention " + attention_params_signature(d.params) + ": " + d.solution + "\n";
@@ -887,11 +960,13 @@ class CudaKernels final : public DeviceKernels {
   cuda::RowParallelGemm row_gemm_;                 // tensor parallel: o and down, fp32 partial sums
   DeviceBuffer decode_partial_, prefill_partial_;  // their outputs
   std::set<std::string> row_unfused_;              // decode sites the fused kernel does not take
-  struct PrefillResidualChoice {
-    bool acc = false;               // gemm_acc_f32 (else add_rmsnorm)
-    double us_add = 0, us_acc = 0;  // timed (0: not timed)
+  struct PrefillChoice {
+    bool acc = false;               // the new path: gemm_acc_f32 (o, down), cudnn_gate (gate_up)
+    double us_add = 0, us_acc = 0;  // the old path's and the new one's time (0: not timed)
   };
-  std::map<std::string, PrefillResidualChoice> prefill_residual_;  // per prefill o/down site
+  std::map<std::string, PrefillChoice> prefill_residual_;  // per prefill o/down site
+  std::map<std::string, PrefillChoice> prefill_gate_;      // per prefill gate_up site
+  cuda::CudnnGate cudnn_gate_;
   std::vector<cudaEvent_t> profile_events_;
   struct PreparedAttention {
     AttentionParams params;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_testing.h"
+#include "llm/cuda/cudnn_gate.h"
 #include "llm/cuda/row_parallel.h"
 #include "llm/rope.h"
 #include "tunableop/half.h"
@@ -144,6 +145,45 @@ TEST(LlmCudaKernels, ProjectionGemmF32AccumulatesInPlace) {
         // fp32 accumulation over `in` products: a few ulps of the sum's magnitude.
         expect_close(Elem::kF32, got, want, what);
       }
+    }
+  }
+}
+
+// cuDNN's gate GEMM with the gated activation in its epilogue (prefill's gate_up, issue 12):
+// out = act(x W_gate^T) * up against fp64, W_gate the first n rows of a [2n, in] gate_up weight;
+// out NaN-poisoned with a NaN guard after it. Skips where cuDNN is not loaded.
+TEST(LlmCudaKernels, CudnnGateMatchesTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  CudnnGate gate;
+  struct Shape {
+    int64_t rows, in, n;
+  };
+  const Elem e = Elem::kBF16;
+  for (Act act : {Act::kSilu, Act::kGeluTanh, Act::kGeluErf}) {
+    for (Shape s : {Shape{1, 64, 40}, Shape{17, 136, 24}, Shape{64, 256, 128}}) {
+      const std::string what = "act " + std::to_string(int(act)) + " rows " + std::to_string(s.rows) + " in " +
+                               std::to_string(s.in) + " n " + std::to_string(s.n);
+      const auto x = random_values(e, size_t(s.rows * s.in), 7), w = random_values(e, size_t(2 * s.n * s.in), 8, 0.1f),
+                 up = random_values(e, size_t(s.rows * s.n), 9);
+      DeviceArray dx(e, x), dw(e, w), dup(e, up), out(e, size_t(s.rows * s.n));
+      Status st = gate.run(nullptr, act, s.rows, s.in, s.n, dx.get(), dw.get(), dup.get(), out.get());
+      if (st.code() == StatusCode::kUnsupported) GTEST_SKIP() << st.message();
+      ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto got = out.read();
+      std::vector<double> want(got.size());
+      for (int64_t r = 0; r < s.rows; ++r) {
+        for (int64_t j = 0; j < s.n; ++j) {
+          double g = 0;
+          for (int64_t k = 0; k < s.in; ++k) g += double(x[size_t(r * s.in + k)]) * w[size_t(j * s.in + k)];
+          const double a = act == Act::kSilu ? g / (1 + std::exp(-g))
+                           : act == Act::kGeluTanh
+                               ? 0.5 * g * (1 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
+                               : 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+          want[size_t(r * s.n + j)] = a * up[size_t(r * s.n + j)];
+        }
+      }
+      expect_close(e, got, want, what);
     }
   }
 }

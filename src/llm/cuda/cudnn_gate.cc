@@ -1,0 +1,321 @@
+#include "llm/cuda/cudnn_gate.h"
+
+#if __has_include(<cudnn_graph.h>)
+#include <cudnn_graph.h>
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tunableop::llm::cuda {
+namespace {
+
+struct Api {
+  decltype(&cudnnGetErrorString) error_string = nullptr;
+  decltype(&cudnnGetLastErrorString) last_error = nullptr;  // optional
+  decltype(&cudnnCreate) create = nullptr;
+  decltype(&cudnnDestroy) destroy = nullptr;
+  decltype(&cudnnSetStream) set_stream = nullptr;
+  decltype(&cudnnBackendCreateDescriptor) create_desc = nullptr;
+  decltype(&cudnnBackendDestroyDescriptor) destroy_desc = nullptr;
+  decltype(&cudnnBackendSetAttribute) set_attr = nullptr;
+  decltype(&cudnnBackendGetAttribute) get_attr = nullptr;
+  decltype(&cudnnBackendFinalize) finalize = nullptr;
+  decltype(&cudnnBackendExecute) execute = nullptr;
+
+  Status error(cudnnStatus_t st, const std::string& what) const {
+    std::string msg = "cuDNN " + what + ": " + (error_string ? error_string(st) : "error");
+    if (last_error) {
+      char buf[512] = {0};
+      last_error(buf, sizeof(buf));
+      if (buf[0]) msg += std::string(" (") + buf + ")";
+    }
+    return Status::unsupported(msg);
+  }
+};
+
+StatusOr<const Api*> api() {
+  static std::once_flag once;
+  static Api a;
+  static Status failure = Status::ok();
+  std::call_once(once, [] {
+    void* h = nullptr;
+    if (const char* env = std::getenv("TUNABLEOP_CUDNN_LIBRARY"); env && *env) h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      failure = Status::unsupported("cuDNN not loaded");
+      return;
+    }
+    auto bind = [&](const char* name, auto& fn) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      return fn != nullptr;
+    };
+    const bool ok = bind("cudnnGetErrorString", a.error_string) && bind("cudnnCreate", a.create) &&
+                    bind("cudnnDestroy", a.destroy) && bind("cudnnSetStream", a.set_stream) &&
+                    bind("cudnnBackendCreateDescriptor", a.create_desc) &&
+                    bind("cudnnBackendDestroyDescriptor", a.destroy_desc) &&
+                    bind("cudnnBackendSetAttribute", a.set_attr) && bind("cudnnBackendGetAttribute", a.get_attr) &&
+                    bind("cudnnBackendFinalize", a.finalize) && bind("cudnnBackendExecute", a.execute);
+    bind("cudnnGetLastErrorString", a.last_error);
+    if (!ok) failure = Status::unsupported("cuDNN: the library lacks the backend API");
+  });
+  if (!failure.is_ok()) return failure;
+  return &a;
+}
+
+// Descriptors (destroyed with the builder) and the first failure.
+class Builder {
+ public:
+  explicit Builder(const Api* a) : a_(a) {}
+  ~Builder() {
+    for (auto it = descs_.rbegin(); it != descs_.rend(); ++it) a_->destroy_desc(*it);
+  }
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t t) {
+    cudnnBackendDescriptor_t d = nullptr;
+    if (!ok()) return nullptr;
+    check(a_->create_desc(t, &d), "create descriptor");
+    if (d) descs_.push_back(d);
+    return d;
+  }
+  void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t count,
+           const void* v, const char* what) {
+    if (ok() && d) check(a_->set_attr(d, n, t, count, v), what);
+  }
+  void finalize(cudnnBackendDescriptor_t d, const char* what) {
+    if (ok() && d) check(a_->finalize(d), what);
+  }
+  cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t dt, const std::array<int64_t, 3>& dims,
+                                  const std::array<int64_t, 3>& strides, bool is_virtual) {
+    auto d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const int64_t align = 16;
+    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor type");
+    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims.data(), "tensor dims");
+    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides.data(), "tensor strides");
+    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
+    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
+    set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, "tensor virtual");
+    finalize(d, "tensor");
+    return d;
+  }
+  void op(cudnnBackendDescriptor_t o) {
+    if (ok() && o) ops_.push_back(o);
+  }
+  void check(cudnnStatus_t st, const std::string& what) {
+    if (st != CUDNN_STATUS_SUCCESS && ok()) status_ = a_->error(st, what);
+  }
+  bool ok() const { return status_.is_ok(); }
+  const Status& status() const { return status_; }
+  const std::vector<cudnnBackendDescriptor_t>& ops() const { return ops_; }
+  std::vector<cudnnBackendDescriptor_t> release() { return std::move(descs_); }
+
+ private:
+  const Api* a_;
+  std::vector<cudnnBackendDescriptor_t> descs_, ops_;
+  Status status_ = Status::ok();
+};
+
+enum Uid : int64_t { kX = 1, kW, kUp, kOut, kGate = 100, kAct };
+
+}  // namespace
+
+struct CudnnGate::Plan {
+  const Api* api = nullptr;
+  std::vector<cudnnBackendDescriptor_t> descs;  // graph, plan: destroyed with the plan
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t workspace = 0;
+  struct Pack {
+    std::array<const void*, 5> ptrs{};
+    std::vector<cudnnBackendDescriptor_t> descs;
+    cudnnBackendDescriptor_t pack = nullptr;
+  };
+  std::vector<Pack> packs;  // per pointer set (the engine's buffers rarely move)
+  ~Plan() {
+    for (auto& p : packs)
+      for (auto it = p.descs.rbegin(); it != p.descs.rend(); ++it) api->destroy_desc(*it);
+    for (auto it = descs.rbegin(); it != descs.rend(); ++it) api->destroy_desc(*it);
+  }
+};
+
+CudnnGate::~CudnnGate() {
+  plans_.clear();
+  auto a = api();
+  if (handle_ && a.is_ok()) (*a)->destroy(static_cast<cudnnHandle_t>(handle_));
+}
+
+namespace {
+
+StatusOr<std::pair<std::vector<cudnnBackendDescriptor_t>, cudnnBackendDescriptor_t>> build(
+    const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int64_t in, int64_t n, int64_t* workspace) {
+  Builder g(a);
+  const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+  auto x = g.tensor(kX, bf, {1, rows, in}, {rows * in, in, 1}, false);
+  auto w = g.tensor(kW, bf, {1, in, n}, {n * in, 1, in}, false);  // W_gate^T: (k, j) at j * in + k
+  auto up = g.tensor(kUp, bf, {1, rows, n}, {rows * n, n, 1}, false);
+  auto out = g.tensor(kOut, bf, {1, rows, n}, {rows * n, n, 1}, false);
+  auto gate = g.tensor(kGate, f32, {1, rows, n}, {rows * n, n, 1}, true);
+  auto actv = g.tensor(kAct, f32, {1, rows, n}, {rows * n, n, 1}, true);
+
+  auto mm = g.make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  g.set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul precision");
+  g.finalize(mm, "matmul");
+  auto mop = g.make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, "matmul a");
+  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w, "matmul b");
+  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gate, "matmul c");
+  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm, "matmul desc");
+  g.finalize(mop, "matmul op");
+  g.op(mop);
+
+  auto pointwise = [&](cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t in0, cudnnBackendDescriptor_t in1,
+                       cudnnBackendDescriptor_t y) {
+    auto pw = g.make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    g.set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
+    g.set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32, "pointwise precision");
+    if (mode == CUDNN_POINTWISE_SWISH_FWD) {
+      const double beta = 1.0;  // SiLU
+      g.set(pw, CUDNN_ATTR_POINTWISE_SWISH_BETA, CUDNN_TYPE_DOUBLE, 1, &beta, "swish beta");
+    }
+    g.finalize(pw, "pointwise");
+    auto o = g.make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, "pointwise op");
+    g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in0, "pointwise x");
+    if (in1) g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in1, "pointwise b");
+    g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, "pointwise y");
+    g.finalize(o, "pointwise op");
+    g.op(o);
+  };
+  const cudnnPointwiseMode_t mode = act == Act::kSilu       ? CUDNN_POINTWISE_SWISH_FWD
+                                    : act == Act::kGeluTanh ? CUDNN_POINTWISE_GELU_APPROX_TANH_FWD
+                                                            : CUDNN_POINTWISE_GELU_FWD;
+  pointwise(mode, gate, nullptr, actv);
+  pointwise(CUDNN_POINTWISE_MUL, actv, up, out);
+
+  auto graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(g.ops().size()), g.ops().data(),
+        "graph ops");
+  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
+  g.finalize(graph, "operation graph");
+  auto heur = g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+  g.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
+  g.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristic mode");
+  g.finalize(heur, "engine heuristics");
+  int64_t count = 0;
+  if (g.ok())
+    g.check(a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+            "heuristic count");
+  if (!g.ok()) return g.status();
+  if (count == 0) return Status::unsupported("cuDNN: no engine for the gate graph");
+  std::vector<cudnnBackendDescriptor_t> cfgs(static_cast<size_t>(count));
+  for (auto& c : cfgs) c = g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  if (g.ok())
+    g.check(a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, cfgs.data()),
+            "heuristic results");
+  if (!g.ok()) return g.status();
+  Status last = Status::unsupported("cuDNN: no configuration of the gate graph finalised");
+  for (int64_t i = 0; i < count; ++i) {  // the first configuration that finalises
+    Builder p(a);
+    auto plan = p.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
+    p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[size_t(i)],
+          "plan config");
+    p.finalize(plan, "execution plan");
+    int64_t got = 0;
+    if (p.ok())
+      p.check(a->get_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, workspace),
+              "workspace size");
+    if (!p.ok()) {
+      last = p.status();
+      continue;
+    }
+    auto descs = g.release();
+    for (auto d : p.release()) descs.push_back(d);
+    return std::make_pair(std::move(descs), plan);
+  }
+  return last;
+}
+
+}  // namespace
+
+Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x,
+                      const void* w_gate, const void* up, void* out) {
+  auto a_or = api();
+  if (!a_or.is_ok()) return a_or.status();
+  const Api* a = *a_or;
+  if (rows <= 0 || n <= 0) return Status::ok();
+  if (in % 8 || n % 8) return Status::unsupported("cuDNN gate: in and n must be multiples of 8");
+  for (const void* p : {x, w_gate, up, static_cast<const void*>(out)})
+    if (reinterpret_cast<uintptr_t>(p) % 16) return Status::unsupported("cuDNN gate: 16-byte aligned operands");
+  if (!handle_) {
+    cudnnHandle_t h = nullptr;
+    cudnnStatus_t st = a->create(&h);
+    if (st != CUDNN_STATUS_SUCCESS) return a->error(st, "cudnnCreate");
+    handle_ = h;
+  }
+  const auto key = std::make_tuple(int(act), rows, in, n);
+  if (auto f = failed_.find(key); f != failed_.end()) return f->second;
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    int64_t ws = 0;
+    auto built = build(a, static_cast<cudnnHandle_t>(handle_), act, rows, in, n, &ws);
+    if (!built.is_ok()) {
+      failed_.emplace(key, built.status());
+      return built.status();
+    }
+    auto plan = std::make_shared<Plan>();
+    plan->api = a;
+    plan->descs = std::move(built->first);
+    plan->plan = built->second;
+    plan->workspace = ws;
+    it = plans_.emplace(key, std::move(plan)).first;
+  }
+  Plan& pl = *it->second;
+  if (pl.workspace > 0 && workspace_.bytes() < size_t(pl.workspace))
+    TUNABLEOP_RETURN_IF_ERROR(workspace_.ensure(size_t(pl.workspace)));
+  void* ws = pl.workspace > 0 ? workspace_.get() : nullptr;
+  const std::array<const void*, 5> ptrs = {x, w_gate, up, out, ws};
+  cudnnBackendDescriptor_t pack = nullptr;
+  for (const auto& p : pl.packs)
+    if (p.ptrs == ptrs) pack = p.pack;
+  if (!pack) {
+    Builder b(a);
+    const int64_t uids[4] = {kX, kW, kUp, kOut};
+    void* data[4] = {const_cast<void*>(x), const_cast<void*>(w_gate), const_cast<void*>(up), out};
+    pack = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 4, uids, "pack uids");
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 4, data, "pack pointers");
+    b.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
+    b.finalize(pack, "variant pack");
+    if (!b.ok()) return b.status();
+    if (pl.packs.size() >= 8) {  // a few buffer sets at most: drop the oldest
+      for (auto d : pl.packs.front().descs) a->destroy_desc(d);
+      pl.packs.erase(pl.packs.begin());
+    }
+    pl.packs.push_back({ptrs, b.release(), pack});
+  }
+  cudnnStatus_t st = a->set_stream(static_cast<cudnnHandle_t>(handle_), stream);
+  if (st != CUDNN_STATUS_SUCCESS) return a->error(st, "cudnnSetStream");
+  st = a->execute(static_cast<cudnnHandle_t>(handle_), pl.plan, pack);
+  if (st != CUDNN_STATUS_SUCCESS) return Status::device_error(a->error(st, "execute (gate)").message());
+  return Status::ok();
+}
+
+}  // namespace tunableop::llm::cuda
+
+#else  // no cuDNN headers at build time: the engine keeps its unfused path
+
+namespace tunableop::llm::cuda {
+struct CudnnGate::Plan {};
+CudnnGate::~CudnnGate() = default;
+Status CudnnGate::run(cudaStream_t, Act, int64_t, int64_t, int64_t, const void*, const void*, const void*, void*) {
+  return Status::unsupported("cuDNN gate: built without cudnn_graph.h");
+}
+}  // namespace tunableop::llm::cuda
+
+#endif
