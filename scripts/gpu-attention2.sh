@@ -97,7 +97,7 @@ llm() {  # name, timeout, args...
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
 if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
-  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=auto llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_resid_off 60 --model builtin:gemma-2b "${ttft[@]}"
   gtest llm/test_llm_cuda_kernels 20 '*ProjectionGemm*:*CudnnGate*:*AddRmsnorm*'
   gtest llm/test_llm_cuda 60 '*PrefillResidual*:*PrefillGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
@@ -109,7 +109,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   else
     summary+=("prefill_lab: skipped (budget)")
   fi
-  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=auto llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
 elif [ "$FAST" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"

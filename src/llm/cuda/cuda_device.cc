@@ -337,8 +337,9 @@ class CudaKernels final : public DeviceKernels {
   //  - "cudnn_gate": the up-half GEMM (the GEMM op, n columns), then cuDNN's gate GEMM with the
   //    activation and the product with `up` in its epilogue (cudnn_gate.h): the 2n-wide
   //    intermediate is never written or read.
-  // TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off|on forces one (A/B runs, tests; `on` where cuDNN
-  // cannot run the graph falls back with a warning).
+  // TUNABLEOP_LLM_PREFILL_GATE_CUDNN: unset or off: the first (the default until the path has
+  // run on a device); auto: chosen by measurement as above; on: the second (tests; where cuDNN
+  // cannot run the graph it falls back with a warning).
   Status gate_up_prefill(const Projection& p, LinearOp& linear) {
     auto chosen = prefill_gate_choice(p, linear);
     if (!chosen.is_ok()) return chosen.status();
@@ -363,7 +364,8 @@ class CudaKernels final : public DeviceKernels {
     const char* env = std::getenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN");
     const std::string force = env ? env : "";
     const std::string site = fmt_site(p);
-    if (force == "off") return false;
+    // Off unless asked for: not yet run on a device (issue 12); "auto" times it with TunableOp on.
+    if (force != "on" && force != "auto") return false;
     if (force != "on" && !ctx_.config().snapshot().enabled) return false;
     if (auto it = prefill_gate_.find(site); it != prefill_gate_.end()) return it->second.acc;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
