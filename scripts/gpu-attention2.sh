@@ -22,12 +22,12 @@
 # 230) are skipped and said so.
 #
 # A2_PREFILL=1 (with A2_FAST=1; issue 12's prefill lane) runs instead: Gemma-2B TTFT(2048)
-# untuned vs tuned (the residual add in the o / down GEMM's epilogue chosen by measurement), the
-# same with both new prefill choices forced off (TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off and
-# TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off: the side-by-side; gate_up through cuDNN's fused gate GEMM
-# is the second choice, also timed per site),
-# the new path's kernel and engine tests, bench/prefill_lab (levers A and B at kernel level:
-# cuBLAS residual epilogue, cuDNN's fused gate GEMM), then Llama-2-7B's TTFT.
+# untuned vs tuned (the default: prefill's gate_up through cuDNN's fused gate GEMM chosen by
+# measurement, every cuDNN engine configuration timed, the choice stored in the results file),
+# the same again reading the choice back from the results file (no timing), the cuDNN gate's
+# kernel tests (every configuration vs fp64) and engine tests, Gemma's greedy ids with the gate
+# chosen vs TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off, the TTFT with the gate off (the side-by-side),
+# Llama-2-7B's TTFT, then bench/prefill_lab (Gemma) if the budget leaves room.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -97,19 +97,26 @@ llm() {  # name, timeout, args...
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
 if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
-  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=auto llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
-  TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM=off TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_resid_off 60 --model builtin:gemma-2b "${ttft[@]}"
-  gtest llm/test_llm_cuda_kernels 20 '*ProjectionGemm*:*CudnnGate*:*AddRmsnorm*'
-  gtest llm/test_llm_cuda 60 '*PrefillResidual*:*PrefillGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
-  secs=$(left 45)
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  llm gemma_ttft_again 40 --model builtin:gemma-2b "${ttft[@]}" --no-in-context-check
+  gtest llm/test_llm_cuda_kernels 25 '*CudnnGate*:*AddRmsnorm*'
+  gtest llm/test_llm_cuda 60 '*PrefillGate*:*AutoGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
+  llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ids_off 25 --model builtin:gemma-2b "${ids[@]}"
+  for f in gemma_ids_auto gemma_ids_off; do
+    [ -f "$LOGS/$f.txt" ] && summary+=("$f: $(grep -E '^[0-9]+(,[0-9]+)+$' "$LOGS/$f.txt" | tail -1)")
+  done
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 60 --model builtin:gemma-2b "${ttft[@]}"
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  secs=$(left 30)
   if [ "$secs" != 0 ]; then
     stamp "prefill_lab"
-    timeout "$secs" "$BUILD/bench/prefill_lab/prefill_lab" both 4 >"$LOGS/prefill_lab.txt" 2>&1 ||
+    timeout "$secs" "$BUILD/bench/prefill_lab/prefill_lab" gemma 24 >"$LOGS/prefill_lab.txt" 2>&1 ||
       echo "gpu-attention2: prefill_lab exited $?"
   else
     summary+=("prefill_lab: skipped (budget)")
   fi
-  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=auto llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
 elif [ "$FAST" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
@@ -188,11 +195,11 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft gemma_ttft_resid_off llama_ttft llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off llama_ttft llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"
-    sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill residual|prefill gate"
+    sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill gate"
     sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
   [ -f "$LOGS/prefill_lab.txt" ] && { echo "== prefill_lab"; cat "$LOGS/prefill_lab.txt"; }

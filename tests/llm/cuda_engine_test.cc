@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -210,9 +211,6 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
   }
   EXPECT_NE(choices.find("unfused"), std::string::npos) << "the unfused path is a timed candidate\n" << choices;
   EXPECT_NE(choices.find("decode step, batch 1:"), std::string::npos) << "step variants timed\n" << choices;
-  // Prefill's o and down: the residual add after the GEMM or in its epilogue, timed.
-  EXPECT_NE(choices.find("prefill residual o "), std::string::npos) << choices;
-  EXPECT_NE(choices.find("prefill residual down "), std::string::npos) << choices;
   // The fused projections' shapes were tuned as FusedLinear problems, into the results file.
   std::ifstream results(dir / "results_0.csv");  // %d is the device ordinal
   ASSERT_TRUE(results.good()) << "no results file in " << dir;
@@ -489,67 +487,6 @@ TEST(LlmCuda, DeviceDecodeLoopWithTunedStepVariants) {
   }
 }
 
-// Sets TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM for one scope (engines read it at each prefill).
-class PrefillResidualGemm {
- public:
-  explicit PrefillResidualGemm(const char* mode) { setenv("TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM", mode, 1); }
-  ~PrefillResidualGemm() { unsetenv("TUNABLEOP_LLM_PREFILL_RESIDUAL_GEMM"); }
-};
-
-// Prefill's residual add in the o and down GEMMs' epilogue (fp32 C = D = the residual, beta 1)
-// against the add after the GEMM: fp32 to rounding with the same greedy tokens, bf16 close (the
-// product is no longer rounded to bf16 before the add); the fixtures' greedy tokens unchanged.
-TEST(LlmCuda, PrefillResidualInTheGemmMatchesTheAddAfterIt) {
-  for (const std::string preset : {"tiny", "tiny-gemma"}) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
-      SCOPED_TRACE(preset + (dt == DType::kF32 ? " fp32" : " bf16"));
-      const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
-      std::vector<float> logits[2];
-      std::vector<std::vector<int32_t>> tokens[2];
-      for (int acc = 0; acc < 2; ++acc) {
-        PrefillResidualGemm mode(acc ? "on" : "off");
-        MAKE_GPU_ENGINE(gpu, builtin(preset), 2, opts(dt, 2));
-        std::vector<int32_t> next;
-        ASSERT_TRUE(gpu.engine->prefill(prompts, &next).is_ok());
-        ASSERT_TRUE(gpu.engine->last_logits(&logits[acc]).is_ok());
-        auto g = generate(*gpu.engine, prompts, 8);
-        ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-        tokens[acc] = g->tokens;
-      }
-      EXPECT_LT(relative_error(logits[1], logits[0]), dt == DType::kF32 ? 1e-5 : 2e-2);
-      if (dt == DType::kF32) {
-        EXPECT_EQ(tokens[1], tokens[0]);
-      }
-    }
-  }
-  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
-  const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
-  PrefillResidualGemm mode("on");
-  for (const std::string name : {"llama_gqa", "gemma_mqa", "llama_tied_sharded"}) {
-    const std::string dir = root + "/" + name;
-    if (!std::filesystem::exists(dir + "/reference.json")) continue;
-    std::ifstream in(dir + "/reference.json");
-    nlohmann::json ref = nlohmann::json::parse(in);
-    ModelSpec spec;
-    spec.dir = dir;
-    MAKE_GPU_ENGINE(gpu, spec, 0, opts(DType::kF32));
-    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want_logits = ref["last_logits"].get<std::vector<double>>();
-    const auto want_ids = ref["greedy_ids"].get<std::vector<int32_t>>();
-    std::vector<int32_t> next;
-    ASSERT_TRUE(gpu.engine->prefill({prompt}, &next).is_ok());
-    std::vector<float> got;
-    ASSERT_TRUE(gpu.engine->last_logits(&got).is_ok());
-    double scale = 1, worst = 0;
-    for (double v : want_logits) scale = std::max(scale, std::abs(v));
-    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want_logits[i]));
-    EXPECT_LE(worst, 1e-3 * scale) << name;
-    auto g = generate(*gpu.engine, {prompt}, int64_t(want_ids.size()));
-    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-    EXPECT_EQ(g->tokens[0], want_ids) << name;
-  }
-}
-
 // Sets TUNABLEOP_LLM_PREFILL_GATE_CUDNN for one scope.
 class PrefillGateCudnn {
  public:
@@ -599,6 +536,53 @@ TEST(LlmCuda, PrefillGateThroughCudnnMatchesTheGatedKernel) {
       EXPECT_EQ(tokens[1], tokens[0]) << choices;
     }
   }
+}
+
+// With TunableOp on and tuning, the default (auto) times prefill's gate_up (gemm+gated, the up
+// GEMM, the up GEMM + each of cuDNN's gate configurations), keeps the fastest and stores the
+// choice in the results file (PrefillGateTunableOp_BFloat16); an engine on a fresh context with
+// tuning off reads it back without timing. Prefill logits close to the gate off (bf16). Skips
+// where cuDNN cannot run the graph (the choice says why).
+TEST(LlmCuda, AutoGateChoiceIsTimedAndReadBackFromTheResultsFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "tunableop_llm_auto_gate";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+  std::vector<float> want;
+  {
+    PrefillGateCudnn off("off");
+    MAKE_GPU_ENGINE(plain, builtin("tiny-gemma"), 2, opts(DType::kBF16, 2));
+    std::vector<int32_t> next;
+    ASSERT_TRUE(plain.engine->prefill(prompts, &next).is_ok());
+    ASSERT_TRUE(plain.engine->last_logits(&want).is_ok());
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "timed" : "read back");
+    GpuRun tuned;
+    tuned.ctx = std::make_unique<Context>(Device::cuda(0), Config::defaults_only());
+    ASSERT_TRUE(tuned.ctx->config().set(Setting::kEnabled, true).is_ok());
+    ASSERT_TRUE(tuned.ctx->config().set(Setting::kTuning, pass == 0).is_ok());
+    ASSERT_TRUE(tuned.ctx->config().set(Setting::kFilename, (dir / "results_%d.csv").string()).is_ok());
+    auto e = make_cuda_engine(builtin("tiny-gemma"), 7, 2, opts(DType::kBF16, 2), *tuned.ctx);
+    if (!e.is_ok() && e.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << e.status().message();
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    tuned.engine = std::move(e.value());
+    std::vector<int32_t> next;
+    ASSERT_TRUE(tuned.engine->prefill(prompts, &next).is_ok());
+    std::vector<float> logits;
+    ASSERT_TRUE(tuned.engine->last_logits(&logits).is_ok());
+    const std::string choices = tuned.engine->kernel_choices();
+    ASSERT_NE(choices.find("prefill gate gate_up"), std::string::npos) << choices;
+    if (choices.find("(cuDNN: ") != std::string::npos) GTEST_SKIP() << choices;
+    EXPECT_NE(choices.find(pass == 0 ? "(timed; gemm+gated " : "(results file)"), std::string::npos) << choices;
+    EXPECT_LT(relative_error(logits, want), 2e-2) << choices;
+    std::ifstream results(dir / "results_0.csv");
+    std::stringstream text;
+    text << results.rdbuf();
+    EXPECT_NE(text.str().find("PrefillGateTunableOp_BFloat16,gelu_tanh_n"), std::string::npos) << text.str();
+    std::printf("%s", choices.c_str());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The Hugging Face fixtures on the GPU, in fp32 (attention: Default's math path; the fixtures'

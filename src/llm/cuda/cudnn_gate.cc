@@ -4,6 +4,7 @@
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <mutex>
@@ -14,6 +15,7 @@ namespace tunableop::llm::cuda {
 namespace {
 
 struct Api {
+  decltype(&cudnnGetVersion) get_version = nullptr;
   decltype(&cudnnGetErrorString) error_string = nullptr;
   decltype(&cudnnGetLastErrorString) last_error = nullptr;  // optional
   decltype(&cudnnCreate) create = nullptr;
@@ -60,6 +62,7 @@ StatusOr<const Api*> api() {
                     bind("cudnnBackendSetAttribute", a.set_attr) && bind("cudnnBackendGetAttribute", a.get_attr) &&
                     bind("cudnnBackendFinalize", a.finalize) && bind("cudnnBackendExecute", a.execute);
     bind("cudnnGetLastErrorString", a.last_error);
+    bind("cudnnGetVersion", a.get_version);
     if (!ok) failure = Status::unsupported("cuDNN: the library lacks the backend API");
   });
   if (!failure.is_ok()) return failure;
@@ -87,7 +90,7 @@ class Builder {
            const void* v, const char* what) {
     if (ok() && d) check(a_->set_attr(d, n, t, count, v), what);
   }
-  void finalize(cudnnBackendDescriptor_t d, const char* what) {
+  void finalize(cudnnBackendDescriptor_t d, const std::string& what) {
     if (ok() && d) check(a_->finalize(d), what);
   }
   cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t dt, const std::array<int64_t, 3>& dims,
@@ -122,11 +125,42 @@ class Builder {
 
 enum Uid : int64_t { kX = 1, kW, kUp, kOut, kGate = 100, kAct };
 
+// A configuration's tag: "eng<global index>" and "_k<knob type>v<value>" per knob choice (as
+// cudnn-frontend names its plans); `fallback` where cuDNN does not say.
+std::string tag_of(const Api* a, cudnnBackendDescriptor_t cfg, const std::string& fallback) {
+  Builder b(a);
+  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t count = 0, index = -1;
+  if (b.ok())
+    b.check(a->get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &eng), "engine");
+  if (b.ok()) b.check(a->get_attr(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index), "index");
+  if (!b.ok()) return fallback;
+  std::string tag = "eng" + std::to_string(index);
+  std::vector<cudnnBackendDescriptor_t> knobs(CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : knobs) k = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+  int64_t got = 0;
+  if (b.ok())
+    b.check(a->get_attr(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(knobs.size()),
+                        &got, knobs.data()),
+            "knob choices");
+  for (int64_t i = 0; b.ok() && i < got && i < int64_t(knobs.size()); ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0;
+    b.check(a->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &count, &type),
+            "knob type");
+    if (b.ok())
+      b.check(a->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &count, &value),
+              "knob value");
+    if (b.ok()) tag += "_k" + std::to_string(int(type)) + "v" + std::to_string(value);
+  }
+  return b.ok() ? tag : fallback;
+}
+
 }  // namespace
 
 struct CudnnGate::Plan {
   const Api* api = nullptr;
-  std::vector<cudnnBackendDescriptor_t> descs;  // graph, plan: destroyed with the plan
+  std::vector<cudnnBackendDescriptor_t> descs;  // the plan's: destroyed with it
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t workspace = 0;
   struct Pack {
@@ -142,16 +176,39 @@ struct CudnnGate::Plan {
   }
 };
 
+// One shape's graph, the configurations cuDNN offers for it and the plans built so far.
+struct CudnnGate::Shape {
+  const Api* api = nullptr;
+  Status status = Status::ok();                 // the graph's or the heuristics' failure
+  std::vector<cudnnBackendDescriptor_t> descs;  // graph, heuristics, configurations
+  std::vector<cudnnBackendDescriptor_t> cfgs;   // offered, without repeats
+  std::vector<std::string> tags;                // per configuration
+  std::vector<std::shared_ptr<Plan>> plans;     // per configuration; null: not built (yet)
+  std::vector<Status> failed;                   // per configuration: why its plan did not build
+  ~Shape() {
+    plans.clear();
+    for (auto it = descs.rbegin(); it != descs.rend(); ++it) api->destroy_desc(*it);
+  }
+};
+
 CudnnGate::~CudnnGate() {
-  plans_.clear();
+  shapes_.clear();
   auto a = api();
   if (handle_ && a.is_ok()) (*a)->destroy(static_cast<cudnnHandle_t>(handle_));
 }
 
+int64_t CudnnGate::version() {
+  auto a = api();
+  return a.is_ok() && (*a)->get_version ? int64_t((*a)->get_version()) : 0;
+}
+
 namespace {
 
-StatusOr<std::pair<std::vector<cudnnBackendDescriptor_t>, cudnnBackendDescriptor_t>> build(
-    const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int64_t in, int64_t n, int64_t* workspace) {
+// The operation graph, then the configurations of heuristics mode A and of the fallback list
+// (a mode that offers none is skipped), into `shape`.
+Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int64_t in, int64_t n,
+                 std::vector<cudnnBackendDescriptor_t>* descs, std::vector<cudnnBackendDescriptor_t>* cfgs,
+                 std::vector<std::string>* tags) {
   Builder g(a);
   const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   auto x = g.tensor(kX, bf, {1, rows, in}, {rows * in, in, 1}, false);
@@ -201,81 +258,127 @@ StatusOr<std::pair<std::vector<cudnnBackendDescriptor_t>, cudnnBackendDescriptor
         "graph ops");
   g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
   g.finalize(graph, "operation graph");
-  auto heur = g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
-  g.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
-  g.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristic mode");
-  g.finalize(heur, "engine heuristics");
-  int64_t count = 0;
-  if (g.ok())
-    g.check(a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-            "heuristic count");
   if (!g.ok()) return g.status();
-  if (count == 0) return Status::unsupported("cuDNN: no engine for the gate graph");
-  std::vector<cudnnBackendDescriptor_t> cfgs(static_cast<size_t>(count));
-  for (auto& c : cfgs) c = g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  if (g.ok())
-    g.check(a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, cfgs.data()),
-            "heuristic results");
-  if (!g.ok()) return g.status();
-  Status last = Status::unsupported("cuDNN: no configuration of the gate graph finalised");
-  for (int64_t i = 0; i < count; ++i) {  // the first configuration that finalises
-    Builder p(a);
-    auto plan = p.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
-    p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[size_t(i)],
-          "plan config");
-    p.finalize(plan, "execution plan");
-    int64_t got = 0;
-    if (p.ok())
-      p.check(a->get_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, workspace),
-              "workspace size");
-    if (!p.ok()) {
-      last = p.status();
+  *descs = g.release();
+
+  Status last = Status::unsupported("cuDNN: no engine for the gate graph");
+  const std::pair<cudnnBackendHeurMode_t, const char*> modes[] = {{CUDNN_HEUR_MODE_A, "A"},
+                                                                  {CUDNN_HEUR_MODE_FALLBACK, "F"}};
+  for (const auto& [hm, letter] : modes) {
+    Builder h(a);  // a mode that fails leaves the other's configurations
+    auto heur = h.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    h.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
+    h.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristic mode");
+    h.finalize(heur, "engine heuristics");
+    int64_t count = 0;
+    if (h.ok())
+      h.check(a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+              "heuristic count");
+    std::vector<cudnnBackendDescriptor_t> got(static_cast<size_t>(std::max<int64_t>(count, 0)));
+    for (auto& c : got) c = h.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    if (h.ok() && count > 0)
+      h.check(
+          a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, got.data()),
+          "heuristic results");
+    if (!h.ok()) {
+      last = h.status();
       continue;
     }
-    auto descs = g.release();
-    for (auto d : p.release()) descs.push_back(d);
-    return std::make_pair(std::move(descs), plan);
+    for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
+      std::string tag = tag_of(a, got[size_t(i)], std::string(letter) + std::to_string(i));
+      if (std::find(tags->begin(), tags->end(), tag) != tags->end()) continue;  // offered by mode A already
+      cfgs->push_back(got[size_t(i)]);
+      tags->push_back(std::move(tag));
+    }
+    for (auto d : h.release()) descs->push_back(d);
   }
-  return last;
+  return cfgs->empty() ? last : Status::ok();
 }
 
 }  // namespace
 
+Status CudnnGate::ensure_handle() {
+  auto a_or = api();
+  if (!a_or.is_ok()) return a_or.status();
+  if (!handle_) {
+    cudnnHandle_t h = nullptr;
+    cudnnStatus_t st = (*a_or)->create(&h);
+    if (st != CUDNN_STATUS_SUCCESS) return (*a_or)->error(st, "cudnnCreate");
+    handle_ = h;
+  }
+  return Status::ok();
+}
+
+StatusOr<std::vector<std::string>> CudnnGate::configs(Act act, int64_t rows, int64_t in, int64_t n,
+                                                      const std::string& only, int limit) {
+  TUNABLEOP_RETURN_IF_ERROR(ensure_handle());
+  const Api* a = *api();
+  if (rows <= 0 || in <= 0 || n <= 0) return Status::invalid_argument("cuDNN gate: empty shape");
+  if (in % 8 || n % 8) return Status::unsupported("cuDNN gate: in and n must be multiples of 8");
+  const auto handle = static_cast<cudnnHandle_t>(handle_);
+  std::shared_ptr<Shape>& sh = shapes_[std::make_tuple(int(act), rows, in, n)];
+  if (!sh) {
+    sh = std::make_shared<Shape>();
+    sh->api = a;
+    sh->status = enumerate(a, handle, act, rows, in, n, &sh->descs, &sh->cfgs, &sh->tags);
+    sh->plans.resize(sh->cfgs.size());
+    sh->failed.assign(sh->cfgs.size(), Status::ok());
+  }
+  if (!sh->status.is_ok()) return sh->status;
+  Status last = Status::unsupported(only.empty() ? "cuDNN: no configuration of the gate graph builds"
+                                                 : "cuDNN: no configuration " + only + " of the gate graph");
+  std::vector<std::string> tags;
+  for (size_t i = 0; i < sh->cfgs.size(); ++i) {
+    if (!only.empty() && sh->tags[i] != only) continue;
+    if (limit > 0 && int(tags.size()) >= limit) break;
+    if (!sh->plans[i] && sh->failed[i].is_ok()) {
+      Builder p(a);
+      auto plan = p.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
+      p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sh->cfgs[i],
+            "plan config");
+      p.finalize(plan, "execution plan " + sh->tags[i]);
+      int64_t got = 0, ws = 0;
+      if (p.ok())
+        p.check(a->get_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws),
+                "workspace size");
+      if (!p.ok()) {
+        sh->failed[i] = p.status();
+      } else {
+        auto pl = std::make_shared<Plan>();
+        pl->api = a;
+        pl->descs = p.release();
+        pl->plan = plan;
+        pl->workspace = ws;
+        sh->plans[i] = std::move(pl);
+      }
+    }
+    if (sh->plans[i]) {
+      tags.push_back(sh->tags[i]);
+    } else {
+      last = sh->failed[i];
+    }
+  }
+  if (tags.empty()) return last;
+  return tags;
+}
+
 Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x,
-                      const void* w_gate, const void* up, void* out) {
+                      const void* w_gate, const void* up, void* out, const std::string& tag) {
   auto a_or = api();
   if (!a_or.is_ok()) return a_or.status();
   const Api* a = *a_or;
   if (rows <= 0 || n <= 0) return Status::ok();
-  if (in % 8 || n % 8) return Status::unsupported("cuDNN gate: in and n must be multiples of 8");
   for (const void* p : {x, w_gate, up, static_cast<const void*>(out)})
     if (reinterpret_cast<uintptr_t>(p) % 16) return Status::unsupported("cuDNN gate: 16-byte aligned operands");
-  if (!handle_) {
-    cudnnHandle_t h = nullptr;
-    cudnnStatus_t st = a->create(&h);
-    if (st != CUDNN_STATUS_SUCCESS) return a->error(st, "cudnnCreate");
-    handle_ = h;
-  }
-  const auto key = std::make_tuple(int(act), rows, in, n);
-  if (auto f = failed_.find(key); f != failed_.end()) return f->second;
-  auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    int64_t ws = 0;
-    auto built = build(a, static_cast<cudnnHandle_t>(handle_), act, rows, in, n, &ws);
-    if (!built.is_ok()) {
-      failed_.emplace(key, built.status());
-      return built.status();
-    }
-    auto plan = std::make_shared<Plan>();
-    plan->api = a;
-    plan->descs = std::move(built->first);
-    plan->plan = built->second;
-    plan->workspace = ws;
-    it = plans_.emplace(key, std::move(plan)).first;
-  }
-  Plan& pl = *it->second;
+  auto built = configs(act, rows, in, n, tag, tag.empty() ? 1 : 0);
+  if (!built.is_ok()) return built.status();
+  const Shape& sh = *shapes_.at(std::make_tuple(int(act), rows, in, n));
+  Plan* found = nullptr;
+  for (size_t i = 0; i < sh.cfgs.size() && !found; ++i)
+    if (sh.plans[i] && (tag.empty() || sh.tags[i] == tag)) found = sh.plans[i].get();
+  if (!found) return Status::internal("cuDNN gate: a built plan went missing");
+  Plan& pl = *found;
   if (pl.workspace > 0 && workspace_.bytes() < size_t(pl.workspace))
     TUNABLEOP_RETURN_IF_ERROR(workspace_.ensure(size_t(pl.workspace)));
   void* ws = pl.workspace > 0 ? workspace_.get() : nullptr;
@@ -312,8 +415,14 @@ Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, in
 
 namespace tunableop::llm::cuda {
 struct CudnnGate::Plan {};
+struct CudnnGate::Shape {};
 CudnnGate::~CudnnGate() = default;
-Status CudnnGate::run(cudaStream_t, Act, int64_t, int64_t, int64_t, const void*, const void*, const void*, void*) {
+int64_t CudnnGate::version() { return 0; }
+StatusOr<std::vector<std::string>> CudnnGate::configs(Act, int64_t, int64_t, int64_t, const std::string&, int) {
+  return Status::unsupported("cuDNN gate: built without cudnn_graph.h");
+}
+Status CudnnGate::run(cudaStream_t, Act, int64_t, int64_t, int64_t, const void*, const void*, const void*, void*,
+                      const std::string&) {
   return Status::unsupported("cuDNN gate: built without cudnn_graph.h");
 }
 }  // namespace tunableop::llm::cuda

@@ -6,6 +6,12 @@
 // x [rows, in], W_gate the first `n` rows of w_gate_up [2n, in] (the gate half, no copy), up and
 // out [rows, n], all row-major in bf16. `up` comes from a GEMM over the up half (the engine's
 // GEMM op): with the gate the activation pass's 2n-wide read of gate_up is gone.
+//
+// cuDNN offers several engine configurations for the graph (its heuristics' mode A list, then
+// its fallback list); their speed differs by ~15% on the engine's shapes (issue 12, H100:
+// 201-230 us for Gemma-2B's gate), so the engine times them all and keeps the fastest. Each is
+// named by a tag that stays the same across processes with the same cuDNN:
+// "eng<global index>" plus "_k<knob type>v<value>" per knob choice.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cuda_common/cuda_memory.h"
 #include "llm/cuda/kernels.h"
@@ -29,16 +36,29 @@ class CudnnGate {
   CudnnGate(const CudnnGate&) = delete;
   CudnnGate& operator=(const CudnnGate&) = delete;
 
-  // out = act(x W_gate^T) * up (bf16; see above), on `stream`. Unsupported where cuDNN is missing
-  // or offers no engine for the graph (the first call per shape builds the plan).
+  // cuDNN's version (cudnnGetVersion, e.g. 91900); 0 where it is not loaded.
+  static int64_t version();
+
+  // The tags of the engine configurations whose execution plan builds for this shape, in the
+  // order cuDNN offers them (mode A, then fallback; a configuration both lists offer once).
+  // `only` non-empty: builds just the configuration with that tag (a choice read back from a
+  // results file); `limit` > 0: stops after that many plans. Plans are kept per shape; a later
+  // call builds what an earlier one skipped. Unsupported where cuDNN is missing or no plan builds.
+  StatusOr<std::vector<std::string>> configs(Act act, int64_t rows, int64_t in, int64_t n, const std::string& only = "",
+                                             int limit = 0);
+
+  // out = act(x W_gate^T) * up (bf16; see above), on `stream`, with the configuration tagged
+  // `tag` (built by configs()); an empty tag: the first configuration that builds.
   Status run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x, const void* w_gate,
-             const void* up, void* out);
+             const void* up, void* out, const std::string& tag = "");
 
  private:
   struct Plan;
+  struct Shape;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t>;
+  Status ensure_handle();
   void* handle_ = nullptr;  // cudnnHandle_t
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::shared_ptr<Plan>> plans_;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, Status> failed_;
+  std::map<Key, std::shared_ptr<Shape>> shapes_;
   ::tunableop::cuda::DeviceBuffer workspace_;
 };
 

@@ -53,14 +53,14 @@ Status RowParallelGemm::init(cudaStream_t stream) {
   return cublas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32
 }
 
-Status RowParallelGemm::run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w, float* y,
-                            bool accumulate) {
+Status RowParallelGemm::run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w,
+                            float* y) {
   if (!handle_) return Status::internal("row-parallel GEMM used before init");
   if (dtype != DType::kBF16 && dtype != DType::kF32)
     return Status::invalid_argument("row-parallel GEMM: bf16 or fp32 inputs");
   if (rows <= 0 || in <= 0 || out <= 0) return Status::ok();
   const cudaDataType_t t = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
-  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  const float alpha = 1.f, beta = 0.f;
   // Column-major: y^T [out, rows] = W^T' [out, in] x^T [in, rows] (W and x row-major).
   return cublas_status(cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(rows),
                                     int(in), &alpha, w, t, int(in), x, t, int(in), &beta, y, CUDA_R_32F, int(out),

@@ -44,11 +44,8 @@ class RowParallelGemm {
   // On the current device; every GEMM then runs on `stream` (its workspace is fixed, so the
   // calls can be captured in a CUDA graph).
   Status init(cudaStream_t stream);
-  bool ready() const { return handle_ != nullptr; }
-  // y[rows, out] (fp32) = x[rows, in] W[out, in]^T, x and W of `dtype` (bf16 or fp32);
-  // accumulate: y += x W^T in the GEMM's epilogue (beta 1, C = D = y; prefill's residual add).
-  Status run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w, float* y,
-             bool accumulate = false);
+  // y[rows, out] (fp32) = x[rows, in] W[out, in]^T, x and W of `dtype` (bf16 or fp32).
+  Status run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w, float* y);
 
   // Projection p's fp32 partial sums (p.input W^T) in a buffer of this object's: the FusedLinear
   // problem `fused` with operands `fo` (its y is set here) when given and the kernel takes it,
