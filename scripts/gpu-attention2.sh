@@ -21,13 +21,13 @@
 # an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
 # 230) are skipped and said so.
 #
-# A2_PREFILL=1 (with A2_FAST=1; issue 12's prefill lane) runs instead: Gemma-2B TTFT(2048)
-# untuned vs tuned (the default: prefill's gate_up through cuDNN's fused gate GEMM chosen by
-# measurement, every cuDNN engine configuration timed, the choice stored in the results file),
-# the same again reading the choice back from the results file (no timing), the cuDNN gate's
-# kernel tests (every configuration vs fp64) and engine tests, Gemma's greedy ids with the gate
-# chosen vs TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off, the TTFT with the gate off (the side-by-side),
-# Llama-2-7B's TTFT, then bench/prefill_lab (Gemma) if the budget leaves room.
+# A2_PREFILL=1 (with A2_FAST=1; issue 12's prefill lane) runs instead, in order of importance:
+# Gemma-2B TTFT(2048) untuned vs tuned (the default: prefill's gate_up through cuDNN's fused
+# gate GEMM chosen by measurement, every cuDNN engine configuration timed, the choice stored in
+# the results file), the cuDNN gate's kernel tests (every configuration vs fp64) and engine
+# tests, Llama-2-7B's TTFT, Gemma's TTFT again reading the choice back from the results file (no
+# timing), the same with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side), Gemma's greedy
+# ids with the gate chosen vs off, then bench/prefill_lab (Gemma) if the budget leaves room.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -98,17 +98,17 @@ ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-pr
 
 if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
-  llm gemma_ttft_again 40 --model builtin:gemma-2b "${ttft[@]}" --no-in-context-check
   gtest llm/test_llm_cuda_kernels 25 '*CudnnGate*:*AddRmsnorm*'
   gtest llm/test_llm_cuda 60 '*PrefillGate*:*AutoGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  llm gemma_ttft_again 40 --model builtin:gemma-2b "${ttft[@]}" --no-in-context-check
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 60 --model builtin:gemma-2b "${ttft[@]}"
   ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
   llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ids_off 25 --model builtin:gemma-2b "${ids[@]}"
   for f in gemma_ids_auto gemma_ids_off; do
     [ -f "$LOGS/$f.txt" ] && summary+=("$f: $(grep -E '^[0-9]+(,[0-9]+)+$' "$LOGS/$f.txt" | tail -1)")
   done
-  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 60 --model builtin:gemma-2b "${ttft[@]}"
-  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   secs=$(left 30)
   if [ "$secs" != 0 ]; then
     stamp "prefill_lab"
