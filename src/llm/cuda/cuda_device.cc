@@ -339,10 +339,10 @@ class CudaKernels final : public DeviceKernels {
     const char* env = std::getenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN");
     const std::string force = env && *env ? env : "auto";
     if (force == "off") return std::string();
+    if (force != "on" && !ctx_.options().enabled) return std::string();  // TunableOp off: Default
     const std::string site = fmt_site(p);
     if (auto it = prefill_gate_.find(site); it != prefill_gate_.end()) return it->second.tag;
     const Options opt = ctx_.config().snapshot();
-    if (force != "on" && !opt.enabled) return std::string();  // TunableOp off: Default
     GateChoice& choice = prefill_gate_[site];
     const cuda::Act act = gate_act();
     const int64_t n = p.out / 2;
