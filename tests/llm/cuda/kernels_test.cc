@@ -111,9 +111,9 @@ const Elem kElems[] = {Elem::kF32, Elem::kBF16};
 
 // cuDNN's gate GEMM with the gated activation in its epilogue (prefill's gate_up, issue 12):
 // out = act(x W_gate^T) * up against fp64, W_gate the first n rows of a [2n, in] gate_up weight;
-// out NaN-poisoned. The first configuration at odd row counts; at 64 x 256 x 128 every engine
-// configuration cuDNN offers (mode A and fallback: the engine times them all), GELU tanh and
-// SiLU (the models' activations). Skips where cuDNN is not loaded.
+// out NaN-poisoned. The first configuration that builds, and with GELU tanh at 64 x 256 x 128
+// every engine configuration cuDNN offers (mode A and fallback: the engine times them all; it
+// also checks each on sampled rows before timing it). Skips where cuDNN is not loaded.
 TEST(LlmCudaKernels, CudnnGateMatchesTheReference) {
   TUNABLEOP_REQUIRE_GPU();
   CudnnGate gate;
@@ -140,7 +140,7 @@ TEST(LlmCudaKernels, CudnnGateMatchesTheReference) {
         }
       }
       std::vector<std::string> tags = {""};  // the first that builds
-      if (s.rows == 64 && act != Act::kGeluErf) {
+      if (s.rows == 64 && act == Act::kGeluTanh) {
         auto all = gate.configs(act, s.rows, s.in, s.n);
         if (all.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << all.status().message();
         ASSERT_TRUE(all.is_ok()) << all.status().to_string();
