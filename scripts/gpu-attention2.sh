@@ -25,9 +25,10 @@
 # Gemma-2B TTFT(2048) untuned vs tuned (the default: prefill's gate_up through cuDNN's fused
 # gate GEMM chosen by measurement, every cuDNN engine configuration timed, the choice stored in
 # the results file), the cuDNN gate's kernel tests (every configuration vs fp64) and engine
-# tests, Llama-2-7B's TTFT, Gemma's TTFT again reading the choice back from the results file (no
-# timing), the same with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side), Gemma's greedy
-# ids with the gate chosen vs off, then (A2_LAB=1: built too) bench/prefill_lab for Gemma.
+# tests, Llama-2-7B's TTFT, then for Llama and Gemma the TTFT again reading the choice back from
+# the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
+# 10 runs each), Gemma's greedy ids with the gate chosen vs off, then (A2_LAB=1: built too)
+# bench/prefill_lab for Gemma.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -102,8 +103,12 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   gtest llm/test_llm_cuda_kernels 25 '*CudnnGate*:*AddRmsnorm*'
   gtest llm/test_llm_cuda 60 '*PrefillGate*:*AutoGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
-  llm gemma_ttft_again 40 --model builtin:gemma-2b "${ttft[@]}" --no-in-context-check
-  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 60 --model builtin:gemma-2b "${ttft[@]}"
+  # The side-by-sides, both ways from the results file above (no tuning), 10 runs each.
+  again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm llama_ttft_gate_off 30 --model builtin:llama-2-7b "${again[@]}"
+  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 25 --model builtin:gemma-2b "${again[@]}"
   ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
   llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ids_off 25 --model builtin:gemma-2b "${ids[@]}"
@@ -197,7 +202,7 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off llama_ttft llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off llama_ttft llama_ttft_again llama_ttft_gate_off llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"

@@ -164,13 +164,14 @@ struct CudnnGate::Plan {
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t workspace = 0;
   struct Pack {
-    std::array<const void*, 5> ptrs{};
     std::vector<cudnnBackendDescriptor_t> descs;
     cudnnBackendDescriptor_t pack = nullptr;
   };
-  std::vector<Pack> packs;  // per pointer set (the engine's buffers rarely move)
+  // Per pointer set (x, w, up, out, workspace): one per layer (w differs) and buffer set; the
+  // engine's buffers rarely move, so a prefill reuses its layers' packs.
+  std::map<std::array<const void*, 5>, Pack> packs;
   ~Plan() {
-    for (auto& p : packs)
+    for (auto& [ptrs, p] : packs)
       for (auto it = p.descs.rbegin(); it != p.descs.rend(); ++it) api->destroy_desc(*it);
     for (auto it = descs.rbegin(); it != descs.rend(); ++it) api->destroy_desc(*it);
   }
@@ -384,8 +385,7 @@ Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, in
   void* ws = pl.workspace > 0 ? workspace_.get() : nullptr;
   const std::array<const void*, 5> ptrs = {x, w_gate, up, out, ws};
   cudnnBackendDescriptor_t pack = nullptr;
-  for (const auto& p : pl.packs)
-    if (p.ptrs == ptrs) pack = p.pack;
+  if (auto found = pl.packs.find(ptrs); found != pl.packs.end()) pack = found->second.pack;
   if (!pack) {
     Builder b(a);
     const int64_t uids[4] = {kX, kW, kUp, kOut};
@@ -396,11 +396,12 @@ Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, in
     b.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
     b.finalize(pack, "variant pack");
     if (!b.ok()) return b.status();
-    if (pl.packs.size() >= 8) {  // a few buffer sets at most: drop the oldest
-      for (auto d : pl.packs.front().descs) a->destroy_desc(d);
-      pl.packs.erase(pl.packs.begin());
+    if (pl.packs.size() >= 512) {  // buffers that keep moving: start again
+      for (auto& [old, p] : pl.packs)
+        for (auto it = p.descs.rbegin(); it != p.descs.rend(); ++it) a->destroy_desc(*it);
+      pl.packs.clear();
     }
-    pl.packs.push_back({ptrs, b.release(), pack});
+    pl.packs.emplace(ptrs, Plan::Pack{b.release(), pack});
   }
   cudnnStatus_t st = a->set_stream(static_cast<cudnnHandle_t>(handle_), stream);
   if (st != CUDNN_STATUS_SUCCESS) return a->error(st, "cudnnSetStream");
