@@ -27,9 +27,8 @@
 # the results file), the cuDNN gate's kernel tests (every configuration vs fp64) and engine
 # tests, Llama-2-7B's TTFT, then for Llama and Gemma the TTFT again reading the choice back from
 # the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
-# 10 runs each), Gemma tuned afresh with TUNABLEOP_LLM_PREFILL_GATE_CONFIGS=all (every
-# KERNEL_CFG of cuDNN's first engine a candidate too), Gemma's greedy ids with the gate chosen
-# vs off, then (A2_LAB=1: built too) bench/prefill_lab for Gemma.
+# 10 runs each), Gemma's greedy ids with the gate chosen vs off, then (A2_LAB=1: built too)
+# bench/prefill_lab for Gemma.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -94,7 +93,7 @@ llm() {  # name, timeout, args...
   shift 2
   if [ "$t" = 0 ]; then summary+=("$name: skipped (budget)"); return; fi
   stamp "llm $name"
-  TUNABLEOP_FILENAME="${A2_RESULTS:-$OUT/engine_results_%d.csv}" timeout "$t" "$bin" llm --device cuda "$@" >"$LOGS/$name.txt" 2>&1 ||
+  TUNABLEOP_FILENAME="$OUT/engine_results_%d.csv" timeout "$t" "$bin" llm --device cuda "$@" >"$LOGS/$name.txt" 2>&1 ||
     echo "gpu-attention2: $name exited $? (see logs/$name.txt)"
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
@@ -110,9 +109,6 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm llama_ttft_gate_off 30 --model builtin:llama-2-7b "${again[@]}"
   llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 25 --model builtin:gemma-2b "${again[@]}"
-  # Every KERNEL_CFG value of cuDNN's first engine as a candidate too (a results file of its own).
-  A2_RESULTS="$OUT/all_results_%d.csv" TUNABLEOP_LLM_PREFILL_GATE_CONFIGS=all llm gemma_ttft_all 50 \
-    --model builtin:gemma-2b "${again[@]}"
   ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
   llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ids_off 25 --model builtin:gemma-2b "${ids[@]}"
@@ -206,7 +202,7 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off gemma_ttft_all llama_ttft llama_ttft_again llama_ttft_gate_off llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off llama_ttft llama_ttft_again llama_ttft_gate_off llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"

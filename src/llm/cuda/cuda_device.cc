@@ -278,9 +278,7 @@ class CudaKernels final : public DeviceKernels {
   // sampled rows is not within 2e-2 of gemm+gated's is dropped. The gate GEMM's flops are counted
   // with the prefill's GEMMs (problem PrefillGateTunableOp_BFloat16, the gate half's flops).
   // TUNABLEOP_LLM_PREFILL_GATE_CUDNN: auto (the default) as above; off: gemm+gated; on: cuDNN's
-  // gate (the results' configuration, else the first that builds; tests).
-  // TUNABLEOP_LLM_PREFILL_GATE_CONFIGS=all: also every KERNEL_CFG value of the engine cuDNN's
-  // heuristics rank first (the heuristics offer a few of them; slower to tune). Where cuDNN is absent
+  // gate (the results' configuration, else the first that builds; tests). Where cuDNN is absent
   // or cannot run the graph the engine says so once and keeps gemm+gated.
   static constexpr const char* kGateOp = "PrefillGateTunableOp_BFloat16";
   Status gate_up_prefill(const Projection& p, LinearOp& linear) {
@@ -367,8 +365,6 @@ class CudaKernels final : public DeviceKernels {
         }
       }
     }
-    const char* which = std::getenv("TUNABLEOP_LLM_PREFILL_GATE_CONFIGS");
-    cudnn_gate_.set_all_kernel_cfgs(which && std::string(which) == "all");
     auto tags = cudnn_gate_.configs(act, p.rows, p.in, n, "", force == "on" ? 1 : 0);
     if (!tags.is_ok()) {
       ctx_.log().warn("llm: " + site + ": cuDNN's fused gate GEMM not used: " + tags.status().to_string());

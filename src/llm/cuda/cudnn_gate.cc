@@ -182,12 +182,10 @@ struct CudnnGate::Shape {
   const Api* api = nullptr;
   Status status = Status::ok();                 // the graph's or the heuristics' failure
   std::vector<cudnnBackendDescriptor_t> descs;  // graph, heuristics, configurations
-  cudnnBackendDescriptor_t graph = nullptr;
-  bool all_kernel_cfgs = false;                // the first engine's every KERNEL_CFG value added
-  std::vector<cudnnBackendDescriptor_t> cfgs;  // offered, without repeats
-  std::vector<std::string> tags;               // per configuration
-  std::vector<std::shared_ptr<Plan>> plans;    // per configuration; null: not built (yet)
-  std::vector<Status> failed;                  // per configuration: why its plan did not build
+  std::vector<cudnnBackendDescriptor_t> cfgs;   // offered, without repeats
+  std::vector<std::string> tags;                // per configuration
+  std::vector<std::shared_ptr<Plan>> plans;     // per configuration; null: not built (yet)
+  std::vector<Status> failed;                   // per configuration: why its plan did not build
   ~Shape() {
     plans.clear();
     for (auto it = descs.rbegin(); it != descs.rend(); ++it) api->destroy_desc(*it);
@@ -210,8 +208,8 @@ namespace {
 // The operation graph, then the configurations of heuristics mode A and of the fallback list
 // (a mode that offers none is skipped), into `shape`.
 Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int64_t in, int64_t n,
-                 cudnnBackendDescriptor_t* graph_out, std::vector<cudnnBackendDescriptor_t>* descs,
-                 std::vector<cudnnBackendDescriptor_t>* cfgs, std::vector<std::string>* tags) {
+                 std::vector<cudnnBackendDescriptor_t>* descs, std::vector<cudnnBackendDescriptor_t>* cfgs,
+                 std::vector<std::string>* tags) {
   Builder g(a);
   const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   auto x = g.tensor(kX, bf, {1, rows, in}, {rows * in, in, 1}, false);
@@ -263,7 +261,6 @@ Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int6
   g.finalize(graph, "operation graph");
   if (!g.ok()) return g.status();
   *descs = g.release();
-  *graph_out = graph;
 
   Status last = Status::unsupported("cuDNN: no engine for the gate graph");
   const std::pair<cudnnBackendHeurMode_t, const char*> modes[] = {{CUDNN_HEUR_MODE_A, "A"},
@@ -299,67 +296,6 @@ Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int6
   return cfgs->empty() ? last : Status::ok();
 }
 
-// Every KERNEL_CFG value (the engine's knob range, at most 128 values) of `engine`, as
-// configurations of their own after those the heuristics offered (which are a few of them);
-// `only` non-empty: just that tag.
-void add_kernel_cfgs(const Api* a, cudnnBackendDescriptor_t graph, int64_t engine, const std::string& only,
-                     std::vector<cudnnBackendDescriptor_t>* descs, std::vector<cudnnBackendDescriptor_t>* cfgs,
-                     std::vector<std::string>* tags) {
-  Builder b(a);
-  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  b.set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "engine graph");
-  b.set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine, "engine index");
-  b.finalize(eng, "engine");
-  std::vector<cudnnBackendDescriptor_t> infos(CUDNN_KNOB_TYPE_COUNTS);
-  for (auto& k : infos) k = b.make(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR);
-  int64_t got = 0, lo = 0, hi = -1, stride = 1;
-  if (b.ok())
-    b.check(a->get_attr(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(infos.size()), &got,
-                        infos.data()),
-            "knob info");
-  bool found = false;
-  for (int64_t i = 0; b.ok() && i < got && i < int64_t(infos.size()) && !found; ++i) {
-    cudnnBackendKnobType_t type{};
-    int64_t c = 0;
-    b.check(a->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &c, &type), "knob type");
-    if (!b.ok() || type != CUDNN_KNOB_TYPE_KERNEL_CFG) continue;
-    b.check(a->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &c, &lo), "min");
-    if (b.ok())
-      b.check(a->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &c, &hi), "max");
-    if (b.ok())
-      b.check(a->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &c, &stride), "stride");
-    found = b.ok();
-  }
-  if (!found) return;                              // the builder destroys the engine
-  for (auto d : b.release()) descs->push_back(d);  // the engine outlives its configurations
-  const cudnnBackendKnobType_t type = CUDNN_KNOB_TYPE_KERNEL_CFG;
-  int made = 0;
-  for (int64_t v = lo; v <= hi && made < 128; v += std::max<int64_t>(stride, 1), ++made) {
-    std::string tag = "eng" + std::to_string(engine) + "_k" + std::to_string(int(type)) + "v" + std::to_string(v);
-    if (!only.empty() && tag != only) continue;
-    if (std::find(tags->begin(), tags->end(), tag) != tags->end()) continue;
-    Builder c(a);  // a value the engine refuses leaves the others
-    auto kc = c.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    c.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type, "knob choice type");
-    c.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &v, "knob choice value");
-    c.finalize(kc, "knob choice");
-    auto cfg = c.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    c.set(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng, "config engine");
-    c.set(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &kc, "config knobs");
-    c.finalize(cfg, "engine config");
-    if (!c.ok()) continue;
-    for (auto d : c.release()) descs->push_back(d);
-    cfgs->push_back(cfg);
-    tags->push_back(std::move(tag));
-  }
-}
-
-// The engine's global index in a tag ("eng4_k24v40" -> 4), -1 for none.
-int64_t engine_of(const std::string& tag) {
-  if (tag.rfind("eng", 0) != 0 || tag.size() < 4 || tag[3] < '0' || tag[3] > '9') return -1;
-  return std::atoll(tag.c_str() + 3);
-}
-
 }  // namespace
 
 Status CudnnGate::ensure_handle() {
@@ -385,20 +321,11 @@ StatusOr<std::vector<std::string>> CudnnGate::configs(Act act, int64_t rows, int
   if (!sh) {
     sh = std::make_shared<Shape>();
     sh->api = a;
-    sh->status = enumerate(a, handle, act, rows, in, n, &sh->graph, &sh->descs, &sh->cfgs, &sh->tags);
+    sh->status = enumerate(a, handle, act, rows, in, n, &sh->descs, &sh->cfgs, &sh->tags);
+    sh->plans.resize(sh->cfgs.size());
+    sh->failed.assign(sh->cfgs.size(), Status::ok());
   }
   if (!sh->status.is_ok()) return sh->status;
-  // Beyond the heuristics: every kernel configuration of the engine they rank first (all), or
-  // the one configuration a results file names.
-  const bool want_all = all_kernel_cfgs_ && only.empty() && !sh->all_kernel_cfgs;
-  const bool want_one = !only.empty() && std::find(sh->tags.begin(), sh->tags.end(), only) == sh->tags.end();
-  if (!sh->tags.empty() && (want_all || want_one)) {
-    add_kernel_cfgs(a, sh->graph, want_one ? engine_of(only) : engine_of(sh->tags.front()), want_one ? only : "",
-                    &sh->descs, &sh->cfgs, &sh->tags);
-    sh->all_kernel_cfgs = sh->all_kernel_cfgs || want_all;
-  }
-  sh->plans.resize(sh->cfgs.size());
-  sh->failed.resize(sh->cfgs.size(), Status::ok());
   Status last = Status::unsupported(only.empty() ? "cuDNN: no configuration of the gate graph builds"
                                                  : "cuDNN: no configuration " + only + " of the gate graph");
   std::vector<std::string> tags;

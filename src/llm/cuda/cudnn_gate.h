@@ -8,9 +8,8 @@
 // GEMM op): with the gate the activation pass's 2n-wide read of gate_up is gone.
 //
 // cuDNN offers several engine configurations for the graph (its heuristics' mode A list, then
-// its fallback list; optionally every KERNEL_CFG knob value of the first engine); their speed
-// differs by ~15% on the engine's shapes (issue 12, H100: 213-255 us for Gemma-2B's gate in
-// the engine's timing), so the engine times them all and keeps the fastest. Each is
+// its fallback list); their speed differs by ~15% on the engine's shapes (issue 12, H100:
+// 201-230 us for Gemma-2B's gate), so the engine times them all and keeps the fastest. Each is
 // named by a tag that stays the same across processes with the same cuDNN:
 // "eng<global index>" plus "_k<knob type>v<value>" per knob choice.
 #pragma once
@@ -48,10 +47,6 @@ class CudnnGate {
   StatusOr<std::vector<std::string>> configs(Act act, int64_t rows, int64_t in, int64_t n, const std::string& only = "",
                                              int limit = 0);
 
-  // all: configs() also offers every KERNEL_CFG knob value of the engine the heuristics rank
-  // first (cuDNN's heuristics offer a few of them), after the heuristics' own configurations.
-  void set_all_kernel_cfgs(bool all) { all_kernel_cfgs_ = all; }
-
   // out = act(x W_gate^T) * up (bf16; see above), on `stream`, with the configuration tagged
   // `tag` (built by configs()); an empty tag: the first configuration that builds.
   Status run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x, const void* w_gate,
@@ -63,7 +58,6 @@ class CudnnGate {
   using Key = std::tuple<int, int64_t, int64_t, int64_t>;
   Status ensure_handle();
   void* handle_ = nullptr;  // cudnnHandle_t
-  bool all_kernel_cfgs_ = false;
   std::map<Key, std::shared_ptr<Shape>> shapes_;
   ::tunableop::cuda::DeviceBuffer workspace_;
 };
