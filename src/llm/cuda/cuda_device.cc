@@ -438,7 +438,10 @@ class CudaKernels final : public DeviceKernels {
     linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
     TUNABLEOP_RETURN_IF_ERROR(st);
     choice.how = "timed";
-    if (us.size() != runs.size()) return std::string();  // no configuration computed it right
+    if (us.size() != runs.size()) {  // no configuration computed it right
+      cudnn_gate_.keep_only(act, p.rows, p.in, n, "");
+      return std::string();
+    }
     choice.us_default = us[0];
     choice.us_up = us[1];
     size_t best = 0;
@@ -448,6 +451,7 @@ class CudaKernels final : public DeviceKernels {
     }
     choice.us_best = us[best + 2];
     if (choice.us_best < choice.us_default) choice.tag = ok_tags[best];
+    cudnn_gate_.keep_only(act, p.rows, p.in, n, choice.tag);  // the losers' plans are not kept
     ResultEntry e;
     e.op = kGateOp;
     e.params = params;

@@ -364,6 +364,14 @@ StatusOr<std::vector<std::string>> CudnnGate::configs(Act act, int64_t rows, int
   return tags;
 }
 
+void CudnnGate::keep_only(Act act, int64_t rows, int64_t in, int64_t n, const std::string& tag) {
+  auto it = shapes_.find(std::make_tuple(int(act), rows, in, n));
+  if (it == shapes_.end()) return;
+  Shape& sh = *it->second;
+  for (size_t i = 0; i < sh.plans.size(); ++i)
+    if (tag.empty() || sh.tags[i] != tag) sh.plans[i].reset();
+}
+
 Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x,
                       const void* w_gate, const void* up, void* out, const std::string& tag) {
   auto a_or = api();
@@ -418,6 +426,7 @@ namespace tunableop::llm::cuda {
 struct CudnnGate::Plan {};
 struct CudnnGate::Shape {};
 CudnnGate::~CudnnGate() = default;
+void CudnnGate::keep_only(Act, int64_t, int64_t, int64_t, const std::string&) {}
 int64_t CudnnGate::version() { return 0; }
 StatusOr<std::vector<std::string>> CudnnGate::configs(Act, int64_t, int64_t, int64_t, const std::string&, int) {
   return Status::unsupported("cuDNN gate: built without cudnn_graph.h");

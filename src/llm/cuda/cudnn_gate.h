@@ -47,6 +47,11 @@ class CudnnGate {
   StatusOr<std::vector<std::string>> configs(Act act, int64_t rows, int64_t in, int64_t n, const std::string& only = "",
                                              int limit = 0);
 
+  // Drops the plans of this shape's other configurations than `tag` (all of them for an empty
+  // tag) once a choice is made: their kernels and descriptors are not kept for the process's
+  // life. configs() builds them again if asked.
+  void keep_only(Act act, int64_t rows, int64_t in, int64_t n, const std::string& tag);
+
   // out = act(x W_gate^T) * up (bf16; see above), on `stream`, with the configuration tagged
   // `tag` (built by configs()); an empty tag: the first configuration that builds.
   Status run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x, const void* w_gate,
