@@ -20,6 +20,15 @@
 # decode TPOT, Llama with --fusion off (the A/B of prefill's fused residual add + rmsnorm) and
 # an nsys trace of one tuned prefill where nsys exists. Steps past A2_BUDGET seconds (default
 # 230) are skipped and said so.
+#
+# A2_PREFILL=1 (with A2_FAST=1; issue 12's prefill lane) runs instead, in order of importance:
+# Gemma-2B TTFT(2048) untuned vs tuned (the default: prefill's gate_up through cuDNN's fused
+# gate GEMM chosen by measurement, every cuDNN engine configuration timed, the choice stored in
+# the results file), the cuDNN gate's kernel tests (every configuration vs fp64) and engine
+# tests, Llama-2-7B's TTFT, then for Llama and Gemma the TTFT again reading the choice back from
+# the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
+# 10 runs each), Gemma's greedy ids with the gate chosen vs off, then (A2_LAB=1: built too)
+# bench/prefill_lab for Gemma.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -57,6 +66,9 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITEC
 targets="tunableop_cli test_cuda_attention test_llm_cuda test_llm_cuda_kernels"
 [ "$FAST" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
 [ "$FAST" = 1 ] && [ "${A2_FLASH:-1}" = 1 ] && targets="$targets test_cuda_attention"
+PREFILL=${A2_PREFILL:-0}
+[ "$PREFILL" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
+[ "$PREFILL" = 1 ] && [ "${A2_LAB:-0}" = 1 ] && targets="$targets prefill_lab"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -86,7 +98,33 @@ llm() {  # name, timeout, args...
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
-if [ "$FAST" = 1 ]; then
+if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  gtest llm/test_llm_cuda_kernels 25 '*CudnnGate*:*AddRmsnorm*'
+  gtest llm/test_llm_cuda 60 '*PrefillGate*:*AutoGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  # The side-by-sides, both ways from the results file above (no tuning), 10 runs each.
+  again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm llama_ttft_gate_off 30 --model builtin:llama-2-7b "${again[@]}"
+  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 25 --model builtin:gemma-2b "${again[@]}"
+  ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
+  llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"
+  TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ids_off 25 --model builtin:gemma-2b "${ids[@]}"
+  for f in gemma_ids_auto gemma_ids_off; do
+    [ -f "$LOGS/$f.txt" ] && summary+=("$f: $(grep -E '^[0-9]+(,[0-9]+)+$' "$LOGS/$f.txt" | tail -1)")
+  done
+  secs=$(left 30)
+  [ "${A2_LAB:-0}" = 1 ] || secs=0
+  if [ "$secs" != 0 ]; then
+    stamp "prefill_lab"
+    timeout "$secs" "$BUILD/bench/prefill_lab/prefill_lab" gemma 24 >"$LOGS/prefill_lab.txt" 2>&1 ||
+      echo "gpu-attention2: prefill_lab exited $?"
+  else
+    summary+=("prefill_lab: skipped (budget)")
+  fi
+elif [ "$FAST" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   # Every attention candidate vs fp64 (the fp16 paged-256 failure of 2026-11-23 and its
@@ -164,12 +202,14 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft llama_ttft llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off llama_ttft llama_ttft_again llama_ttft_gate_off llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"
+    sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill gate"
     sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
+  [ -f "$LOGS/prefill_lab.txt" ] && { echo "== prefill_lab"; cat "$LOGS/prefill_lab.txt"; }
   [ -f "$LOGS/nsys_llama.txt" ] && { echo "== nsys (one tuned Llama prefill run)"; grep -A25 -E "cuda_api_sum|cuda_gpu_kern_sum|cuda_gpu_mem_time_sum" "$LOGS/nsys_llama.txt" | cut -c1-220 | head -90; }
   for f in "$LOGS"/*_decode_*.txt "$LOGS"/ragged_*.txt; do
     [ -f "$f" ] && echo "== $(basename "$f" .txt): $(grep -E "TPOT" "$f" | head -1 | sed 's/^ *//') | $(grep -E "KV cache" "$f" | head -1 | sed 's/^ *//')"

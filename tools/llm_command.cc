@@ -282,7 +282,7 @@ void print_extras(const BenchExtras& x, const std::vector<const llm::BenchmarkRe
     fmt::print(" of it\n");
   }
   if (!x.choices.empty()) {
-    fmt::print("Decode kernels chosen by measurement:\n");
+    fmt::print("Kernels chosen by measurement:\n");
     std::istringstream lines(x.choices);
     for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", line);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -484,6 +485,104 @@ TEST(LlmCuda, DeviceDecodeLoopWithTunedStepVariants) {
     EXPECT_EQ(ds->tokens, hs->tokens);
     EXPECT_LE(hs->tokens[0].size(), 6u);
   }
+}
+
+// Sets TUNABLEOP_LLM_PREFILL_GATE_CUDNN for one scope.
+class PrefillGateCudnn {
+ public:
+  explicit PrefillGateCudnn(const char* mode) { setenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN", mode, 1); }
+  ~PrefillGateCudnn() { unsetenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN"); }
+};
+
+// Prefill's gate_up through cuDNN's fused gate GEMM (bf16) against the GEMM + gated kernel:
+// prefill logits close (the gate is no longer rounded to bf16 before the activation), and the
+// Hugging Face fixtures' greedy tokens in bf16 the same both ways. Where cuDNN cannot run it the
+// engine falls back (the choice says so) and the comparison is trivially equal.
+TEST(LlmCuda, PrefillGateThroughCudnnMatchesTheGatedKernel) {
+  std::vector<std::pair<std::string, ModelSpec>> models = {{"tiny", builtin("tiny")},
+                                                           {"tiny-gemma", builtin("tiny-gemma")}};
+  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
+  const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
+  for (const std::string name : {"llama_gqa", "gemma_mqa", "llama_tied_sharded"}) {
+    if (!std::filesystem::exists(root + "/" + name + "/reference.json")) continue;
+    ModelSpec spec;
+    spec.dir = root + "/" + name;
+    models.emplace_back(name, spec);
+  }
+  for (const auto& [name, spec] : models) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+    if (!spec.builtin) {  // the fixture's prompt (its vocabulary is small)
+      std::ifstream in(spec.dir + "/reference.json");
+      prompts = {nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>()};
+    }
+    std::vector<float> logits[2];
+    std::vector<std::vector<int32_t>> tokens[2];
+    std::string choices;
+    for (int cudnn = 0; cudnn < 2; ++cudnn) {
+      PrefillGateCudnn mode(cudnn ? "on" : "off");
+      MAKE_GPU_ENGINE(gpu, spec, spec.builtin ? 2 : 0, opts(DType::kBF16, 2));
+      std::vector<int32_t> next;
+      ASSERT_TRUE(gpu.engine->prefill(prompts, &next).is_ok());
+      ASSERT_TRUE(gpu.engine->last_logits(&logits[cudnn]).is_ok());
+      auto g = generate(*gpu.engine, prompts, 8);
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      tokens[cudnn] = g->tokens;
+      if (cudnn) choices = gpu.engine->kernel_choices();
+    }
+    EXPECT_NE(choices.find("prefill gate gate_up"), std::string::npos) << choices;
+    EXPECT_LT(relative_error(logits[1], logits[0]), 2e-2) << choices;
+    if (!spec.builtin) {
+      EXPECT_EQ(tokens[1], tokens[0]) << choices;
+    }
+  }
+}
+
+// With TunableOp on and tuning, the default (auto) times prefill's gate_up (gemm+gated, the up
+// GEMM, the up GEMM + each of cuDNN's gate configurations), keeps the fastest and stores the
+// choice in the results file (PrefillGateTunableOp_BFloat16); an engine on a fresh context with
+// tuning off reads it back without timing. Prefill logits close to the gate off (bf16). Skips
+// where cuDNN cannot run the graph (the choice says why).
+TEST(LlmCuda, AutoGateChoiceIsTimedAndReadBackFromTheResultsFile) {
+  const auto dir = std::filesystem::temp_directory_path() / "tunableop_llm_auto_gate";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
+  std::vector<float> want;
+  {
+    PrefillGateCudnn off("off");
+    MAKE_GPU_ENGINE(plain, builtin("tiny-gemma"), 2, opts(DType::kBF16, 2));
+    std::vector<int32_t> next;
+    ASSERT_TRUE(plain.engine->prefill(prompts, &next).is_ok());
+    ASSERT_TRUE(plain.engine->last_logits(&want).is_ok());
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "timed" : "read back");
+    GpuRun tuned;
+    tuned.ctx = std::make_unique<Context>(Device::cuda(0), Config::defaults_only());
+    ASSERT_TRUE(tuned.ctx->config().set(Setting::kEnabled, true).is_ok());
+    ASSERT_TRUE(tuned.ctx->config().set(Setting::kTuning, pass == 0).is_ok());
+    ASSERT_TRUE(tuned.ctx->config().set(Setting::kFilename, (dir / "results_%d.csv").string()).is_ok());
+    auto e = make_cuda_engine(builtin("tiny-gemma"), 7, 2, opts(DType::kBF16, 2), *tuned.ctx);
+    if (!e.is_ok() && e.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << e.status().message();
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    tuned.engine = std::move(e.value());
+    std::vector<int32_t> next;
+    ASSERT_TRUE(tuned.engine->prefill(prompts, &next).is_ok());
+    std::vector<float> logits;
+    ASSERT_TRUE(tuned.engine->last_logits(&logits).is_ok());
+    const std::string choices = tuned.engine->kernel_choices();
+    ASSERT_NE(choices.find("prefill gate gate_up"), std::string::npos) << choices;
+    if (choices.find("(cuDNN: ") != std::string::npos) GTEST_SKIP() << choices;
+    EXPECT_NE(choices.find(pass == 0 ? "(timed; gemm+gated " : "(results file)"), std::string::npos) << choices;
+    EXPECT_LT(relative_error(logits, want), 2e-2) << choices;
+    std::ifstream results(dir / "results_0.csv");
+    std::stringstream text;
+    text << results.rdbuf();
+    EXPECT_NE(text.str().find("PrefillGateTunableOp_BFloat16,gelu_tanh_n"), std::string::npos) << text.str();
+    std::printf("%s", choices.c_str());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The Hugging Face fixtures on the GPU, in fp32 (attention: Default's math path; the fixtures'

@@ -7,9 +7,12 @@
 // each sequence's length on the device, which lets the whole decode step be captured once as a
 // CUDA graph and replayed.
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -18,6 +21,7 @@
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
+#include "llm/cuda/cudnn_gate.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/kernels.h"
 #include "llm/cuda/row_parallel.h"
@@ -28,6 +32,7 @@
 #include "llm/parallel/tp_engine.h"
 #include "llm/rope.h"
 #include "tunableop/fused_linear.h"
+#include "tunableop/half.h"
 
 namespace tunableop::llm {
 namespace {
@@ -198,6 +203,9 @@ class CudaKernels final : public DeviceKernels {
   Status project(const Projection& p, LinearOp& linear) override {
     if (p.row_parallel && tensor_parallel().world > 1) return project_row_parallel(p);
     if (p.epilogue == Projection::Epilogue::kAddResidual && p.next_norm) return add_and_norm_ahead(p, linear);
+    if (p.epilogue == Projection::Epilogue::kGated && p.phase == Phase::kPrefill && !p.norm &&
+        o_.dtype == DType::kBF16 && tensor_parallel().world == 1)
+      return gate_up_prefill(p, linear);
     if (p.phase != Phase::kDecode || !fusion_on() || !variant_.fused) return DeviceKernels::project(p, linear);
     const std::string site = fmt_site(p);
     const cuda::FusionChoice* choice = fusion_.find(site);
@@ -256,9 +264,219 @@ class CudaKernels final : public DeviceKernels {
     return Status::ok();
   }
 
+  // Prefill's gate_up (issue 12), two ways, chosen per site by measurement with TunableOp on:
+  //  - "gemm+gated" (Default): the gate_up GEMM (the GEMM op), then the gated kernel (reads 2n
+  //    columns, writes n);
+  //  - "cudnn_gate": the up-half GEMM (the GEMM op, n columns), then cuDNN's gate GEMM with the
+  //    activation and the product with `up` in its epilogue (cudnn_gate.h): the 2n-wide
+  //    intermediate is never written or read. Every engine configuration cuDNN offers is a
+  //    candidate.
+  // The choice is a problem of its own in the results file (op PrefillGateTunableOp_BFloat16,
+  // solution "Default" or "Cudnn<version>_<configuration tag>"): a later process reads it back
+  // without timing. A miss with tuning on times gemm+gated, the up GEMM alone and the up GEMM +
+  // each configuration (L2 evicted, interleaved, median of 7); a configuration whose output on
+  // sampled rows is not within 2e-2 of gemm+gated's is dropped. The gate GEMM's flops are counted
+  // with the prefill's GEMMs (problem PrefillGateTunableOp_BFloat16, the gate half's flops).
+  // TUNABLEOP_LLM_PREFILL_GATE_CUDNN: auto (the default) as above; off: gemm+gated; on: cuDNN's
+  // gate (the results' configuration, else the first that builds; tests). Where cuDNN is absent
+  // or cannot run the graph the engine says so once and keeps gemm+gated.
+  static constexpr const char* kGateOp = "PrefillGateTunableOp_BFloat16";
+  Status gate_up_prefill(const Projection& p, LinearOp& linear) {
+    auto chosen = prefill_gate_choice(p, linear);
+    if (!chosen.is_ok()) return chosen.status();
+    if (chosen->empty()) return DeviceKernels::project(p, linear);
+    return gate_cudnn(p, linear, *chosen);
+  }
+  cuda::Act gate_act() const {
+    const Activation a = config().activation;
+    return a == Activation::kSilu       ? cuda::Act::kSilu
+           : a == Activation::kGeluTanh ? cuda::Act::kGeluTanh
+                                        : cuda::Act::kGeluErf;
+  }
+  std::string gate_params(const Projection& p) const {
+    const Activation a = config().activation;
+    const char* act = a == Activation::kSilu ? "silu" : a == Activation::kGeluTanh ? "gelu_tanh" : "gelu_erf";
+    return fmt::format("{}_n{}_m{}_k{}", act, p.out / 2, p.rows, p.in);
+  }
+  // The up-half GEMM alone (timing).
+  Status gate_up_gemm(const Projection& p, LinearOp& linear) {
+    const int64_t n = p.out / 2;
+    const void* w_up = static_cast<const char*>(p.w) + size_t(n * p.in) * esize_;
+    // up [rows, n] in the first half of y (the gate_up scratch): the GEMM op, tuned as its own problem.
+    TUNABLEOP_RETURN_IF_ERROR(linear(p.phase, o_.dtype, p.rows, p.in, n, p.input, w_up, p.y, stream_.get()));
+    mark(p.name, "up_gemm", p.weight_bytes(esize_) / 2, true, p.flops() / 2);
+    return Status::ok();
+  }
+  Status gate_cudnn(const Projection& p, LinearOp& linear, const std::string& tag) {
+    TUNABLEOP_RETURN_IF_ERROR(gate_up_gemm(p, linear));
+    const int64_t n = p.out / 2;
+    TUNABLEOP_RETURN_IF_ERROR(
+        cudnn_gate_.run(stream_.get(), gate_act(), p.rows, p.in, n, p.input, p.w, p.y, p.gated, tag));
+    LinearOp::Problem gate{kGateOp,
+                           gate_params(p),
+                           p.phase == Phase::kPrefill,
+                           p.phase == Phase::kDecode,
+                           1,
+                           p.phase == Phase::kPrefill ? 1 : 0,
+                           p.flops() / 2};
+    linear.add_calls({gate}, 1);  // the gate GEMM's flops in the GEMM tally
+    mark(p.name, "gate_cudnn", p.weight_bytes(esize_) / 2, true, p.flops() / 2);
+    return Status::ok();
+  }
+  // Up to 32 rows of p.gated, spread over the rows, as floats (the numerics check).
+  StatusOr<std::vector<float>> gated_sample(const Projection& p) {
+    const int64_t n = p.out / 2, take = std::min<int64_t>(p.rows, 32), step = p.rows / take;
+    std::vector<bf16> h(size_t(take * n));
+    TUNABLEOP_CUDA_TRY(cudaMemcpy2DAsync(h.data(), size_t(n) * 2, p.gated, size_t(step * n) * 2, size_t(n) * 2,
+                                         size_t(take), cudaMemcpyDeviceToHost, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); ++i) f[i] = to_float(h[i]);
+    return f;
+  }
+  // The cuDNN configuration tag for site p ("": gemm+gated); see gate_up_prefill.
+  StatusOr<std::string> prefill_gate_choice(const Projection& p, LinearOp& linear) {
+    const char* env = std::getenv("TUNABLEOP_LLM_PREFILL_GATE_CUDNN");
+    const std::string force = env && *env ? env : "auto";
+    if (force == "off") return std::string();
+    if (force != "on" && !ctx_.options().enabled) return std::string();  // TunableOp off: Default
+    const std::string site = fmt_site(p);
+    if (auto it = prefill_gate_.find(site); it != prefill_gate_.end()) return it->second.tag;
+    const Options opt = ctx_.config().snapshot();
+    GateChoice& choice = prefill_gate_[site];
+    const cuda::Act act = gate_act();
+    const int64_t n = p.out / 2;
+    const std::string params = gate_params(p);
+    const std::string prefix = fmt::format("Cudnn{}_", cuda::CudnnGate::version());
+    // The results file's choice, when it is this cuDNN's and its configuration still builds.
+    if (opt.enabled) {
+      if (auto e = ctx_.results().lookup(kGateOp, params)) {
+        if (e->solution == "Default" && force != "on") {
+          choice.how = "results file";
+          return std::string();
+        }
+        if (e->solution.rfind(prefix, 0) == 0) {
+          const std::string tag = e->solution.substr(prefix.size());
+          if (cudnn_gate_.configs(act, p.rows, p.in, n, tag).is_ok()) {
+            choice.tag = tag;
+            choice.how = "results file";
+            return tag;
+          }
+        }
+      }
+    }
+    auto tags = cudnn_gate_.configs(act, p.rows, p.in, n, "", force == "on" ? 1 : 0);
+    if (!tags.is_ok()) {
+      ctx_.log().warn("llm: " + site + ": cuDNN's fused gate GEMM not used: " + tags.status().to_string());
+      choice.how = "cuDNN: " + tags.status().message();
+      return std::string();
+    }
+    if (force == "on") {
+      choice.tag = tags->front();
+      choice.how = "forced";
+      return choice.tag;
+    }
+    if (!opt.tuning) {  // a miss with tuning off: Default, as the GEMM op does
+      choice.how = "not in the results, tuning off";
+      return std::string();
+    }
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) {  // no timing inside a graph; not kept
+      prefill_gate_.erase(site);
+      return std::string();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto before = linear.problems();
+    timing_ = true;
+    // Warm-up and numerics: gemm+gated's output on sampled rows, then each configuration's.
+    Status st = DeviceKernels::project(p, linear);  // the GEMMs may tune here
+    std::vector<float> want;
+    if (st.is_ok()) {
+      auto s = gated_sample(p);
+      st = s.status();
+      if (s.is_ok()) want = std::move(*s);
+    }
+    std::vector<std::string> ok_tags;
+    for (size_t i = 0; st.is_ok() && i < tags->size(); ++i) {
+      Status r = gate_cudnn(p, linear, (*tags)[i]);
+      double err = 1;
+      if (r.is_ok()) {
+        auto got = gated_sample(p);
+        if (!got.is_ok()) {
+          st = got.status();
+          break;
+        }
+        double num = 0, den = 0;
+        for (size_t j = 0; j < want.size(); ++j) {
+          const double d = double((*got)[j]) - want[j];
+          num += std::isfinite(d) ? d * d : 1e30;
+          den += double(want[j]) * want[j];
+        }
+        err = std::sqrt(num / std::max(den, 1e-30));
+      }
+      if (r.is_ok() && err < 2e-2) {
+        ok_tags.push_back((*tags)[i]);
+      } else {
+        ++choice.rejected;
+        ctx_.log().warn(fmt::format("llm: {}: cuDNN gate configuration {} dropped: {}", site, (*tags)[i],
+                                    r.is_ok() ? fmt::format("relative error {:.2e}", err) : r.to_string()));
+      }
+    }
+    std::vector<std::function<Status()>> runs = {[this, &p, &linear] { return DeviceKernels::project(p, linear); },
+                                                 [this, &p, &linear] { return gate_up_gemm(p, linear); }};
+    for (const std::string& tag : ok_tags)
+      runs.push_back([this, &p, &linear, tag] { return gate_cudnn(p, linear, tag); });
+    std::vector<double> us;
+    if (st.is_ok() && !ok_tags.empty()) st = flush_buffer();
+    if (st.is_ok() && !ok_tags.empty()) {
+      st = cuda::DecodeFusion::time_candidates(runs, 7, flush_.get(), int64_t(flush_.bytes()), flush_sink(),
+                                               stream_.get(), &us);
+    }
+    if (st.is_ok()) st = DeviceKernels::project(p, linear);  // p.gated as the model needs it
+    timing_ = false;
+    linear.add_calls(LinearOp::difference(before, linear.problems()), -1);  // timing, not the model's
+    TUNABLEOP_RETURN_IF_ERROR(st);
+    choice.how = "timed";
+    if (us.size() != runs.size()) {  // no configuration computed it right
+      cudnn_gate_.keep_only(act, p.rows, p.in, n, "");
+      return std::string();
+    }
+    choice.us_default = us[0];
+    choice.us_up = us[1];
+    size_t best = 0;
+    for (size_t i = 0; i < ok_tags.size(); ++i) {
+      choice.timed.emplace_back(ok_tags[i], us[i + 2]);
+      if (us[i + 2] < us[best + 2]) best = i;
+    }
+    choice.us_best = us[best + 2];
+    if (choice.us_best < choice.us_default) choice.tag = ok_tags[best];
+    cudnn_gate_.keep_only(act, p.rows, p.in, n, choice.tag);  // the losers' plans are not kept
+    ResultEntry e;
+    e.op = kGateOp;
+    e.params = params;
+    e.solution = choice.tag.empty() ? "Default" : prefix + choice.tag;
+    // The gate alone (the path minus the up GEMM), so that "tuned alone" reads as the gate's rate.
+    e.time_ms = choice.tag.empty() ? 0 : std::max(choice.us_best - choice.us_up, 0.0) / 1e3;
+    e.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    e.note = fmt::format("gemm+gated {:.1f} us, up GEMM + cuDNN gate {:.1f} us", choice.us_default, choice.us_best);
+    if (Status saved = ctx_.store_result(e, true); !saved.is_ok())
+      ctx_.log().warn("llm: " + site + ": the gate choice not saved: " + saved.to_string());
+    return choice.tag;
+  }
+
   // The fused projections' choices and steps, then each decode attention problem's solution.
   std::string kernel_choices() const override {
     std::string s = fusion_.report();
+    for (const auto& [site, ch] : prefill_gate_) {
+      s += fmt::format("prefill gate {}: {} ({}", site, ch.tag.empty() ? "gemm+gated" : "cudnn_gate " + ch.tag, ch.how);
+      if (ch.us_default > 0) {
+        s += fmt::format("; gemm+gated {:.1f} us, up GEMM {:.1f} us, up GEMM + cuDNN gate:", ch.us_default, ch.us_up);
+        for (const auto& [tag, us] : ch.timed) s += fmt::format(" {} {:.1f}", tag, us);
+        if (ch.rejected) s += fmt::format("; {} configurations dropped (numerics or errors)", ch.rejected);
+      }
+      s += ")\n";
+    }
     for (const PreparedAttention& d : decode_attention_) {
       s += "decode attention " + attention_params_signature(d.params) + ": " + d.solution + "\n";
     }
@@ -813,6 +1031,15 @@ class CudaKernels final : public DeviceKernels {
   cuda::RowParallelGemm row_gemm_;                 // tensor parallel: o and down, fp32 partial sums
   DeviceBuffer decode_partial_, prefill_partial_;  // their outputs
   std::set<std::string> row_unfused_;              // decode sites the fused kernel does not take
+  struct GateChoice {
+    std::string tag;                                    // cuDNN's configuration; empty: gemm+gated
+    std::string how;                                    // "timed", "results file", "forced", or why cuDNN was not used
+    double us_default = 0, us_up = 0, us_best = 0;      // gemm+gated, the up GEMM alone, the best cuDNN path
+    std::vector<std::pair<std::string, double>> timed;  // up GEMM + each configuration's gate
+    int rejected = 0;
+  };
+  std::map<std::string, GateChoice> prefill_gate_;  // per prefill gate_up site
+  cuda::CudnnGate cudnn_gate_;
   std::vector<cudaEvent_t> profile_events_;
   struct PreparedAttention {
     AttentionParams params;

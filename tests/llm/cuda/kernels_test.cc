@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_testing.h"
+#include "llm/cuda/cudnn_gate.h"
 #include "llm/rope.h"
 #include "tunableop/half.h"
 
@@ -106,6 +108,59 @@ void expect_close(Elem e, const std::vector<float>& got, const std::vector<doubl
 }
 
 const Elem kElems[] = {Elem::kF32, Elem::kBF16};
+
+// cuDNN's gate GEMM with the gated activation in its epilogue (prefill's gate_up, issue 12):
+// out = act(x W_gate^T) * up against fp64, W_gate the first n rows of a [2n, in] gate_up weight;
+// out NaN-poisoned. The first configuration that builds, and with GELU tanh at 64 x 256 x 128
+// every engine configuration cuDNN offers (mode A and fallback: the engine times them all; it
+// also checks each on sampled rows before timing it). Skips where cuDNN is not loaded.
+TEST(LlmCudaKernels, CudnnGateMatchesTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  CudnnGate gate;
+  struct Shape {
+    int64_t rows, in, n;
+  };
+  const Elem e = Elem::kBF16;
+  int checked = 0;
+  for (Act act : {Act::kSilu, Act::kGeluTanh, Act::kGeluErf}) {
+    for (Shape s : {Shape{1, 64, 40}, Shape{17, 136, 24}, Shape{64, 256, 128}}) {
+      const auto x = random_values(e, size_t(s.rows * s.in), 7), w = random_values(e, size_t(2 * s.n * s.in), 8, 0.1f),
+                 up = random_values(e, size_t(s.rows * s.n), 9);
+      DeviceArray dx(e, x), dw(e, w), dup(e, up);
+      std::vector<double> want(size_t(s.rows * s.n));
+      for (int64_t r = 0; r < s.rows; ++r) {
+        for (int64_t j = 0; j < s.n; ++j) {
+          double g = 0;
+          for (int64_t k = 0; k < s.in; ++k) g += double(x[size_t(r * s.in + k)]) * w[size_t(j * s.in + k)];
+          const double a = act == Act::kSilu ? g / (1 + std::exp(-g))
+                           : act == Act::kGeluTanh
+                               ? 0.5 * g * (1 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
+                               : 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+          want[size_t(r * s.n + j)] = a * up[size_t(r * s.n + j)];
+        }
+      }
+      std::vector<std::string> tags = {""};  // the first that builds
+      if (s.rows == 64 && act == Act::kGeluTanh) {
+        auto all = gate.configs(act, s.rows, s.in, s.n);
+        if (all.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << all.status().message();
+        ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+        tags = *all;
+      }
+      for (const std::string& tag : tags) {
+        const std::string what = "act " + std::to_string(int(act)) + " rows " + std::to_string(s.rows) + " in " +
+                                 std::to_string(s.in) + " n " + std::to_string(s.n) + " config " + tag;
+        DeviceArray out(e, size_t(s.rows * s.n));  // NaN-poisoned
+        Status st = gate.run(nullptr, act, s.rows, s.in, s.n, dx.get(), dw.get(), dup.get(), out.get(), tag);
+        if (st.code() == StatusCode::kUnsupported) GTEST_SKIP() << st.message();
+        ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        expect_close(e, out.read(), want, what);
+        ++checked;
+      }
+    }
+  }
+  std::printf("cuDNN %lld: %d gate runs checked\n", (long long)CudnnGate::version(), checked);
+}
 
 // add_rmsnorm: x += y, out = rmsnorm(x) against fp64, and the same bits as add_residual followed
 // by rmsnorm (the unfused prefill and the CPU-order composition).
