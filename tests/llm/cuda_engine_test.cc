@@ -398,15 +398,6 @@ TEST(LlmCuda, TunedAttentionMatchesDefaultOnBothCaches) {
   }
 }
 
-GenerateOptions loop_options(int64_t n, DecodeLoop loop, int32_t stop = -1, int ahead = 1) {
-  GenerateOptions o;
-  o.max_new_tokens = n;
-  o.loop = loop;
-  o.stop_token = stop;
-  o.ahead = ahead;
-  return o;
-}
-
 // Issue 13's device-side decode loop (step N+1 queued before token N is read; ids, positions
 // and lengths advanced on the device) gives the host loop's tokens exactly: static and paged
 // caches (pages of 4: a new page every 4 steps, allocated ahead of the queued step), graph and
@@ -425,8 +416,8 @@ TEST(LlmCuda, DeviceDecodeLoopEqualsHostLoop) {
         ASSERT_TRUE(gpu.engine->decode_ahead_supported());
         for (const auto& prompts : batches) {
           for (int round = 0; round < 2; ++round) {
-            auto host = generate(*gpu.engine, prompts, loop_options(20, DecodeLoop::kHost));
-            auto device = generate(*gpu.engine, prompts, loop_options(20, DecodeLoop::kDevice));
+            auto host = generate(*gpu.engine, prompts, testing::loop_options(20, DecodeLoop::kHost));
+            auto device = generate(*gpu.engine, prompts, testing::loop_options(20, DecodeLoop::kDevice));
             ASSERT_TRUE(host.is_ok()) << host.status().to_string();
             ASSERT_TRUE(device.is_ok()) << device.status().to_string();
             EXPECT_EQ(device->tokens, host->tokens) << "batch " << prompts.size() << ", round " << round;
@@ -468,9 +459,9 @@ TEST(LlmCuda, DeviceDecodeLoopWithTunedStepVariants) {
     ASSERT_TRUE(made.is_ok()) << made.status().to_string();
     Engine& e = **made;
     const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
-    auto device = generate(e, prompts, loop_options(24, DecodeLoop::kDevice));
-    auto host = generate(e, prompts, loop_options(24, DecodeLoop::kHost));
-    auto two = generate(e, prompts, loop_options(24, DecodeLoop::kDevice, -1, 2));
+    auto device = generate(e, prompts, testing::loop_options(24, DecodeLoop::kDevice));
+    auto host = generate(e, prompts, testing::loop_options(24, DecodeLoop::kHost));
+    auto two = generate(e, prompts, testing::loop_options(24, DecodeLoop::kDevice, -1, 2));
     ASSERT_TRUE(device.is_ok()) << device.status().to_string();
     ASSERT_TRUE(host.is_ok()) << host.status().to_string();
     ASSERT_TRUE(two.is_ok()) << two.status().to_string();
@@ -479,8 +470,8 @@ TEST(LlmCuda, DeviceDecodeLoopWithTunedStepVariants) {
     EXPECT_NE(e.device_name().find("CUDA graph decode"), std::string::npos) << e.device_name();
     // A stop token: sequence 0's 6th token; sequence 1 goes on to its own stop or the end.
     const int32_t stop = host->tokens[0][5];
-    auto hs = generate(e, prompts, loop_options(24, DecodeLoop::kHost, stop));
-    auto ds = generate(e, prompts, loop_options(24, DecodeLoop::kDevice, stop));
+    auto hs = generate(e, prompts, testing::loop_options(24, DecodeLoop::kHost, stop));
+    auto ds = generate(e, prompts, testing::loop_options(24, DecodeLoop::kDevice, stop));
     ASSERT_TRUE(hs.is_ok() && ds.is_ok());
     EXPECT_EQ(ds->tokens, hs->tokens);
     EXPECT_LE(hs->tokens[0].size(), 6u);
@@ -621,7 +612,7 @@ TEST(LlmCuda, MatchesTransformersFixtures) {
         ASSERT_TRUE(g.is_ok()) << g.status().to_string();
         EXPECT_EQ(g->tokens[0], want_ids) << name << (page ? " paged" : " static");
         // The device-side decode loop (issue 13) too.
-        auto d = generate(*gpu.engine, {prompt}, loop_options(int64_t(want_ids.size()), DecodeLoop::kDevice));
+        auto d = generate(*gpu.engine, {prompt}, testing::loop_options(int64_t(want_ids.size()), DecodeLoop::kDevice));
         ASSERT_TRUE(d.is_ok()) << d.status().to_string();
         EXPECT_EQ(d->tokens[0], want_ids) << name << (page ? " paged" : " static") << ", device loop";
       }

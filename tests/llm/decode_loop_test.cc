@@ -27,15 +27,6 @@ EngineOptions paged(EngineOptions o, int64_t page_size) {
   return o;
 }
 
-GenerateOptions loop(int64_t n, DecodeLoop l, int32_t stop = -1, int ahead = 1) {
-  GenerateOptions o;
-  o.max_new_tokens = n;
-  o.loop = l;
-  o.stop_token = stop;
-  o.ahead = ahead;
-  return o;
-}
-
 const std::vector<std::vector<int32_t>> kRagged = {{1, 2, 3, 4, 5, 6, 7, 8, 9}, {4, 4}, {5, 6, 7, 8, 9, 10, 11}};
 
 // Same tokens and lengths as the host loop: static and paged, one sequence and a ragged batch,
@@ -50,10 +41,10 @@ TEST(DecodeLoop, DeviceLoopEqualsHostLoop) {
       for (int ahead : {1, 2}) {
         SCOPED_TRACE((page ? "paged" : "static") + std::string(", batch ") + std::to_string(prompts.size()) +
                      ", ahead " + std::to_string(ahead));
-        auto host = generate(*e, prompts, loop(9, DecodeLoop::kHost));
+        auto host = generate(*e, prompts, testing::loop_options(9, DecodeLoop::kHost));
         ASSERT_TRUE(host.is_ok()) << host.status().to_string();
         const auto host_lengths = e->sequence_lengths();
-        auto device = generate(*e, prompts, loop(9, DecodeLoop::kDevice, -1, ahead));
+        auto device = generate(*e, prompts, testing::loop_options(9, DecodeLoop::kDevice, -1, ahead));
         ASSERT_TRUE(device.is_ok()) << device.status().to_string();
         EXPECT_EQ(device->tokens, host->tokens);
         EXPECT_EQ(e->sequence_lengths(), host_lengths);  // no step beyond the last one needed
@@ -70,17 +61,17 @@ TEST(DecodeLoop, DeviceLoopEqualsHostLoop) {
 TEST(DecodeLoop, StopTokenIsCheckedOneStepLate) {
   Context ctx(Device::cpu(), Config::defaults_only());
   auto e = make_engine(testing::small_llama(), ctx, paged(testing::options(3, 48, 8), 2));
-  auto free_run = generate(*e, kRagged, loop(12, DecodeLoop::kHost));
+  auto free_run = generate(*e, kRagged, testing::loop_options(12, DecodeLoop::kHost));
   ASSERT_TRUE(free_run.is_ok());
   // Every sequence's 4th token as the stop: each ends at its first occurrence.
   for (size_t which = 0; which < kRagged.size(); ++which) {
     const int32_t stop = free_run->tokens[which][3];
     SCOPED_TRACE("stop " + std::to_string(stop));
-    auto host = generate(*e, kRagged, loop(12, DecodeLoop::kHost, stop));
+    auto host = generate(*e, kRagged, testing::loop_options(12, DecodeLoop::kHost, stop));
     ASSERT_TRUE(host.is_ok());
     const auto host_lengths = e->sequence_lengths();
     for (int ahead : {1, 2}) {
-      auto device = generate(*e, kRagged, loop(12, DecodeLoop::kDevice, stop, ahead));
+      auto device = generate(*e, kRagged, testing::loop_options(12, DecodeLoop::kDevice, stop, ahead));
       ASSERT_TRUE(device.is_ok()) << device.status().to_string();
       EXPECT_EQ(device->tokens, host->tokens) << "ahead " << ahead;
       size_t longest = 0;
@@ -110,7 +101,7 @@ TEST(DecodeLoop, PagesAreReservedWhenAStepIsQueued) {
   EXPECT_EQ(e->kv_cache_stats().in_use, 2 * per_page);
   EXPECT_FALSE(e->decode_ahead(nullptr).is_ok());  // nothing queued left this step's inputs
   // The host loop's tokens, to compare.
-  auto host = generate(*e, {{1, 2, 3, 4}}, loop(4, DecodeLoop::kHost));
+  auto host = generate(*e, {{1, 2, 3, 4}}, testing::loop_options(4, DecodeLoop::kHost));
   ASSERT_TRUE(host.is_ok());
   ASSERT_TRUE(e->prefill({{1, 2, 3, 4}}, &next).is_ok());
   ASSERT_TRUE(e->decode_ahead(&next).is_ok());  // position 4: a third page
@@ -136,7 +127,7 @@ TEST(DecodeLoop, PagesAreReservedWhenAStepIsQueued) {
   EXPECT_EQ(e->sequence_lengths(), std::vector<int64_t>{4});
   EXPECT_EQ(e->kv_cache_stats().in_use, 2 * per_page);
   EXPECT_FALSE(e->collect_ahead(&next).is_ok());
-  auto again = generate(*e, {{1, 2, 3, 4}}, loop(4, DecodeLoop::kDevice));
+  auto again = generate(*e, {{1, 2, 3, 4}}, testing::loop_options(4, DecodeLoop::kDevice));
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ(again->tokens, host->tokens);
 }
@@ -144,8 +135,8 @@ TEST(DecodeLoop, PagesAreReservedWhenAStepIsQueued) {
 TEST(DecodeLoop, RejectsBadOptions) {
   Context ctx(Device::cpu(), Config::defaults_only());
   auto e = make_engine(testing::small_llama(), ctx, testing::options(1, 48, 8));
-  EXPECT_FALSE(generate(*e, {{1, 2}}, loop(4, DecodeLoop::kDevice, -1, 0)).is_ok());
-  EXPECT_FALSE(generate(*e, {{1, 2}}, loop(4, DecodeLoop::kDevice, -1, Engine::kMaxAhead)).is_ok());
+  EXPECT_FALSE(generate(*e, {{1, 2}}, testing::loop_options(4, DecodeLoop::kDevice, -1, 0)).is_ok());
+  EXPECT_FALSE(generate(*e, {{1, 2}}, testing::loop_options(4, DecodeLoop::kDevice, -1, Engine::kMaxAhead)).is_ok());
   EXPECT_EQ(resolve_decode_loop(*e, DecodeLoop::kAuto), DecodeLoop::kHost);
   EXPECT_EQ(resolve_decode_loop(*e, DecodeLoop::kDevice), DecodeLoop::kDevice);
 }

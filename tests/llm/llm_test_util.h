@@ -13,6 +13,7 @@
 
 #include "llm/config.h"
 #include "llm/engine.h"
+#include "llm/generate.h"
 #include "llm/random_model.h"
 #include "tunableop/config.h"
 
@@ -45,6 +46,17 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
     den += double(want[i]) * want[i];
   }
   return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Greedy generation of n tokens through `loop` (host or device), with a stop token (-1: none)
+// and the device loop's steps queued ahead.
+inline GenerateOptions loop_options(int64_t n, DecodeLoop loop, int32_t stop = -1, int ahead = 1) {
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.loop = loop;
+  o.stop_token = stop;
+  o.ahead = ahead;
+  return o;
 }
 
 // TunableOp on with results in `file`, tuning on or off, tiny budgets and no rotating buffers:
