@@ -22,6 +22,8 @@
 #   DECODE_HF=0                                # no Hugging Face runs
 #   DECODE_TESTS=0                             # no tests (and their targets not built)
 #   DECODE_TESTS=llm                           # only the engine's (test_llm_cuda)
+#   DECODE_TESTS=rope                          # the fused kernel's RoPE epilogue and support
+#                                              # rules, the engine's step variants and RoPE in qkv
 #   DECODE_BATCHES="4 16"                      # the batch sizes of step 5 (default "4 16")
 #   DECODE_BUDGET=510                          # seconds from the start; later steps skipped past it
 #   DECODE_DRY=1                               # no GPU: print the commands instead of running them
@@ -84,6 +86,9 @@ targets="tunableop_cli"
 TESTS=${DECODE_TESTS:-1}
 tests="backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:170"
 [ "$TESTS" = llm ] && tests="llm/test_llm_cuda:170"
+# prog:seconds[:gtest filter]
+[ "$TESTS" = rope ] && tests="backends/cuda/fused_linear/test_cuda_fused_linear:40:FusedGemv.Rope*:FusedGemv.SupportRules \
+llm/test_llm_cuda:70:LlmCuda.RopeInQkv*:LlmCuda.EveryStepVariant*"
 [ "$TESTS" = 0 ] && tests=""
 for t in $tests; do targets="$targets $(basename "${t%%:*}")"; done
 ATTN=${DECODE_ATTN:-0}
@@ -104,11 +109,12 @@ stamp "built"
 
 if [ -n "$tests" ]; then
   for t in $tests; do
-    prog=${t%%:*} want=${t##*:} name=$(basename "${t%%:*}")
+    prog=${t%%:*} rest=${t#*:}
+    want=${rest%%:*} filter=${rest#"$want"} filter=${filter#:} name=$(basename "$prog")
     secs=$(left "$want")
     if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; continue; fi
     stamp "test $name"
-    TUNABLEOP_SOURCE_DIR="$ROOT" go "$secs" "$BUILD/tests/$prog" >"$LOGS/$name.log" 2>&1
+    TUNABLEOP_SOURCE_DIR="$ROOT" go "$secs" "$BUILD/tests/$prog" ${filter:+--gtest_filter=$filter} >"$LOGS/$name.log" 2>&1
     rc=$?
     echo "$name: exit $rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
     grep -E "^\[  FAILED|Failure|error:" "$LOGS/$name.log" | head -12

@@ -13,6 +13,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -162,6 +163,47 @@ class CudaKernels final : public DeviceKernels {
       r.v_cache = (*sc)->v(layer);
       r.max_seq = (*sc)->max_seq();
     }
+    if (pending_qkv_) {  // this pass's qkv, left by project()
+      const Projection q = *pending_qkv_;
+      pending_qkv_.reset();
+      if (p.phase != Phase::kDecode || q.y != qkv || q.rows != p.rows())
+        return Status::internal("rope_kv: the qkv projection left for it is not this decode pass's");
+      return qkv_with_rope(q, r);
+    }
+    TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), launch_pdl()));
+    return Status::ok();
+  }
+
+  // The qkv projection project() left for rope_kv (step variants with RoPE in qkv): one kernel,
+  // RoPE and the cache write in its epilogue (FusedLinearRope). Where the op cannot take them,
+  // the plain projection and rope_store.
+  Status qkv_with_rope(const Projection& q, const cuda::RopeStoreArgs& r) {
+    const FusedLinearPlan& plan = plans_.at(fmt_site(q));
+    FusedLinearRope rope;
+    rope.n_heads = r.n_heads;
+    rope.n_kv_heads = r.n_kv_heads;
+    rope.head_dim = r.head_dim;
+    rope.seqs = r.seqs;
+    rope.positions = r.positions;
+    rope.cos = r.cos;
+    rope.sin = r.sin;
+    rope.k_cache = r.k_cache;
+    rope.v_cache = r.v_cache;
+    rope.max_seq = r.max_seq;
+    rope.block_table = r.block_table;
+    rope.page_size = r.page_size;
+    rope.pages_per_seq = r.pages_per_seq;
+    rope.seq_lens = r.seq_lens;
+    FusedLinearOperands o = fused_operands(q);
+    o.rope = &rope;
+    Status st = plan.run(o);
+    if (st.is_ok()) {
+      if (profiling()) mark(q.name, ("fused+rope:" + plan.solution()).c_str(), q.weight_bytes(esize_), true);
+      return Status::ok();
+    }
+    ctx_.log().log(2, "llm: qkv with RoPE in its epilogue: " + st.to_string() + "; rope_kv runs on its own");
+    TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(q)));
+    if (profiling()) mark(q.name, ("fused:" + plan.solution()).c_str(), q.weight_bytes(esize_), true);
     TUNABLEOP_CUDA_TRY(cuda::rope_store(e_, r, stream_.get(), launch_pdl()));
     return Status::ok();
   }
@@ -210,6 +252,10 @@ class CudaKernels final : public DeviceKernels {
       return std::any_of(choice->timed.begin(), choice->timed.end(), [](const auto& t) { return t.fused; });
     };
     if (!choice->best.fused && !(variant_.every_site && fused_ran())) return DeviceKernels::project(p, linear);
+    if (variant_.rope && std::string_view(p.name) == "qkv" && p.norm && p.epilogue == Projection::Epilogue::kStore) {
+      pending_qkv_ = p;  // rope_kv runs it, with RoPE and the cache write in its epilogue
+      return Status::ok();
+    }
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
@@ -804,7 +850,8 @@ class CudaKernels final : public DeviceKernels {
   std::map<std::pair<int64_t, bool>, Graph> ahead_graphs_;  // run_decode_step_ahead's: the step + advance
   cudaEvent_t download_events_[4] = {};                     // download_async's ring
   bool pdl_capable_ = false, timing_ = false;
-  cuda::StepVariant variant_;  // how decode steps are built now (see choose_step_variant)
+  cuda::StepVariant variant_;              // how decode steps are built now (see choose_step_variant)
+  std::optional<Projection> pending_qkv_;  // variant_.rope: qkv, run by the rope_kv after it
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
   DeviceBuffer scratch_;                           // zero: a timing sink and a 16-byte buffer the timer reads

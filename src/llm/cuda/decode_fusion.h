@@ -39,11 +39,15 @@ struct StepVariant {
   // was faster alone: in a graph with PDL one kernel less (the residual add after o and down)
   // may be worth more than the GEMM's lead measured in isolation.
   bool every_site = false;
+  // RoPE and the KV-cache write in the qkv projection's epilogue (FusedLinearRope) where qkv runs
+  // fused: one kernel less per layer (rope_kv's).
+  bool rope = false;
   std::string name() const;
 };
 
 // The variants worth timing: unfused with and without PDL, fused with every PDL mode and prefetch,
-// then fused at every site (PDL and prefetch 2); --step-variant indexes this list.
+// then fused at every site (PDL and prefetch 2), then the last two and fused + prefetch 2 with RoPE
+// in the qkv epilogue; --step-variant indexes this list.
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {
