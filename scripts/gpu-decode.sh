@@ -23,7 +23,7 @@
 #   DECODE_TESTS=0                             # no tests (and their targets not built)
 #   DECODE_TESTS=llm                           # only the engine's (test_llm_cuda)
 #   DECODE_TESTS=rope                          # the fused kernel's RoPE epilogue and support
-#                                              # rules, the engine's step variants and RoPE in qkv
+#                                              # rules, the engine's RoPE in qkv vs rope_kv
 #   DECODE_BATCHES="4 16"                      # the batch sizes of step 5 (default "4 16")
 #   DECODE_BUDGET=510                          # seconds from the start; later steps skipped past it
 #   DECODE_DRY=1                               # no GPU: print the commands instead of running them
@@ -88,7 +88,7 @@ tests="backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:17
 [ "$TESTS" = llm ] && tests="llm/test_llm_cuda:170"
 # prog:seconds[:gtest filter]
 [ "$TESTS" = rope ] && tests="backends/cuda/fused_linear/test_cuda_fused_linear:40:FusedGemv.Rope*:FusedGemv.SupportRules \
-llm/test_llm_cuda:70:LlmCuda.RopeInQkv*:LlmCuda.EveryStepVariant*"
+llm/test_llm_cuda:60:LlmCuda.RopeInQkv*"
 [ "$TESTS" = 0 ] && tests=""
 for t in $tests; do targets="$targets $(basename "${t%%:*}")"; done
 ATTN=${DECODE_ATTN:-0}

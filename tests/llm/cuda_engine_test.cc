@@ -341,13 +341,16 @@ TEST(LlmCuda, PagedCacheEqualsStatic) {
 }
 
 // RoPE and the KV-cache write in the qkv projection's epilogue (the "RoPE in qkv" step
-// variants) on the paged cache: the tokens and logits of the same engine with rope_kv's kernel,
-// over two generations (pages come back shuffled) of a ragged batch.
-TEST(LlmCuda, RopeInQkvOnThePagedCache) {
+// variants), static cache (fp32) and paged (bf16): the tokens and logits of the same engine with
+// rope_kv's kernel, over two generations (pages come back shuffled) of a ragged batch.
+TEST(LlmCuda, RopeInQkvEqualsRopeKv) {
   // cuda::step_variants on sm_90: 9 = fused, PDL early, L2 prefetch 2; 13 = the same, RoPE in qkv.
   const int rope = 13, plain = 9;
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    EngineOptions with = paged(opts(dt, 3, 8, true, kFused), 16), without = with;
+  for (int page : {0, 16}) {
+    const DType dt = page ? DType::kBF16 : DType::kF32;
+    SCOPED_TRACE(page ? "paged, bf16" : "static, fp32");
+    const EngineOptions base = opts(dt, 3, 8, true, kFused);
+    EngineOptions with = page ? paged(base, page) : base, without = with;
     with.step_variant = rope;
     without.step_variant = plain;
     MAKE_GPU_ENGINE(a, builtin("tiny-gemma"), 2, with);
