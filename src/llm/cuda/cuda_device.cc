@@ -198,7 +198,10 @@ class CudaKernels final : public DeviceKernels {
     o.rope = &rope;
     Status st = plan.run(o);
     if (st.is_ok()) {
-      if (profiling()) mark(q.name, ("fused+rope:" + plan.solution()).c_str(), q.weight_bytes(esize_), true);
+      if (profiling()) {
+        mark(q.name, ("fused+rope:" + plan.solution()).c_str(), q.weight_bytes(esize_), true);
+        rope_ran_in_qkv_ = true;  // the model's "rope_kv" mark next spans no kernel: dropped
+      }
       return Status::ok();
     }
     ctx_.log().log(2, "llm: qkv with RoPE in its epilogue: " + st.to_string() + "; rope_kv runs on its own");
@@ -251,11 +254,16 @@ class CudaKernels final : public DeviceKernels {
     auto fused_ran = [choice] {  // timed successfully (the "every site" variants take it)
       return std::any_of(choice->timed.begin(), choice->timed.end(), [](const auto& t) { return t.fused; });
     };
-    if (!choice->best.fused && !(variant_.every_site && fused_ran())) return DeviceKernels::project(p, linear);
-    if (variant_.rope && std::string_view(p.name) == "qkv" && p.norm && p.epilogue == Projection::Epilogue::kStore) {
+    // RoPE in qkv (and "qkv fused"): qkv runs fused wherever its fused kernel runs (kOn:
+    // untimed), also where the unfused composition was faster alone (a kernel less per layer may
+    // be worth more).
+    const bool qkv = (variant_.rope || variant_.qkv_fused) && std::string_view(p.name) == "qkv" && p.norm &&
+                     p.epilogue == Projection::Epilogue::kStore && (choice->best.fused || fused_ran());
+    if (qkv && variant_.rope) {
       pending_qkv_ = p;  // rope_kv runs it, with RoPE and the cache write in its epilogue
       return Status::ok();
     }
+    if (!choice->best.fused && !(variant_.every_site && fused_ran()) && !qkv) return DeviceKernels::project(p, linear);
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
@@ -444,6 +452,10 @@ class CudaKernels final : public DeviceKernels {
  private:
   void record_mark(std::string label, int64_t bytes, bool matmul, double flops) override {
     if (timing_) return;  // a projection's first decode times its candidates: not the step's work
+    if (rope_ran_in_qkv_ && label == "rope_kv") {  // RoPE ran in qkv's kernel: no row of its own
+      rope_ran_in_qkv_ = false;
+      return;
+    }
     auto e = new_event();
     if (e.is_ok()) (void)cudaEventRecord(*e, stream_.get());
     spans_.push_back({std::move(label), 0, bytes, matmul, flops});
@@ -852,6 +864,7 @@ class CudaKernels final : public DeviceKernels {
   bool pdl_capable_ = false, timing_ = false;
   cuda::StepVariant variant_;              // how decode steps are built now (see choose_step_variant)
   std::optional<Projection> pending_qkv_;  // variant_.rope: qkv, run by the rope_kv after it
+  bool rope_ran_in_qkv_ = false;           // profiling: the next "rope_kv" mark is dropped
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
   DeviceBuffer scratch_;                           // zero: a timing sink and a 16-byte buffer the timer reads

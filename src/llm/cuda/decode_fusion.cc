@@ -34,7 +34,9 @@ std::string StepVariant::name() const {
   static const char* const kPdl[] = {"no PDL", "PDL early", "PDL late"};
   return fmt::format("{}, {}{}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
                      kPdl[pdl < 0 || pdl > 2 ? 0 : pdl], prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "",
-                     rope ? ", RoPE in qkv" : "");
+                     rope        ? ", RoPE in qkv"
+                     : qkv_fused ? ", qkv fused"
+                                 : "");
 }
 
 std::vector<StepVariant> step_variants(bool pdl_capable) {
@@ -44,11 +46,8 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
     for (int pdl = 0; pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, prefetch});
   }
   for (int pdl = (pdl_capable ? 1 : 0); pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, 2, true});
-  for (int every = 0; every <= 1; ++every) {
-    for (int pdl = (pdl_capable ? 1 : 0); pdl <= (pdl_capable ? 2 : 0); ++pdl) {
-      v.push_back({true, pdl, 2, every == 1, true});
-    }
-  }
+  for (int pdl = (pdl_capable ? 1 : 0); pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, 2, false, true});
+  v.push_back({true, pdl_capable ? 1 : 0, 2, false, false, true});
   return v;
 }
 

@@ -39,15 +39,22 @@ struct StepVariant {
   // was faster alone: in a graph with PDL one kernel less (the residual add after o and down)
   // may be worth more than the GEMM's lead measured in isolation.
   bool every_site = false;
-  // RoPE and the KV-cache write in the qkv projection's epilogue (FusedLinearRope) where qkv runs
-  // fused: one kernel less per layer (rope_kv's).
+  // RoPE and the KV-cache write in the qkv projection's epilogue (FusedLinearRope): qkv runs
+  // fused wherever its fused kernel ran, also where the unfused composition was faster alone,
+  // and rope_kv's kernel is gone (one kernel less per layer).
   bool rope = false;
+  // qkv runs fused as with `rope`, RoPE in rope_kv's kernel: what the fused qkv costs or saves in
+  // the step, apart from RoPE's move (a variant to compare, rarely the fastest).
+  bool qkv_fused = false;
   std::string name() const;
 };
 
 // The variants worth timing: unfused with and without PDL, fused with every PDL mode and prefetch,
-// then fused at every site (PDL and prefetch 2), then the last two and fused + prefetch 2 with RoPE
-// in the qkv epilogue; --step-variant indexes this list.
+// then fused at every site (PDL and prefetch 2), then fused + prefetch 2 with RoPE in the qkv
+// epilogue (PDL early, late; the every-site variants with it were ~100 us slower on the H100's
+// Gemma-2B, as without it), then fused + PDL early + prefetch 2 with qkv fused, RoPE apart;
+// --step-variant indexes this list (sm_90: 9 = fused, PDL early, L2 prefetch 2; 11 = the same at
+// every site; 13 = with RoPE in qkv; 15 = with qkv fused).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {

@@ -11,6 +11,7 @@
 #include "cuda_common/elem.cuh"
 #include "cuda_common/gated_act.cuh"
 #include "cuda_common/pdl.cuh"
+#include "cuda_common/rope.cuh"
 
 namespace tunableop::cuda::fused {
 
@@ -320,14 +321,14 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
           const float up = to_f<T>(from_f<T>(acc[P + p][j]));
           static_cast<T*>(a.gated)[j * rows_out + row] = from_f<T>(::tunableop::cuda::gated_act(a.act, gate) * up);
         } else if constexpr (OUT == GemvOut::kRope) {
-          // y rounded to E, then q and k rotated in fp32 and rounded again: the bits of kStore +
+          // y rounded to E, then q and k rotated in fp32 (rope_rotate) and rounded again: the bits of kStore +
           // rope_store.
           const GemvRope& rp = a.rope;
           const int64_t head = row / half, i = row - head * half, r0 = head * rp.head_dim + i;
           const float x0 = to_f<T>(from_f<T>(acc[p][j])), x1 = to_f<T>(from_f<T>(acc[P + p][j]));
-          const bool rotate = head < rp.n_heads + rp.n_kv_heads;
-          const T y0 = rotate ? from_f<T>(x0 * rope_c - x1 * rope_s) : from_f<T>(x0);
-          const T y1 = rotate ? from_f<T>(x1 * rope_c + x0 * rope_s) : from_f<T>(x1);
+          float rot0 = x0, rot1 = x1;  // v heads: as they are
+          if (head < rp.n_heads + rp.n_kv_heads) ::tunableop::cuda::rope_rotate(x0, x1, rope_c, rope_s, rot0, rot1);
+          const T y0 = from_f<T>(rot0), y1 = from_f<T>(rot1);
           T* yr = static_cast<T*>(a.y) + j * a.m;
           yr[r0] = y0;
           yr[r0 + half] = y1;

@@ -449,6 +449,62 @@ void check_rope(const RopeCase& c, std::mt19937& rng) {
     ASSERT_FALSE(want_written.empty());
     EXPECT_LT(rel_err(got_written, want_written), tol) << (kv ? "v" : "k") << " cache";
   }
+
+  // Bit for bit: kStore's y (one row per unit, the same k split: each row's sum is the same),
+  // rotated on the host as rope_rotate rotates (each product and difference rounded to fp32, no
+  // FMA), rounded to E: what the engine's qkv projection followed by its rope_store kernel
+  // stores. An FMA contracted differently in either kernel shows here as one ulp in fp32.
+  Dev dplain(n * m * es);
+  FusedGemvArgs plain = a;
+  plain.out_kind = GemvOut::kStore;
+  plain.y = dplain.p;
+  plain.rope = GemvRope{};
+  const FusedGemvShape row_shape{1, c.shape.k_split};
+  ASSERT_EQ(fused_gemv_unsupported(plain, row_shape), nullptr);
+  ASSERT_EQ(fused_gemv(plain, row_shape, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> yp = as_floats(e, dplain.get(n * m * es));
+  auto rounded = [](float f) {  // a product or a sum rounded to fp32, never fused with the next
+    volatile float v = f;
+    return float(v);
+  };
+  std::vector<float> want_y(n * m), want_k(cache_elems, NAN), want_v(cache_elems, NAN);
+  for (size_t j = 0; j < n; ++j) {
+    for (int64_t h = 0; h < H + 2 * KV; ++h) {
+      for (int64_t i = 0; i < half; ++i) {
+        const size_t r0 = j * m + size_t(h * hd + i), r1 = r0 + size_t(half);
+        float o0 = yp[r0], o1 = yp[r1];
+        if (h < H + KV) {
+          const float cs = cosv[size_t(pos[j] * half + i)], sn = sinv[size_t(pos[j] * half + i)];
+          o0 = round_e(e, rounded(rounded(yp[r0] * cs) - rounded(yp[r1] * sn)));
+          o1 = round_e(e, rounded(rounded(yp[r1] * cs) + rounded(yp[r0] * sn)));
+        }
+        want_y[r0] = o0;
+        want_y[r1] = o1;
+        if (h >= H) {
+          const bool is_k = h < H + KV;
+          const int64_t off = cache_off(seq_of[j], h - H - (is_k ? 0 : KV), pos[j]);
+          if (off >= 0) {
+            auto& dst = is_k ? want_k : want_v;
+            dst[size_t(off + i)] = o0;
+            dst[size_t(off + i + half)] = o1;
+          }
+        }
+      }
+    }
+  }
+  auto same_bits = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::isnan(want[i]) || std::memcmp(&got[i], &want[i], 4) == 0) continue;
+      if (differ++ == 0) first = i;
+    }
+    EXPECT_EQ(differ, 0u) << what << ": " << differ << " elements differ from kStore + rope_rotate, the first " << first
+                          << ": " << got[first] << " vs " << want[first];
+  };
+  same_bits(as_floats(e, dy.get(n * m * es)), want_y, "y");
+  same_bits(as_floats(e, dkc.get(cache_elems * es)), want_k, "k cache");
+  same_bits(as_floats(e, dvc.get(cache_elems * es)), want_v, "v cache");
 }
 
 TEST(FusedGemv, RopeEpilogueAgainstTheFp64Reference) {
