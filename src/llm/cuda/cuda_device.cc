@@ -515,7 +515,7 @@ class CudaKernels final : public DeviceKernels {
     // RoPE and attention; lm_head fetches the next step's first qkv for after the host's turn.
     const std::string_view name = p.name;
     const int64_t layer = name == "qkv" ? layer_of(p.w) : -1;
-    if (variant_.prefetch >= 1 && layer >= 0) {
+    if ((variant_.prefetch == 1 || variant_.prefetch == 2) && layer >= 0) {
       const DeviceWeights::Layer& lw = view_.layers[size_t(layer)];
       o.prefetch[0] = lw.wo;
       o.prefetch_bytes[0] = c.hidden_size * c.q_dim() * int64_t(esize_);

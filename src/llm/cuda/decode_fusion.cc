@@ -47,7 +47,12 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   }
   for (int pdl = (pdl_capable ? 1 : 0); pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, 2, true});
   for (int pdl = (pdl_capable ? 1 : 0); pdl <= (pdl_capable ? 2 : 0); ++pdl) v.push_back({true, pdl, 2, false, true});
-  v.push_back({true, pdl_capable ? 1 : 0, 2, false, false, true});
+  const int early = pdl_capable ? 1 : 0;
+  v.push_back({true, early, 2, false, false, true});
+  // Prefetch 1 and 2 first ran in the qkv kernel with qkv fused: which of them pays with it.
+  for (int prefetch : {0, 1, 3}) v.push_back({true, early, prefetch, false, true});
+  v.push_back({true, early, 3, false, false, true});
+  v.push_back({true, early, 3});
   return v;
 }
 

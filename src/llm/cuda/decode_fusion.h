@@ -33,8 +33,11 @@ struct FusionChoice {
 // and times whole steps (with TunableOp on).
 struct StepVariant {
   bool fused = true;
-  int pdl = 1;       // 0 off, 1 early trigger, 2 late trigger (FusedLinearOperands::pdl)
-  int prefetch = 0;  // 0 none; 1 o's weights; 2 also 16 MB of gate_up's and the next step's qkv
+  int pdl = 1;  // 0 off, 1 early trigger, 2 late trigger (FusedLinearOperands::pdl)
+  // 0 none; 1 o's weights (by a fused qkv kernel); 2 also 16 MB of gate_up's (the same) and the
+  // next step's first qkv (by lm_head); 3 only the last. An unfused qkv prefetches nothing: with
+  // qkv unfused (Gemma-2B's isolated choice) 2 does what 3 does.
+  int prefetch = 0;
   // Every site whose fused kernel ran when timed takes it, also where the unfused composition
   // was faster alone: in a graph with PDL one kernel less (the residual add after o and down)
   // may be worth more than the GEMM's lead measured in isolation.
@@ -52,9 +55,11 @@ struct StepVariant {
 // The variants worth timing: unfused with and without PDL, fused with every PDL mode and prefetch,
 // then fused at every site (PDL and prefetch 2), then fused + prefetch 2 with RoPE in the qkv
 // epilogue (PDL early, late; the every-site variants with it were ~100 us slower on the H100's
-// Gemma-2B, as without it), then fused + PDL early + prefetch 2 with qkv fused, RoPE apart;
-// --step-variant indexes this list (sm_90: 9 = fused, PDL early, L2 prefetch 2; 11 = the same at
-// every site; 13 = with RoPE in qkv; 15 = with qkv fused).
+// Gemma-2B, as without it), then fused + PDL early + prefetch 2 with qkv fused, RoPE apart, then
+// with PDL early: RoPE in qkv with prefetch 0, 1, 3, qkv fused with prefetch 3, and fused with
+// prefetch 3; --step-variant indexes this list (sm_90: 9 = fused, PDL early, L2 prefetch 2;
+// 11 = the same at every site; 13 = with RoPE in qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2
+// prefetch 3).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {
