@@ -53,6 +53,9 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   for (int prefetch : {0, 1, 3}) v.push_back({true, early, prefetch, false, true});
   v.push_back({true, early, 3, false, false, true});
   v.push_back({true, early, 3});
+  // Every site (gate_up's fused kernel: no norm or activation kernel) with RoPE in qkv, without
+  // the gate_up prefetch that ran in every earlier every-site variant.
+  for (int prefetch : {1, 3}) v.push_back({true, early, prefetch, true, true});
   return v;
 }
 

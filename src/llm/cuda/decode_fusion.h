@@ -56,10 +56,10 @@ struct StepVariant {
 // then fused at every site (PDL and prefetch 2), then fused + prefetch 2 with RoPE in the qkv
 // epilogue (PDL early, late; the every-site variants with it were ~100 us slower on the H100's
 // Gemma-2B, as without it), then fused + PDL early + prefetch 2 with qkv fused, RoPE apart, then
-// with PDL early: RoPE in qkv with prefetch 0, 1, 3, qkv fused with prefetch 3, and fused with
-// prefetch 3; --step-variant indexes this list (sm_90: 9 = fused, PDL early, L2 prefetch 2;
-// 11 = the same at every site; 13 = with RoPE in qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2
-// prefetch 3).
+// with PDL early: RoPE in qkv with prefetch 0, 1, 3, qkv fused with prefetch 3, fused with
+// prefetch 3, and every site with RoPE in qkv and prefetch 1, 3; --step-variant indexes this list
+// (sm_90: 9 = fused, PDL early, L2 prefetch 2; 11 = the same at every site; 13 = with RoPE in
+// qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {
