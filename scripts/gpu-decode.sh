@@ -25,7 +25,8 @@
 #   DECODE_TESTS=rope                          # the fused kernel's RoPE epilogue (fp64 and bit
 #                                              # for bit) and support rules, the engine's RoPE in
 #                                              # qkv vs rope_kv, every step variant's graph, the
-#                                              # CPU engine and HF fixtures (rope_store's arithmetic)
+#                                              # CPU engine and HF fixtures (rope_store's arithmetic),
+#                                              # the device decode loop (advance_decode with PDL)
 #   DECODE_VARIANTS="9 13"                     # after each model's "after" run at batch 1, one
 #                                              # more per step variant forced (--step-variant N,
 #                                              # log <model>_v<N>_b1.txt: its TPOT and profile)
@@ -93,7 +94,7 @@ tests="backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:17
 [ "$TESTS" = llm ] && tests="llm/test_llm_cuda:170"
 # prog:seconds[:gtest filter]
 [ "$TESTS" = rope ] && tests="backends/cuda/fused_linear/test_cuda_fused_linear:40:FusedGemv.Rope*:FusedGemv.SupportRules \
-llm/test_llm_cuda:60:LlmCuda.RopeInQkv*:LlmCuda.EveryStepVariant*:LlmCuda.Fp32MatchesCpuEngine:LlmCuda.MatchesTransformersFixtures"
+llm/test_llm_cuda:60:LlmCuda.RopeInQkv*:LlmCuda.EveryStepVariant*:LlmCuda.Fp32MatchesCpuEngine:LlmCuda.MatchesTransformersFixtures:LlmCuda.DeviceDecodeLoop*"
 [ "$TESTS" = 0 ] && tests=""
 for t in $tests; do targets="$targets $(basename "${t%%:*}")"; done
 ATTN=${DECODE_ATTN:-0}

@@ -431,7 +431,7 @@ class CudaKernels final : public DeviceKernels {
   }
 
   Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch) override {
-    TUNABLEOP_CUDA_TRY(cuda::advance_decode(next, ids, positions, lens, batch, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cuda::advance_decode(next, ids, positions, lens, batch, stream_.get(), launch_pdl()));
     return Status::ok();
   }
 

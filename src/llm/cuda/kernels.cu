@@ -522,6 +522,7 @@ cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int3
 
 __global__ void advance_decode_kernel(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens,
                                       int64_t batch) {
+  pdl_enter();
   for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
     ids[b] = next[b];
     positions[b] += 1;
@@ -530,9 +531,8 @@ __global__ void advance_decode_kernel(const int32_t* next, int32_t* ids, int32_t
 }
 
 cudaError_t advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
-                           cudaStream_t s) {
-  advance_decode_kernel<<<1, 128, 0, s>>>(next, ids, positions, lens, batch);
-  return cudaGetLastError();
+                           cudaStream_t s, bool pdl) {
+  return launch(advance_decode_kernel, dim3(1), dim3(128), 0, s, pdl, next, ids, positions, lens, batch);
 }
 
 cudaError_t spin(int64_t ns, cudaStream_t s) {
