@@ -257,13 +257,19 @@ class CudaKernels final : public DeviceKernels {
     // RoPE in qkv (and "qkv fused"): qkv runs fused wherever its fused kernel runs (kOn:
     // untimed), also where the unfused composition was faster alone (a kernel less per layer may
     // be worth more).
-    const bool qkv = (variant_.rope || variant_.qkv_fused) && std::string_view(p.name) == "qkv" && p.norm &&
-                     p.epilogue == Projection::Epilogue::kStore && (choice->best.fused || fused_ran());
+    // fuse_on / fuse_off: this site forced either way (off: kAuto only, kOn keeps it fused).
+    const unsigned bit = cuda::site_bit(p.name);
+    const bool can_fuse = choice->best.fused || fused_ran();
+    const bool off = (variant_.fuse_off & bit) && o_.fusion == EngineOptions::Fusion::kAuto;
+    const bool qkv = (variant_.rope || variant_.qkv_fused) && bit == cuda::kSiteQkv && p.norm &&
+                     p.epilogue == Projection::Epilogue::kStore && can_fuse && !off;
     if (qkv && variant_.rope) {
       pending_qkv_ = p;  // rope_kv runs it, with RoPE and the cache write in its epilogue
       return Status::ok();
     }
-    if (!choice->best.fused && !(variant_.every_site && fused_ran()) && !qkv) return DeviceKernels::project(p, linear);
+    const bool fused =
+        !off && (choice->best.fused || qkv || ((variant_.every_site || (variant_.fuse_on & bit)) && fused_ran()));
+    if (!fused) return DeviceKernels::project(p, linear);
     const FusedLinearPlan& plan = plans_.at(site);
     TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
 
 #include "cuda_common/cuda_check.h"
 #include "llm/cuda/kernels.h"
@@ -30,13 +32,32 @@ class EventPool {
 
 }  // namespace
 
+namespace {
+constexpr const char* kSiteNames[] = {"qkv", "o", "gate_up", "down", "lm_head"};
+}  // namespace
+
+unsigned site_bit(const char* name) {
+  for (unsigned i = 0; i < std::size(kSiteNames); ++i) {
+    if (std::string_view(name) == kSiteNames[i]) return 1u << i;
+  }
+  return 0;
+}
+
 std::string StepVariant::name() const {
   static const char* const kPdl[] = {"no PDL", "PDL early", "PDL late"};
-  return fmt::format("{}, {}{}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
+  std::string sites;
+  for (unsigned i = 0; i < std::size(kSiteNames); ++i) {
+    if (fuse_on & (1u << i)) sites += fmt::format(", {} fused", kSiteNames[i]);
+  }
+  for (unsigned i = 0; i < std::size(kSiteNames); ++i) {
+    if (fuse_off & (1u << i)) sites += fmt::format(", {} unfused", kSiteNames[i]);
+  }
+  return fmt::format("{}, {}{}{}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
                      kPdl[pdl < 0 || pdl > 2 ? 0 : pdl], prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "",
                      rope        ? ", RoPE in qkv"
                      : qkv_fused ? ", qkv fused"
-                                 : "");
+                                 : "",
+                     sites);
 }
 
 std::vector<StepVariant> step_variants(bool pdl_capable) {
@@ -56,6 +77,17 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   // Every site (gate_up's fused kernel: no norm or activation kernel) with RoPE in qkv, without
   // the gate_up prefetch that ran in every earlier every-site variant.
   for (int prefetch : {1, 3}) v.push_back({true, early, prefetch, true, true});
+  // Per site, both ways, around the RoPE variant (kept by the H100 run of 17:32).
+  for (unsigned on : {kSiteGateUp, kSiteDown, kSiteLmHead, kSiteGateUp | kSiteDown}) {
+    StepVariant r{true, early, 0, false, true};
+    r.fuse_on = on;
+    v.push_back(r);
+  }
+  for (unsigned off : {kSiteGateUp, kSiteDown, kSiteLmHead}) {
+    StepVariant r{true, early, 0, false, true};
+    r.fuse_off = off;
+    v.push_back(r);
+  }
   return v;
 }
 

@@ -31,6 +31,11 @@ struct FusionChoice {
 // next weights into the L2 while RoPE and attention leave the memory idle. Their effects depend
 // on each other and on the neighbouring kernels, so the engine captures one graph per variant
 // and times whole steps (with TunableOp on).
+// Projection sites as bits of StepVariant::fuse_on / fuse_off.
+inline constexpr unsigned kSiteQkv = 1, kSiteO = 2, kSiteGateUp = 4, kSiteDown = 8, kSiteLmHead = 16;
+// The bit of a projection named `name` ("qkv", "o", "gate_up", "down", "lm_head"; 0 otherwise).
+unsigned site_bit(const char* name);
+
 struct StepVariant {
   bool fused = true;
   int pdl = 1;  // 0 off, 1 early trigger, 2 late trigger (FusedLinearOperands::pdl)
@@ -49,6 +54,11 @@ struct StepVariant {
   // qkv runs fused as with `rope`, RoPE in rope_kv's kernel: what the fused qkv costs or saves in
   // the step, apart from RoPE's move (a variant to compare, rarely the fastest).
   bool qkv_fused = false;
+  // Sites (kSite* bits) forced fused (where their fused kernel ran) or unfused (with kAuto
+  // fusion only; kOn keeps every site fused), whatever their isolated timing chose: the isolated
+  // times of gate_up, down and lm_head are near ties that flip from run to run (and shapes
+  // differ run to run), while the step's graph replay tells which way pays there.
+  unsigned fuse_on = 0, fuse_off = 0;
   std::string name() const;
 };
 
@@ -59,7 +69,9 @@ struct StepVariant {
 // with PDL early: RoPE in qkv with prefetch 0, 1, 3, qkv fused with prefetch 3, fused with
 // prefetch 3, and every site with RoPE in qkv and prefetch 1, 3; --step-variant indexes this list
 // (sm_90: 9 = fused, PDL early, L2 prefetch 2; 11 = the same at every site; 13 = with RoPE in
-// qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site).
+// qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site), then
+// fused, PDL early, RoPE in qkv with gate_up, down, lm_head, gate_up and down forced fused (23-26)
+// and gate_up, down, lm_head forced unfused (27-29).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {
