@@ -341,23 +341,25 @@ TEST(LlmCuda, PagedCacheEqualsStatic) {
 }
 
 // RoPE and the KV-cache write in the qkv projection's epilogue (the "RoPE in qkv" step
-// variants), fp32 and bf16, static and paged caches: the tokens and logits (bit for bit: both
-// rotate through rope_rotate) of the same engine with rope_kv's kernel, over two generations
-// (pages come back shuffled) of a ragged batch. (The fp32 logits of the first version's kernels were one
-// ulp apart: nvcc contracted the rotation into different FMAs in the two kernels.)
+// variants), Gemma's and Llama's tiny shapes, fp32 and bf16, static and paged caches: the tokens
+// and logits (bit for bit: both rotate through rope_rotate) of the same engine with rope_kv's
+// kernel, over two generations (pages come back shuffled) of a ragged batch. (The fp32 logits of
+// the first version's kernels were one ulp apart: nvcc contracted the rotation into different
+// FMAs in the two kernels.)
 TEST(LlmCuda, RopeInQkvEqualsRopeKv) {
   // cuda::step_variants on sm_90: 9 = fused, PDL early, L2 prefetch 2; 13 = the same, RoPE in qkv.
   const int rope = 13, plain = 9;
-  for (int run = 0; run < 4; ++run) {
+  for (int run = 0; run < 8; ++run) {  // Gemma's MQA, head_dim 256 / Llama's (tiny: GQA)
+    const std::string preset = run < 4 ? "tiny-gemma" : "tiny";
     const int page = run % 2 ? 16 : 0;
-    const DType dt = run < 2 ? DType::kF32 : DType::kBF16;
-    SCOPED_TRACE(std::string(page ? "paged, " : "static, ") + (dt == DType::kF32 ? "fp32" : "bf16"));
+    const DType dt = run % 4 < 2 ? DType::kF32 : DType::kBF16;
+    SCOPED_TRACE(preset + (page ? ", paged, " : ", static, ") + (dt == DType::kF32 ? "fp32" : "bf16"));
     const EngineOptions base = opts(dt, 3, 8, true, kFused);
     EngineOptions with = page ? paged(base, page) : base, without = with;
     with.step_variant = rope;
     without.step_variant = plain;
-    MAKE_GPU_ENGINE(a, builtin("tiny-gemma"), 2, with);
-    MAKE_GPU_ENGINE(b, builtin("tiny-gemma"), 2, without);
+    MAKE_GPU_ENGINE(a, builtin(preset), 2, with);
+    MAKE_GPU_ENGINE(b, builtin(preset), 2, without);
     for (const auto& prompts : std::vector<std::vector<std::vector<int32_t>>>{
              {kPrompt, {3, 4, 5}, {9}},
              {{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, {1}, kPrompt}}) {
