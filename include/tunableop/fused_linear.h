@@ -88,6 +88,10 @@ struct FusedLinearRope {
   const int32_t* block_table = nullptr;  // paged cache: [seq][pages_per_seq]
   int64_t page_size = 0, pages_per_seq = 0;
   const int32_t* seq_lens = nullptr;  // paged cache: [seq]
+  // CUDA: the fused GEMV's shape for this call (rows per unit, a multiple of 2, and k split; 0:
+  // the plan's tuned shape, rows 1 run as 2). A step-level choice (the LLM engine times whole
+  // decode steps with each); a shape the kernel does not offer is unsupported.
+  int rows = 0, k_split = 0;
 };
 
 struct FusedLinearOperands {

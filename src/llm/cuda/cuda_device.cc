@@ -194,6 +194,8 @@ class CudaKernels final : public DeviceKernels {
     rope.page_size = r.page_size;
     rope.pages_per_seq = r.pages_per_seq;
     rope.seq_lens = r.seq_lens;
+    rope.rows = variant_.rope_rows;
+    rope.k_split = variant_.rope_k_split;
     FusedLinearOperands o = fused_operands(q);
     o.rope = &rope;
     Status st = plan.run(o);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 #include <string_view>
+#include <utility>
 
 #include "cuda_common/cuda_check.h"
 #include "llm/cuda/kernels.h"
@@ -52,12 +53,12 @@ std::string StepVariant::name() const {
   for (unsigned i = 0; i < std::size(kSiteNames); ++i) {
     if (fuse_off & (1u << i)) sites += fmt::format(", {} unfused", kSiteNames[i]);
   }
-  return fmt::format("{}, {}{}{}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
+  return fmt::format("{}, {}{}{}{}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
                      kPdl[pdl < 0 || pdl > 2 ? 0 : pdl], prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "",
                      rope        ? ", RoPE in qkv"
                      : qkv_fused ? ", qkv fused"
                                  : "",
-                     sites);
+                     rope && rope_rows ? fmt::format(" (r{} sk{})", rope_rows, rope_k_split) : "", sites);
 }
 
 std::vector<StepVariant> step_variants(bool pdl_capable) {
@@ -86,6 +87,11 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   for (unsigned off : {kSiteGateUp, kSiteDown, kSiteLmHead}) {
     StepVariant r{true, early, 0, false, true};
     r.fuse_off = off;
+    v.push_back(r);
+  }
+  for (auto [rows, split] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 1}}) {
+    StepVariant r{true, early, 0, false, true};
+    r.rope_rows = rows, r.rope_k_split = split;
     v.push_back(r);
   }
   return v;

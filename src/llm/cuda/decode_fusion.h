@@ -59,6 +59,10 @@ struct StepVariant {
   // times of gate_up, down and lm_head are near ties that flip from run to run (and shapes
   // differ run to run), while the step's graph replay tells which way pays there.
   unsigned fuse_on = 0, fuse_off = 0;
+  // With `rope`: the qkv kernel's shape (FusedLinearRope::rows, k_split; 0: the tuned kStore
+  // shape's). Gemma-2B's 2560 qkv rows make 160 blocks of the tuned r2 sk1 on 132 SMs; more k
+  // split, more blocks.
+  int rope_rows = 0, rope_k_split = 0;
   std::string name() const;
 };
 
@@ -71,7 +75,8 @@ struct StepVariant {
 // (sm_90: 9 = fused, PDL early, L2 prefetch 2; 11 = the same at every site; 13 = with RoPE in
 // qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site), then
 // fused, PDL early, RoPE in qkv with gate_up, down, lm_head, gate_up and down forced fused (23-26)
-// and gate_up, down, lm_head forced unfused (27-29).
+// and gate_up, down, lm_head forced unfused (27-29), then RoPE in qkv with the qkv shapes r2 sk2,
+// r2 sk4, r4 sk1 (30-32).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {

@@ -97,7 +97,7 @@ Status run_shape(FusedGemvShape s, const FusedLinearParams& p, const FusedLinear
     a.rope.page_size = r.page_size;
     a.rope.pages_per_seq = r.pages_per_seq;
     a.rope.seq_lens = r.seq_lens;
-    s = rope_shape(s);
+    s = r.rows > 0 ? FusedGemvShape{r.rows, r.k_split} : rope_shape(s);
   }
   if (a.out_kind == GemvOut::kArgmax) {
     auto keys = argmax_scratch(o.stream);
