@@ -113,6 +113,10 @@ struct FusedLinearOperands {
   // kStore with a normalised input only: RoPE and the KV-cache write in the epilogue (see
   // FusedLinearRope); null: plain kStore. Tuning runs without it.
   const FusedLinearRope* rope = nullptr;
+  // CUDA: the fused GEMV's shape for this call (rows per unit, k split), not the plan's tuned
+  // one (0: the plan's): a step-level choice (the LLM engine times whole decode steps with each).
+  // A shape the kernel does not offer for the output is unsupported. Tuning runs without it.
+  int rows = 0, k_split = 0;
   // As GemmOperands: given while tuning, null in ordinary dispatch.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

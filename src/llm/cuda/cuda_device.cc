@@ -269,11 +269,19 @@ class CudaKernels final : public DeviceKernels {
       pending_qkv_ = p;  // rope_kv runs it, with RoPE and the cache write in its epilogue
       return Status::ok();
     }
-    const bool fused =
-        !off && (choice->best.fused || qkv || ((variant_.every_site || (variant_.fuse_on & bit)) && fused_ran()));
+    const bool shaped = (variant_.shape_sites & bit) && fused_ran();
+    const bool fused = !off && (choice->best.fused || qkv || shaped ||
+                                ((variant_.every_site || (variant_.fuse_on & bit)) && fused_ran()));
     if (!fused) return DeviceKernels::project(p, linear);
     const FusedLinearPlan& plan = plans_.at(site);
-    TUNABLEOP_RETURN_IF_ERROR(plan.run(fused_operands(p)));
+    FusedLinearOperands o = fused_operands(p);
+    if (shaped) o.rows = variant_.shape_rows, o.k_split = variant_.shape_k_split;
+    Status st = plan.run(o);
+    if (!st.is_ok() && shaped) {  // a shape not offered here: the tuned one
+      o.rows = o.k_split = 0;
+      st = plan.run(o);
+    }
+    TUNABLEOP_RETURN_IF_ERROR(st);
     if (profiling()) mark(p.name, ("fused:" + plan.solution()).c_str(), p.weight_bytes(esize_), true);
     return Status::ok();
   }

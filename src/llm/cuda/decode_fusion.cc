@@ -53,6 +53,9 @@ std::string StepVariant::name() const {
   for (unsigned i = 0; i < std::size(kSiteNames); ++i) {
     if (fuse_off & (1u << i)) sites += fmt::format(", {} unfused", kSiteNames[i]);
   }
+  for (unsigned i = 0; i < std::size(kSiteNames); ++i) {
+    if (shape_sites & (1u << i)) sites += fmt::format(", {} r{} sk{}", kSiteNames[i], shape_rows, shape_k_split);
+  }
   return fmt::format("{}, {}{}{}{}{}", fused ? (every_site ? "fused at every site" : "fused") : "unfused",
                      kPdl[pdl < 0 || pdl > 2 ? 0 : pdl], prefetch ? fmt::format(", L2 prefetch {}", prefetch) : "",
                      rope        ? ", RoPE in qkv"
@@ -92,6 +95,12 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   for (auto [rows, split] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 1}}) {
     StepVariant r{true, early, 0, false, true};
     r.rope_rows = rows, r.rope_k_split = split;
+    v.push_back(r);
+  }
+  for (auto [rows, split] : {std::pair{2, 2}, std::pair{2, 1}, std::pair{4, 1}, std::pair{1, 4}, std::pair{1, 8}}) {
+    StepVariant r{true, early, 0, false, true};
+    r.shape_sites = kSiteDown;
+    r.shape_rows = rows, r.shape_k_split = split;
     v.push_back(r);
   }
   return v;

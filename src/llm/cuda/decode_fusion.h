@@ -63,6 +63,11 @@ struct StepVariant {
   // shape's). Gemma-2B's 2560 qkv rows make 160 blocks of the tuned r2 sk1 on 132 SMs; more k
   // split, more blocks.
   int rope_rows = 0, rope_k_split = 0;
+  // The sites (kSite* bits) run fused with this shape (FusedLinearOperands::rows, k_split), not
+  // their tuned one: the op's isolated tuning picks among near ties (down: r2 sk2 in one run,
+  // r1 sk4 and r1 sk2 in the next two, each then slower than cuBLAS + the residual kernel).
+  unsigned shape_sites = 0;
+  int shape_rows = 0, shape_k_split = 0;
   std::string name() const;
 };
 
@@ -76,7 +81,8 @@ struct StepVariant {
 // qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site), then
 // fused, PDL early, RoPE in qkv with gate_up, down, lm_head, gate_up and down forced fused (23-26)
 // and gate_up, down, lm_head forced unfused (27-29), then RoPE in qkv with the qkv shapes r2 sk2,
-// r2 sk4, r4 sk1 (30-32).
+// r2 sk4, r4 sk1 (30-32), then RoPE in qkv with down fused in the shapes r2 sk2, r2 sk1, r4 sk1,
+// r1 sk4, r1 sk8 (33-37).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {

@@ -60,6 +60,7 @@ FusedGemvShape rope_shape(FusedGemvShape s) {
 }
 
 Status run_shape(FusedGemvShape s, const FusedLinearParams& p, const FusedLinearOperands& o) {
+  if (o.rows > 0) s = FusedGemvShape{o.rows, o.k_split};  // the caller's shape for this call
   FusedGemvArgs a;
   a.e = p.dtype == DType::kF32 ? Elem::kF32 : Elem::kBF16;
   a.in_kind = p.norm() ? GemvIn::kNorm : GemvIn::kInput;
