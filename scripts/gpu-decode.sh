@@ -219,10 +219,10 @@ for m in $MODELS; do
 done
 echo "== kernels chosen by measurement (fused projections, step variants, decode attention)"
 grep -h -E "^  (qkv|o|gate_up|down|lm_head) .* n[0-9]+: |decode attention" "$LOGS"/*_after_b*.txt 2>/dev/null | sort -u
-echo "== step variants timed (graph replay us; the kept one first)"
+echo "== step variants timed (graph replay us; the kept one first; *: re-timed among the finalists)"
 for f in "$LOGS"/*_after_b*.txt; do
   [ -f "$f" ] || continue
-  grep -h -E "decode step, batch" "$f" | sed "s|^ *|-- $(basename "$f" .txt): |; s/: \([^:(]*\) (\([0-9.]*\) us; /:\n     \1 \2 (kept)\n     /; s/; /\n     /g; s/)$//"
+  grep -h -E "decode step, batch" "$f" | sed "s|^ *|-- $(basename "$f" .txt): |; s/: \([^:(]*\) (\([0-9.]*\) us\(\**\); /:\n     \1 \2\3 (kept)\n     /; s/; /\n     /g; s/)$//"
 done
 if [ -f "$LOGS/attention_lab.txt" ]; then
   echo "== attention_lab, short caches (ms per call, back to back; the 3 fastest and the best of each family per shape)"

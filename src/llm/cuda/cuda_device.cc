@@ -712,13 +712,30 @@ class CudaKernels final : public DeviceKernels {
     std::vector<double> us;
     TUNABLEOP_RETURN_IF_ERROR(
         cuda::DecodeFusion::time_candidates(runs, 7, scratch_.as<char>() + 16, 16, flush_sink(), stream_.get(), &us));
-    size_t best = 0;
-    std::vector<std::pair<cuda::StepVariant, double>> timed;
-    for (size_t i = 0; i < ok.size(); ++i) {
-      timed.emplace_back(ok[i], us[i]);
-      if (us[i] < us[best]) best = i;
+    // Second pass: the fastest few again, more runs each. The minimum of ~40 noisy medians is
+    // biased low (on the H100, identical configurations spread over ~10 us of a ~1940 us step),
+    // so the first pass only shortlists.
+    std::vector<size_t> order(ok.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const size_t finalists = std::min<size_t>(6, order.size());
+    std::partial_sort(order.begin(), order.begin() + finalists, order.end(),
+                      [&us](size_t a, size_t b) { return us[a] < us[b]; });
+    size_t best = order[0];
+    std::vector<bool> again(ok.size(), false);
+    if (finalists > 1) {
+      std::vector<std::function<Status()>> finals;
+      for (size_t i = 0; i < finalists; ++i) finals.push_back(runs[order[i]]);
+      std::vector<double> us2;
+      TUNABLEOP_RETURN_IF_ERROR(cuda::DecodeFusion::time_candidates(finals, 15, scratch_.as<char>() + 16, 16,
+                                                                    flush_sink(), stream_.get(), &us2));
+      for (size_t i = 0; i < finalists; ++i) us[order[i]] = us2[i], again[order[i]] = true;
+      for (size_t i = 1; i < finalists; ++i) {
+        if (us[order[i]] < us[best]) best = order[i];
+      }
     }
-    fusion_.set_step(key.first, timed, best);
+    std::vector<std::pair<cuda::StepVariant, double>> timed;
+    for (size_t i = 0; i < ok.size(); ++i) timed.emplace_back(ok[i], us[i]);
+    fusion_.set_step(key.first, timed, best, again);
     variant_ = ok[best];
     graphs_[key] = std::move(graphs[best]);
     return Status::ok();

@@ -106,11 +106,13 @@ std::vector<StepVariant> step_variants(bool pdl_capable) {
   return v;
 }
 
-void DecodeFusion::set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best) {
-  std::string s =
-      fmt::format("decode step, batch {}: {} ({:.1f} us;", batch, timed[best].first.name(), timed[best].second);
+void DecodeFusion::set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best,
+                            const std::vector<bool>& retimed) {
+  auto mark = [&retimed](size_t i) { return i < retimed.size() && retimed[i] ? "*" : ""; };
+  std::string s = fmt::format("decode step, batch {}: {} ({:.1f} us{};", batch, timed[best].first.name(),
+                              timed[best].second, mark(best));
   for (size_t i = 0; i < timed.size(); ++i) {
-    if (i != best) s += fmt::format(" {} {:.1f};", timed[i].first.name(), timed[i].second);
+    if (i != best) s += fmt::format(" {} {:.1f}{};", timed[i].first.name(), timed[i].second, mark(i));
   }
   s.back() = ')';
   steps_.push_back(std::move(s));

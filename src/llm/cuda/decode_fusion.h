@@ -92,7 +92,9 @@ class DecodeFusion {
   const FusionChoice& set(const std::string& site, FusionChoice choice);
   // One line per site: the choice and the runner-up times; then the step variants timed.
   std::string report() const;
-  void set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best);
+  // `retimed`: the variants timed again in the second pass (their times are that pass's; "*").
+  void set_step(int64_t batch, const std::vector<std::pair<StepVariant, double>>& timed, size_t best,
+                const std::vector<bool>& retimed = {});
 
   // Times each of `runs` (each queues one candidate on `stream`) `reps` times, the candidates
   // interleaved, each run after a read of `flush_bytes` of `flush` that evicts the L2 (decode
