@@ -235,7 +235,7 @@ TEST(LlmCuda, EveryStepVariantReplaysTheEagerStep) {
     want_tokens[fused] = g->tokens;
     ASSERT_TRUE(eager.engine->last_logits(&want[fused]).is_ok());
   }
-  for (int v = 0; v < 38; ++v) {  // every variant on sm_90 (cuda::step_variants)
+  for (int v = 0; v < 34; ++v) {  // every variant on sm_90 (cuda::step_variants)
     for (int fused = 0; fused < 2; ++fused) {
       EngineOptions o = opts(DType::kBF16, 2, 8, true, fused ? kFused : kUnfused);
       o.step_variant = v;

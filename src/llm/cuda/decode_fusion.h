@@ -81,8 +81,7 @@ struct StepVariant {
 // qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site), then
 // fused, PDL early, RoPE in qkv with gate_up, down, lm_head, gate_up and down forced fused (23-26)
 // and gate_up, down, lm_head forced unfused (27-29), then RoPE in qkv with the qkv shapes r2 sk2,
-// r2 sk4, r4 sk1 (30-32), then RoPE in qkv with down fused in the shapes r2 sk2, r2 sk1, r4 sk1,
-// r1 sk4, r1 sk8 (33-37).
+// r2 sk4 (30, 31), then RoPE in qkv with down fused in the shapes r2 sk2, r1 sk4 (32, 33).
 std::vector<StepVariant> step_variants(bool pdl_capable);
 
 class DecodeFusion {
