@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "cuda_common/cuda_check.h"
@@ -414,14 +415,15 @@ class CudaKernels final : public DeviceKernels {
   // step of a key runs as run_decode_step (eager, choosing and capturing its graph) followed by
   // `advance` alone; the graph of both is captured then, for the next steps.
   Status run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
-                               const std::function<Status()>& advance) override {
+                               const std::function<Status()>& advance, int slot) override {
     const bool enabled = ctx_.config().snapshot().enabled;
     const std::pair<int64_t, bool> key{batch, enabled};
+    const std::tuple<int64_t, bool, int> ahead_key{batch, enabled, slot};  // advance writes the slot's host tokens
     const uint64_t results = enabled ? ctx_.results().version() : 0;
-    if (auto it = ahead_graphs_.find(key); it != ahead_graphs_.end() && it->second.results != results) {
+    if (auto it = ahead_graphs_.find(ahead_key); it != ahead_graphs_.end() && it->second.results != results) {
       ahead_graphs_.erase(it);
     }
-    if (auto it = ahead_graphs_.find(key); it != ahead_graphs_.end()) {
+    if (auto it = ahead_graphs_.find(ahead_key); it != ahead_graphs_.end()) {
       TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
       linear.add_calls(it->second.calls, 1);
       linear.add_attention_calls(it->second.attention_calls, 1);
@@ -442,12 +444,13 @@ class CudaKernels final : public DeviceKernels {
       ctx_.log().warn("llm: the decode loop's step runs without a CUDA graph: " + g.status().to_string());
       return Status::ok();
     }
-    ahead_graphs_[key] = std::move(g.value());
+    ahead_graphs_[ahead_key] = std::move(g.value());
     return Status::ok();
   }
 
-  Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch) override {
-    TUNABLEOP_CUDA_TRY(cuda::advance_decode(next, ids, positions, lens, batch, stream_.get(), launch_pdl()));
+  Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
+                        int32_t* host_next) override {
+    TUNABLEOP_CUDA_TRY(cuda::advance_decode(next, ids, positions, lens, batch, host_next, stream_.get(), launch_pdl()));
     return Status::ok();
   }
 
@@ -455,7 +458,7 @@ class CudaKernels final : public DeviceKernels {
     if (slot < 0 || slot >= int(std::size(download_events_))) return Status::invalid_argument("download_async: slot");
     cudaEvent_t& e = download_events_[slot];
     if (!e) TUNABLEOP_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    if (bytes) TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
     TUNABLEOP_CUDA_TRY(cudaEventRecord(e, stream_.get()));
     return Status::ok();
   }
@@ -892,8 +895,8 @@ class CudaKernels final : public DeviceKernels {
   std::vector<LayerBuffers> layers_;
   DeviceWeights view_;
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
-  std::map<std::pair<int64_t, bool>, Graph> ahead_graphs_;  // run_decode_step_ahead's: the step + advance
-  cudaEvent_t download_events_[4] = {};                     // download_async's ring
+  std::map<std::tuple<int64_t, bool, int>, Graph> ahead_graphs_;  // run_decode_step_ahead's: step + advance, per slot
+  cudaEvent_t download_events_[4] = {};                           // download_async's ring
   bool pdl_capable_ = false, timing_ = false;
   cuda::StepVariant variant_;              // how decode steps are built now (see choose_step_variant)
   std::optional<Projection> pending_qkv_;  // variant_.rope: qkv, run by the rope_kv after it

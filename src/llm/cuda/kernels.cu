@@ -521,18 +521,19 @@ cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int3
 }
 
 __global__ void advance_decode_kernel(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens,
-                                      int64_t batch) {
+                                      int64_t batch, int32_t* host_next) {
   pdl_enter();
   for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
     ids[b] = next[b];
+    if (host_next) host_next[b] = next[b];
     positions[b] += 1;
     lens[b] += 1;
   }
 }
 
 cudaError_t advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
-                           cudaStream_t s, bool pdl) {
-  return launch(advance_decode_kernel, dim3(1), dim3(128), 0, s, pdl, next, ids, positions, lens, batch);
+                           int32_t* host_next, cudaStream_t s, bool pdl) {
+  return launch(advance_decode_kernel, dim3(1), dim3(128), 0, s, pdl, next, ids, positions, lens, batch, host_next);
 }
 
 cudaError_t spin(int64_t ns, cudaStream_t s) {
