@@ -78,7 +78,8 @@ struct StepVariant {
 // with PDL early: RoPE in qkv with prefetch 0, 1, 3, qkv fused with prefetch 3, fused with
 // prefetch 3, and every site with RoPE in qkv and prefetch 1, 3; --step-variant indexes this list
 // (sm_90: 9 = fused, PDL early, L2 prefetch 2; 11 = the same at every site; 13 = with RoPE in
-// qkv; 15 = with qkv fused; 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site), then
+// qkv; 15 = with qkv fused; 16 = RoPE in qkv, no prefetch, the one the H100 runs kept most;
+// 18 = RoPE in qkv, L2 prefetch 3; 22 = the same at every site), then
 // fused, PDL early, RoPE in qkv with gate_up, down, lm_head, gate_up and down forced fused (23-26)
 // and gate_up, down, lm_head forced unfused (27-29), then RoPE in qkv with the qkv shapes r2 sk2,
 // r2 sk4 (30, 31), then RoPE in qkv with down fused in the shapes r2 sk2, r1 sk4 (32, 33).
