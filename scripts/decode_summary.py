@@ -3,7 +3,8 @@
 
   python3 scripts/decode_summary.py LOGS_DIR
 
-LOGS_DIR holds <model>_<before|after>_b<batch>.txt (`tunableop llm` outputs) and
+LOGS_DIR holds <model>_<before|after|v<N>>_b<batch>.txt (`tunableop llm` outputs; v<N>: step
+variant N forced) and
 hf_<model>_<compiled|eager>.txt (bench/interpose/hf_gemma_generate.py). Per engine run: TPOT,
 tokens/s per sequence and in total, decode weight GB/s, its share of the copy ceiling measured
 in the same run, the decode attention span of the profiled step and the solution the attention
@@ -51,8 +52,10 @@ def main():
     print("| model | run | batch | TPOT ms | tok/s per seq | tok/s total | decode GB/s | % of copy ceiling "
           "| attention us/step (profile) | decode attention | step kept (graph replay us) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    forced = sorted({f.split("_")[1] for f in os.listdir(logs) if re.match(r"[\w.-]+_v\d+_b1\.txt$", f)},
+                    key=lambda v: int(v[1:]))  # step variants forced (DECODE_VARIANTS)
     for model in MODELS:
-        for run in ["before", "after"]:
+        for run in ["before", "after"] + forced:
             for b in BATCHES:
                 path = os.path.join(logs, f"{model}_{run}_b{b}.txt")
                 if not os.path.exists(path):

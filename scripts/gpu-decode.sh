@@ -22,6 +22,14 @@
 #   DECODE_HF=0                                # no Hugging Face runs
 #   DECODE_TESTS=0                             # no tests (and their targets not built)
 #   DECODE_TESTS=llm                           # only the engine's (test_llm_cuda)
+#   DECODE_TESTS=rope                          # the fused kernel's RoPE epilogue (fp64 and bit
+#                                              # for bit) and support rules, the engine's RoPE in
+#                                              # qkv vs rope_kv, every step variant's graph, the
+#                                              # CPU engine and HF fixtures (rope_store's arithmetic),
+#                                              # the device decode loop (advance_decode with PDL)
+#   DECODE_VARIANTS="9 13"                     # after each model's "after" run at batch 1, one
+#                                              # more per step variant forced (--step-variant N,
+#                                              # log <model>_v<N>_b1.txt: its TPOT and profile)
 #   DECODE_BATCHES="4 16"                      # the batch sizes of step 5 (default "4 16")
 #   DECODE_BUDGET=510                          # seconds from the start; later steps skipped past it
 #   DECODE_DRY=1                               # no GPU: print the commands instead of running them
@@ -84,6 +92,9 @@ targets="tunableop_cli"
 TESTS=${DECODE_TESTS:-1}
 tests="backends/cuda/fused_linear/test_cuda_fused_linear:60 llm/test_llm_cuda:170"
 [ "$TESTS" = llm ] && tests="llm/test_llm_cuda:170"
+# prog:seconds[:gtest filter]
+[ "$TESTS" = rope ] && tests="backends/cuda/fused_linear/test_cuda_fused_linear:40:FusedGemv.Rope*:FusedGemv.SupportRules \
+llm/test_llm_cuda:60:LlmCuda.RopeInQkv*:LlmCuda.EveryStepVariant*:LlmCuda.Fp32MatchesCpuEngine:LlmCuda.MatchesTransformersFixtures:LlmCuda.DeviceDecodeLoop*"
 [ "$TESTS" = 0 ] && tests=""
 for t in $tests; do targets="$targets $(basename "${t%%:*}")"; done
 ATTN=${DECODE_ATTN:-0}
@@ -104,11 +115,12 @@ stamp "built"
 
 if [ -n "$tests" ]; then
   for t in $tests; do
-    prog=${t%%:*} want=${t##*:} name=$(basename "${t%%:*}")
+    prog=${t%%:*} rest=${t#*:}
+    want=${rest%%:*} filter=${rest#"$want"} filter=${filter#:} name=$(basename "$prog")
     secs=$(left "$want")
     if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; continue; fi
     stamp "test $name"
-    TUNABLEOP_SOURCE_DIR="$ROOT" go "$secs" "$BUILD/tests/$prog" >"$LOGS/$name.log" 2>&1
+    TUNABLEOP_SOURCE_DIR="$ROOT" go "$secs" "$BUILD/tests/$prog" ${filter:+--gtest_filter=$filter} >"$LOGS/$name.log" 2>&1
     rc=$?
     echo "$name: exit $rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$name.log" | tr '\n' ' ')"
     grep -E "^\[  FAILED|Failure|error:" "$LOGS/$name.log" | head -12
@@ -155,6 +167,9 @@ after=()
 for m in $MODELS; do
   [ "${DECODE_BEFORE:-1}" = 1 ] && run "${m}_before_b1" 90 --model "builtin:$m" "${common[@]}" "${before[@]}"
   run "${m}_after_b1" 90 --model "builtin:$m" "${common[@]}" "${after[@]}"
+  for v in ${DECODE_VARIANTS:-}; do
+    run "${m}_v${v}_b1" 60 --model "builtin:$m" "${common[@]}" "${after[@]}" --step-variant "$v"
+  done
   if [ "$ATTN" = 1 ] && [ "$m" = gemma-2b ]; then  # every attention candidate on short caches, timed
     secs=$(left 40)
     if [ "$secs" = 0 ]; then echo "gpu-decode: attention_lab skipped (budget)"; else
@@ -195,7 +210,7 @@ rm -f "$OUT"/results_*.csv.stats
 stamp "done"
 echo "== decode step breakdowns, batch 1 (before: unfused, no PDL; after: fused + PDL, chosen by measurement)"
 for m in $MODELS; do
-  for r in before after; do
+  for r in before after $(for v in ${DECODE_VARIANTS:-}; do echo "v$v"; done); do
     f="$LOGS/${m}_${r}_b1.txt"
     [ -f "$f" ] || continue
     echo "-- $m $r"
@@ -203,7 +218,12 @@ for m in $MODELS; do
   done
 done
 echo "== kernels chosen by measurement (fused projections, step variants, decode attention)"
-grep -h -E "decode step, batch|decode attention" "$LOGS"/*_b*.txt 2>/dev/null | cut -c1-300 | sort -u
+grep -h -E "^  (qkv|o|gate_up|down|lm_head) .* n[0-9]+: |decode attention" "$LOGS"/*_after_b*.txt 2>/dev/null | sort -u
+echo "== step variants timed (graph replay us; the kept one first; *: re-timed among the finalists)"
+for f in "$LOGS"/*_after_b*.txt; do
+  [ -f "$f" ] || continue
+  grep -h -E "decode step, batch" "$f" | sed "s|^ *|-- $(basename "$f" .txt): |; s/: \([^:(]*\) (\([0-9.]*\) us\(\**\); /:\n     \1 \2\3 (kept)\n     /; s/; /\n     /g; s/)$//"
+done
 if [ -f "$LOGS/attention_lab.txt" ]; then
   echo "== attention_lab, short caches (ms per call, back to back; the 3 fastest and the best of each family per shape)"
   python3 - "$LOGS/lab_short.csv" <<'PY' 2>/dev/null || tail -30 "$LOGS/attention_lab.txt"

@@ -65,6 +65,35 @@ std::string fused_linear_op_signature(const FusedLinearParams& p);
 std::string fused_linear_params_signature(const FusedLinearParams& p);
 StatusOr<FusedLinearParams> parse_fused_linear_signature(const std::string& op, const std::string& params);
 
+// An extension of the kStore output with a normalised input, given through the operands (not
+// part of the problem: the kStore problem is tuned and checked as it is, and its candidates run
+// this epilogue in the same shape): y is the fused qkv rows [tokens, (n_heads + 2 n_kv_heads) x
+// head_dim] (out must equal that width); rotate-half RoPE is applied to its q and k heads at
+// positions[t] (pairs i, i + head_dim/2 of a head: y = E(E(a) cos - E(b) sin), E(E(b) cos +
+// E(a) sin), fp32 cos/sin tables [position][head_dim/2]), v is stored as is, and each token's k
+// (rotated) and v heads are also written into the layer's KV cache at (seqs[t], positions[t]):
+// static [seq][kv_head][max_seq][head_dim], or paged (block_table non-null) pools
+// [page][kv_head][page_size][head_dim] through block_table [seq][pages_per_seq], nothing stored
+// for a position at or past its sequence's length (seq_lens). The bits of kStore followed by
+// the LLM engine's rope_store kernel. All pointers are device memory.
+struct FusedLinearRope {
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const int32_t* seqs = nullptr;       // [tokens]
+  const int32_t* positions = nullptr;  // [tokens]
+  const float* cos = nullptr;          // [max position + 1][head_dim / 2]
+  const float* sin = nullptr;
+  void* k_cache = nullptr;  // this layer's, E
+  void* v_cache = nullptr;
+  int64_t max_seq = 0;                   // static cache
+  const int32_t* block_table = nullptr;  // paged cache: [seq][pages_per_seq]
+  int64_t page_size = 0, pages_per_seq = 0;
+  const int32_t* seq_lens = nullptr;  // paged cache: [seq]
+  // CUDA: the fused GEMV's shape for this call (rows per unit, a multiple of 2, and k split; 0:
+  // the plan's tuned shape, rows 1 run as 2). A step-level choice (the LLM engine times whole
+  // decode steps with each); a shape the kernel does not offer is unsupported.
+  int rows = 0, k_split = 0;
+};
+
 struct FusedLinearOperands {
   const void* w = nullptr;      // [out, in]
   const void* input = nullptr;  // kPlain: [tokens, in]
@@ -81,6 +110,13 @@ struct FusedLinearOperands {
   int pdl = 0;
   const void* prefetch[2] = {nullptr, nullptr};
   int64_t prefetch_bytes[2] = {0, 0};
+  // kStore with a normalised input only: RoPE and the KV-cache write in the epilogue (see
+  // FusedLinearRope); null: plain kStore. Tuning runs without it.
+  const FusedLinearRope* rope = nullptr;
+  // CUDA: the fused GEMV's shape for this call (rows per unit, k split), not the plan's tuned
+  // one (0: the plan's): a step-level choice (the LLM engine times whole decode steps with each).
+  // A shape the kernel does not offer for the output is unsupported. Tuning runs without it.
+  int rows = 0, k_split = 0;
   // As GemmOperands: given while tuning, null in ordinary dispatch.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

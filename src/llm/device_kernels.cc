@@ -1,5 +1,6 @@
 #include "llm/device_kernels.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -93,7 +94,7 @@ Status DeviceKernels::after_row_parallel_linear(void* y, int64_t rows, int64_t w
 Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step) { return step(); }
 
 Status DeviceKernels::run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
-                                            const std::function<Status()>& advance) {
+                                            const std::function<Status()>& advance, int) {
   return run_decode_step(batch, linear, [&]() -> Status {
     TUNABLEOP_RETURN_IF_ERROR(step());
     return advance();
@@ -101,13 +102,14 @@ Status DeviceKernels::run_decode_step_ahead(int64_t batch, LinearOp& linear, con
 }
 
 Status DeviceKernels::advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens,
-                                     int64_t batch) {
+                                     int64_t batch, int32_t* host_next) {
   const size_t n = size_t(batch), bytes = n * sizeof(int32_t);
   std::vector<int32_t> tok(n), pos(n), len(n);
   TUNABLEOP_RETURN_IF_ERROR(download(tok.data(), next, bytes));
   TUNABLEOP_RETURN_IF_ERROR(download(pos.data(), positions, bytes));
   TUNABLEOP_RETURN_IF_ERROR(download(len.data(), lens, bytes));
   for (size_t b = 0; b < n; ++b) ++pos[b], ++len[b];
+  if (host_next) std::copy(tok.begin(), tok.end(), host_next);
   TUNABLEOP_RETURN_IF_ERROR(upload(ids, tok.data(), bytes));
   TUNABLEOP_RETURN_IF_ERROR(upload(positions, pos.data(), bytes));
   TUNABLEOP_RETURN_IF_ERROR(upload(lens, len.data(), bytes));
@@ -116,7 +118,7 @@ Status DeviceKernels::advance_decode(const int32_t* next, int32_t* ids, int32_t*
 }
 
 Status DeviceKernels::download_async(void* dst, const void* src, size_t bytes, int) {
-  return download(dst, src, bytes);
+  return bytes ? download(dst, src, bytes) : Status::ok();
 }
 
 Status DeviceKernels::wait_download(int) { return Status::ok(); }

@@ -180,17 +180,23 @@ class DeviceKernels {
   // --- Greedy decode with the next step queued before the previous token is read (issue 13).
   // The step as run_decode_step runs it, then `advance` (which readies the next step's inputs on
   // the device: advance_decode). The CUDA device captures the two as one graph per (batch,
-  // TunableOp on/off), next to run_decode_step's, with the step variant chosen for that one.
-  // Default: run_decode_step with `advance` appended to the step.
+  // TunableOp on/off, `slot`), next to run_decode_step's, with the step variant chosen for that
+  // one (`slot`: the caller's ring slot, 0..3, when `advance` differs by slot). Default:
+  // run_decode_step with `advance` appended to the step.
   virtual Status run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
-                                       const std::function<Status()>& advance);
+                                       const std::function<Status()>& advance, int slot = 0);
   // For b < batch: ids[b] = next[b], positions[b] += 1, lens[b] += 1 (device memory): the next
-  // decode step's inputs from this one's argmax, without the host. Default: through download and
-  // upload (devices whose copies are synchronous, like the CPU's).
-  virtual Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch);
+  // decode step's inputs from this one's argmax, without the host; and host_next[b] = next[b]
+  // where host_next is given (pinned host memory from alloc_host; CUDA: the kernel writes it, so
+  // no copy sits between two steps; read it once download_async(..., 0 bytes, slot)'s mark is
+  // reached). Default: through download and upload (devices whose copies are synchronous, like
+  // the CPU's).
+  virtual Status advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
+                                int32_t* host_next = nullptr);
   // A download queued behind the work before it, into `slot` (0..3) of the device's ring;
-  // wait_download(slot) waits for the last one queued there. dst must stay valid (pinned host
-  // memory from alloc_host on CUDA). Default: download (synchronous) and a no-op wait.
+  // wait_download(slot) waits for the last one queued there (0 bytes: nothing copied, only that
+  // mark). dst must stay valid (pinned host memory from alloc_host on CUDA). Default: download
+  // (synchronous) and a no-op wait.
   virtual Status download_async(void* dst, const void* src, size_t bytes, int slot);
   virtual Status wait_download(int slot);
 

@@ -243,13 +243,15 @@ class Model final : public Engine {
     int32_t* ids = dec_in_.as<int32_t>();
     int32_t* pos = ids + o_.max_batch;
     int32_t* lens = pos + o_.max_batch;
-    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step_ahead(
-        batch_, linear_, [&] { return forward(p, dec_); },
-        [&] { return dev_->advance_decode(next_.as<int32_t>(), ids, pos, lens, batch_); }));
+    // The step's tokens go to this slot of the host ring from advance_decode itself (no copy
+    // between two steps); download_async only marks the step's end for collect_ahead.
     const int slot = ahead_slot_;
     ahead_slot_ = (ahead_slot_ + 1) % kMaxAhead;
-    TUNABLEOP_RETURN_IF_ERROR(
-        dev_->download_async(ahead_host_.as<int32_t>() + slot * o_.max_batch, next_.get(), size_t(batch_) * 4, slot));
+    int32_t* host = ahead_host_.as<int32_t>() + slot * o_.max_batch;
+    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step_ahead(
+        batch_, linear_, [&] { return forward(p, dec_); },
+        [&] { return dev_->advance_decode(next_.as<int32_t>(), ids, pos, lens, batch_, host); }, slot));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->download_async(host, next_.get(), 0, slot));
     ahead_.push_back(slot);
     ahead_chain_ = true;
     return Status::ok();

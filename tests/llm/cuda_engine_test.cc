@@ -222,8 +222,9 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
   std::filesystem::remove_all(dir);
 }
 
-// Every step variant (fused or not, PDL off / early / late, L2 prefetch) computes what the eager
-// step of its kind computes, bit for bit: launch order and prefetches change no arithmetic.
+// Every step variant (fused or not, PDL off / early / late, L2 prefetch, RoPE in the qkv epilogue)
+// computes what the eager step of its kind computes, bit for bit: launch order and prefetches
+// change no arithmetic, and the fused RoPE rounds as rope_kv's kernel does.
 TEST(LlmCuda, EveryStepVariantReplaysTheEagerStep) {
   const std::vector<std::vector<int32_t>> prompts = {kPrompt, {3, 4, 5}};
   std::vector<float> want[2];
@@ -235,7 +236,7 @@ TEST(LlmCuda, EveryStepVariantReplaysTheEagerStep) {
     want_tokens[fused] = g->tokens;
     ASSERT_TRUE(eager.engine->last_logits(&want[fused]).is_ok());
   }
-  for (int v = 0; v < 13; ++v) {  // every variant on sm_90 (cuda::step_variants)
+  for (int v = 0; v < 34; ++v) {  // every variant on sm_90 (cuda::step_variants)
     for (int fused = 0; fused < 2; ++fused) {
       EngineOptions o = opts(DType::kBF16, 2, 8, true, fused ? kFused : kUnfused);
       o.step_variant = v;
@@ -337,6 +338,54 @@ TEST(LlmCuda, PagedCacheEqualsStatic) {
     const KvCacheStats s = pg.engine->kv_cache_stats();
     EXPECT_EQ(s.kind, KvCacheKind::kPaged);
     EXPECT_LT(s.peak_in_use, st.engine->kv_cache_stats().allocated);
+  }
+}
+
+// RoPE and the KV-cache write in the qkv projection's epilogue (the "RoPE in qkv" step
+// variants), Gemma's and Llama's tiny shapes, fp32 and bf16, static and paged caches: the tokens
+// and logits (bit for bit: both rotate through rope_rotate) of the same engine with rope_kv's
+// kernel, over two generations (pages come back shuffled) of a ragged batch. (The fp32 logits of
+// the first version's kernels were one ulp apart: nvcc contracted the rotation into different
+// FMAs in the two kernels.)
+TEST(LlmCuda, RopeInQkvEqualsRopeKv) {
+  // cuda::step_variants on sm_90: 9 = fused, PDL early, L2 prefetch 2; 13 = the same, RoPE in qkv.
+  const int rope = 13, plain = 9;
+  for (int run = 0; run < 8; ++run) {  // Gemma's MQA, head_dim 256 / Llama's (tiny: GQA)
+    const std::string preset = run < 4 ? "tiny-gemma" : "tiny";
+    const int page = run % 2 ? 16 : 0;
+    const DType dt = run % 4 < 2 ? DType::kF32 : DType::kBF16;
+    SCOPED_TRACE(preset + (page ? ", paged, " : ", static, ") + (dt == DType::kF32 ? "fp32" : "bf16"));
+    const EngineOptions base = opts(dt, 3, 8, true, kFused);
+    EngineOptions with = page ? paged(base, page) : base, without = with;
+    with.step_variant = rope;
+    without.step_variant = plain;
+    MAKE_GPU_ENGINE(a, builtin(preset), 2, with);
+    MAKE_GPU_ENGINE(b, builtin(preset), 2, without);
+    for (const auto& prompts : std::vector<std::vector<std::vector<int32_t>>>{
+             {kPrompt, {3, 4, 5}, {9}},
+             {{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, {1}, kPrompt}}) {
+      auto ga = generate(*a.engine, prompts, 20);
+      auto gb = generate(*b.engine, prompts, 20);
+      ASSERT_TRUE(ga.is_ok()) << ga.status().to_string();
+      ASSERT_TRUE(gb.is_ok()) << gb.status().to_string();
+      EXPECT_EQ(ga->tokens, gb->tokens);
+      std::vector<float> la, lb;
+      ASSERT_TRUE(a.engine->last_logits(&la).is_ok());
+      ASSERT_TRUE(b.engine->last_logits(&lb).is_ok());
+      EXPECT_EQ(la, lb);
+    }
+    EXPECT_NE(a.engine->device_name().find("PDL early, L2 prefetch 2, RoPE in qkv"), std::string::npos)
+        << a.engine->device_name();
+    EXPECT_EQ(b.engine->device_name().find("RoPE"), std::string::npos) << b.engine->device_name();
+    // The epilogue ran (no fallback to rope_kv's kernel): the profile has no rope_kv row.
+    for (int with_rope = 0; with_rope < 2; ++with_rope) {
+      auto prof = profile_decode_steps(with_rope ? *a.engine : *b.engine, {kPrompt, {3, 4, 5}, {9}}, 2, 1);
+      ASSERT_TRUE(prof.is_ok()) << prof.status().to_string();
+      std::string labels;
+      for (const auto& r : prof->rows) labels += r.label + ";";
+      EXPECT_EQ(labels.find("qkv.fused+rope:") != std::string::npos, with_rope == 1) << labels;
+      EXPECT_EQ(labels.find("rope_kv") == std::string::npos, with_rope == 1) << labels;
+    }
   }
 }
 

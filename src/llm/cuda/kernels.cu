@@ -14,6 +14,7 @@
 #include "cuda_common/elem.cuh"
 #include "cuda_common/gated_act.cuh"
 #include "cuda_common/pdl.cuh"
+#include "cuda_common/rope.cuh"
 #include "llm/cuda/kernels.h"
 #include "llm/random_hash.h"
 
@@ -23,6 +24,7 @@ namespace {
 
 using ::tunableop::cuda::from_f;
 using ::tunableop::cuda::launch;
+using ::tunableop::cuda::rope_rotate;
 using ::tunableop::cuda::to_f;
 
 // Every kernel of a decode step starts like this: wait for the previous kernel of the stream
@@ -181,11 +183,10 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   if (off < 0) return;  // a paged cache's padding row (past its sequence's length): no k or v stored
   E* dst = h < a.n_heads ? row + h * hd : kc + off;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float x0 = to_f(row[h * hd + i]), x1 = to_f(row[h * hd + i + half]);
-    const E y0 = from_f<E>(x0 * c[i] - x1 * s[i]);
-    const E y1 = from_f<E>(x1 * c[i] + x0 * s[i]);
-    dst[i] = y0;
-    dst[i + half] = y1;
+    float y0, y1;
+    rope_rotate(to_f(row[h * hd + i]), to_f(row[h * hd + i + half]), c[i], s[i], y0, y1);
+    dst[i] = from_f<E>(y0);
+    dst[i + half] = from_f<E>(y1);
   }
   if (h < a.n_heads) return;
   const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
@@ -213,9 +214,10 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   Pack<E, V> y0, y1;
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    const float f0 = to_f(x0.v[j]), f1 = to_f(x1.v[j]);
-    y0.v[j] = from_f<E>(f0 * c.v[j] - f1 * sn.v[j]);
-    y1.v[j] = from_f<E>(f1 * c.v[j] + f0 * sn.v[j]);
+    float f0, f1;
+    rope_rotate(to_f(x0.v[j]), to_f(x1.v[j]), c.v[j], sn.v[j], f0, f1);
+    y0.v[j] = from_f<E>(f0);
+    y1.v[j] = from_f<E>(f1);
   }
   store_pack<E, V>(dst + i, y0);
   store_pack<E, V>(dst + i + half, y1);
@@ -519,18 +521,19 @@ cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int3
 }
 
 __global__ void advance_decode_kernel(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens,
-                                      int64_t batch) {
+                                      int64_t batch, int32_t* host_next) {
+  pdl_enter();
   for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
     ids[b] = next[b];
+    if (host_next) host_next[b] = next[b];
     positions[b] += 1;
     lens[b] += 1;
   }
 }
 
 cudaError_t advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
-                           cudaStream_t s) {
-  advance_decode_kernel<<<1, 128, 0, s>>>(next, ids, positions, lens, batch);
-  return cudaGetLastError();
+                           int32_t* host_next, cudaStream_t s, bool pdl) {
+  return launch(advance_decode_kernel, dim3(1), dim3(128), 0, s, pdl, next, ids, positions, lens, batch, host_next);
 }
 
 cudaError_t spin(int64_t ns, cudaStream_t s) {

@@ -85,9 +85,13 @@ cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int3
                         bool pdl = false);
 
 // For b < batch: ids[b] = next[b], positions[b] += 1, lens[b] += 1 (the next decode step's
-// inputs from this one's argmax; one block, no PDL: it runs after the whole step).
+// inputs from this one's argmax; one block), and host_next[b] = next[b] where host_next is given
+// (pinned host memory: a store through unified addressing, visible to the host once the kernel
+// is complete). With `pdl` it launches during the step's last kernel and waits for it
+// (pdl_wait): that kernel's completion implies the whole step's (pdl.cuh), so it still writes
+// after every kernel of the step has read ids, positions and lengths.
 cudaError_t advance_decode(const int32_t* next, int32_t* ids, int32_t* positions, int32_t* lens, int64_t batch,
-                           cudaStream_t s);
+                           int32_t* host_next, cudaStream_t s, bool pdl = false);
 
 // Keeps the stream busy for `ns` nanoseconds: a profile queues a whole step behind it, so the
 // step's event timings are the GPU's, not the rate at which the host launches.

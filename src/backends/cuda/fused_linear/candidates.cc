@@ -53,7 +53,14 @@ bool pdl_capable() {
   return info.is_ok() && info->cc_major >= 9;
 }
 
-Status run_shape(const FusedGemvShape& s, const FusedLinearParams& p, const FusedLinearOperands& o) {
+// The RoPE epilogue pairs rows: a shape of one row per group runs as two (the same k split).
+FusedGemvShape rope_shape(FusedGemvShape s) {
+  if (s.rows == 1) s.rows = 2;
+  return s;
+}
+
+Status run_shape(FusedGemvShape s, const FusedLinearParams& p, const FusedLinearOperands& o) {
+  if (o.rows > 0) s = FusedGemvShape{o.rows, o.k_split};  // the caller's shape for this call
   FusedGemvArgs a;
   a.e = p.dtype == DType::kF32 ? Elem::kF32 : Elem::kBF16;
   a.in_kind = p.norm() ? GemvIn::kNorm : GemvIn::kInput;
@@ -72,6 +79,27 @@ Status run_shape(const FusedGemvShape& s, const FusedLinearParams& p, const Fuse
   a.gated = o.gated;
   a.act = act_of(p.output);
   a.ids = o.ids;
+  if (o.rope) {
+    if (p.output != FusedOutput::kStore || !p.norm())
+      return Status::unsupported("FusedLinear: RoPE applies to a stored output with a normalised input (qkv)");
+    const FusedLinearRope& r = *o.rope;
+    a.out_kind = GemvOut::kRope;
+    a.rope.n_heads = r.n_heads;
+    a.rope.n_kv_heads = r.n_kv_heads;
+    a.rope.head_dim = r.head_dim;
+    a.rope.seqs = r.seqs;
+    a.rope.positions = r.positions;
+    a.rope.cos = r.cos;
+    a.rope.sin = r.sin;
+    a.rope.k_cache = r.k_cache;
+    a.rope.v_cache = r.v_cache;
+    a.rope.max_seq = r.max_seq;
+    a.rope.block_table = r.block_table;
+    a.rope.page_size = r.page_size;
+    a.rope.pages_per_seq = r.pages_per_seq;
+    a.rope.seq_lens = r.seq_lens;
+    s = r.rows > 0 ? FusedGemvShape{r.rows, r.k_split} : rope_shape(s);
+  }
   if (a.out_kind == GemvOut::kArgmax) {
     auto keys = argmax_scratch(o.stream);
     if (!keys.is_ok()) return keys.status();

@@ -11,6 +11,7 @@ cudaError_t fused_gemv_residual(const FusedGemvArgs& a, const FusedGemvShape& s,
 cudaError_t fused_gemv_gated(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 cudaError_t fused_gemv_argmax(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 cudaError_t fused_gemv_store_f32(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
+cudaError_t fused_gemv_rope(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream);
 
 namespace {
 
@@ -33,7 +34,7 @@ bool fused_gemv_offered(GemvOut out, const FusedGemvShape& s) {
 }
 
 int fused_gemv_shapes(GemvOut out, const FusedGemvShape** shapes) {
-  if (out == GemvOut::kGated) {
+  if (out == GemvOut::kGated || out == GemvOut::kRope) {  // pairs of rows
     *shapes = kGatedShapes;
     return int(sizeof(kGatedShapes) / sizeof(kGatedShapes[0]));
   }
@@ -47,6 +48,7 @@ const char* fused_gemv_unsupported(const FusedGemvArgs& a, const FusedGemvShape&
     case GemvOut::kStore:
     case GemvOut::kGated:
     case GemvOut::kArgmax:
+    case GemvOut::kRope:
       if (!norm) return "this output takes a normalised input (rmsnorm prologue)";
       break;
     case GemvOut::kAddResidual:
@@ -82,6 +84,19 @@ const char* fused_gemv_unsupported(const FusedGemvArgs& a, const FusedGemvShape&
     case GemvOut::kArgmax:
       if (!a.y || !a.ids || !a.keys || !a.counter) return "argmax needs logits, ids, keys and counter";
       break;
+    case GemvOut::kRope: {
+      const GemvRope& r = a.rope;
+      if (!a.y) return "no output";
+      if (r.n_heads < 1 || r.n_kv_heads < 1 || r.head_dim < 2 || r.head_dim % 2 != 0)
+        return "rope: heads must be positive and head_dim even";
+      if ((r.n_heads + 2 * r.n_kv_heads) * r.head_dim != a.m)
+        return "rope: m must be (n_heads + 2 n_kv_heads) x head_dim";
+      if (!r.seqs || !r.positions || !r.cos || !r.sin || !r.k_cache || !r.v_cache)
+        return "rope: seqs, positions, cos, sin and the caches must be set";
+      if (r.block_table ? (!r.seq_lens || r.page_size < 1 || r.pages_per_seq < 1) : r.max_seq < 1)
+        return "rope: a static cache needs max_seq, a paged one seq_lens, page_size and pages_per_seq";
+      break;
+    }
   }
   return nullptr;
 }
@@ -94,6 +109,7 @@ cudaError_t fused_gemv(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStre
     case GemvOut::kGated: return fused_gemv_gated(a, s, stream);
     case GemvOut::kArgmax: return fused_gemv_argmax(a, s, stream);
     case GemvOut::kStoreF32: return fused_gemv_store_f32(a, s, stream);
+    case GemvOut::kRope: return fused_gemv_rope(a, s, stream);
   }
   return cudaErrorInvalidValue;
 }

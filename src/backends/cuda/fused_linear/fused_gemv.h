@@ -7,7 +7,9 @@
 //             computed by every block into shared memory (x is a few KB, read from L2)
 //   output    kStore: y (E) | kAddResidual: residual += float(E(y)) | kGated: act(E(gate)) *
 //             E(up) (rows i and m/2 + i of W) | kArgmax: y (the logits) and each column's argmax |
-//             kStoreF32: y in fp32, unrounded (tensor parallelism's partial sums)
+//             kStoreF32: y in fp32, unrounded (tensor parallelism's partial sums) | kRope: y
+//             (the qkv rows) with RoPE on its q and k heads, k and v also written into the KV
+//             cache (GemvRope; decode's rope_kv fused away)
 //
 // Each output element is rounded to E exactly where the unfused kernels round it (the GEMM's
 // output, then the element-wise op), so fused and unfused differ only by summation order.
@@ -31,7 +33,27 @@ namespace tunableop::cuda {
 
 enum class Elem { kF32, kBF16 };
 enum class GemvIn { kInput, kNorm };
-enum class GemvOut { kStore, kAddResidual, kGated, kArgmax, kStoreF32 };
+enum class GemvOut { kStore, kAddResidual, kGated, kArgmax, kStoreF32, kRope };
+
+// kRope (tunableop::FusedLinearRope, as plain C++17): y [n, m] holds the qkv rows, m =
+// (n_heads + 2 n_kv_heads) x head_dim. A unit of R rows is R/2 rotation pairs (rows i and
+// i + head_dim/2 of a head, as kGated pairs gate and up rows), so the epilogue has both halves of
+// a pair in registers: q and k rotated at positions[j], v as is, all stored to y; k and v also
+// into the cache at (seqs[j], positions[j]) (static, or paged through block_table: positions at or
+// past seq_lens[seq] not stored).
+struct GemvRope {
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const int32_t* seqs = nullptr;       // [n]
+  const int32_t* positions = nullptr;  // [n]
+  const float* cos = nullptr;          // [position][head_dim / 2]
+  const float* sin = nullptr;
+  void* k_cache = nullptr;  // E
+  void* v_cache = nullptr;
+  int64_t max_seq = 0;                   // static: [seq][kv_head][max_seq][head_dim]
+  const int32_t* block_table = nullptr;  // paged: pools [page][kv_head][page_size][head_dim]
+  int64_t page_size = 0, pages_per_seq = 0;
+  const int32_t* seq_lens = nullptr;
+};
 
 struct FusedGemvShape {
   int rows = 1;     // R: rows per warp group (kGated: R/2 gate rows and their R/2 up rows)
@@ -71,11 +93,12 @@ struct FusedGemvArgs {
   // leave the memory idle. 0 bytes: none.
   const void* prefetch[2] = {nullptr, nullptr};
   int64_t prefetch_bytes[2] = {0, 0};
+  GemvRope rope;  // kRope
 };
 
 inline constexpr int kFusedGemvMaxN = 8;
 
-// The shapes offered for an epilogue (kGated: R even), Default-ish ones first.
+// The shapes offered for an epilogue (kGated, kRope: R even), Default-ish ones first.
 int fused_gemv_shapes(GemvOut out, const FusedGemvShape** shapes);
 bool fused_gemv_offered(GemvOut out, const FusedGemvShape& s);
 

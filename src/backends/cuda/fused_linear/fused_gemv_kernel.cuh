@@ -11,6 +11,7 @@
 #include "cuda_common/elem.cuh"
 #include "cuda_common/gated_act.cuh"
 #include "cuda_common/pdl.cuh"
+#include "cuda_common/rope.cuh"
 
 namespace tunableop::cuda::fused {
 
@@ -76,16 +77,26 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int64_t idx) {
   return (static_cast<unsigned long long>(ord) << 32) | (0xffffffffu - static_cast<uint32_t>(idx));
 }
 
+// kRope: element offset of (seq, kv head, pos) in the layer's K (or V) cache, -1 when not stored
+// (a paged cache's row past its sequence's length); as the engine's rope_store kernel.
+__device__ __forceinline__ int64_t rope_cache_offset(const GemvRope& r, int64_t seq, int64_t head, int64_t pos) {
+  if (!r.block_table) return ((seq * r.n_kv_heads + head) * r.max_seq + pos) * r.head_dim;
+  if (pos >= r.seq_lens[seq]) return -1;
+  const int64_t page = r.block_table[seq * r.pages_per_seq + pos / r.page_size];
+  return ((page * r.n_kv_heads + head) * r.page_size + pos % r.page_size) * r.head_dim;
+}
+
 // Block = kWarps / SK warp groups of SK warps. Group g takes units base + g for base = block * G,
 // block * G + grid * G, ... (the same trip count in every group of a block, so the block may
 // synchronise inside the loop). A unit is P output rows: R weight rows (kGated: the P gate rows
-// and their P up rows).
+// and their P up rows; kRope: P rotation pairs, the first halves then the second halves).
 template <class T, int NT, int R, int SK, GemvIn IN, GemvOut OUT>
 __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
   constexpr int V = Vec16<T>::V;
   constexpr int G = kWarps / SK;
-  constexpr int P = OUT == GemvOut::kGated ? R / 2 : R;
-  static_assert(OUT != GemvOut::kGated || R % 2 == 0, "gated units pair gate and up rows");
+  constexpr bool kPairs = OUT == GemvOut::kGated || OUT == GemvOut::kRope;
+  constexpr int P = kPairs ? R / 2 : R;
+  static_assert(!kPairs || R % 2 == 0, "gated and rope units pair rows");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* bs = reinterpret_cast<T*>(smem_raw);  // kNorm: the normalised input [n][k]
   __shared__ float red[SK > 1 ? G * SK * R * NT : 1];
@@ -95,8 +106,9 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp / SK, wk = warp % SK;
   const int n = a.n;
   const int64_t k = a.k, kv = k / V;
-  const int64_t rows_out = OUT == GemvOut::kGated ? a.m / 2 : a.m;
+  const int64_t rows_out = kPairs ? a.m / 2 : a.m;  // kRope: pairs
   const int64_t units = (rows_out + P - 1) / P;
+  const int64_t half = a.rope.head_dim / 2;  // kRope
   const T* W = static_cast<const T*>(a.w);
   const int64_t chunk = int64_t(kUnroll) * 32 * SK;  // vectors of a row per chunk (the whole group)
   const int64_t nchunks = (kv + chunk - 1) / chunk;
@@ -111,6 +123,11 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
         int64_t o = u * P + (r % P);
         if (o >= rows_out) o = rows_out - 1;
         idx = r < P ? o : rows_out + o;
+      } else if constexpr (OUT == GemvOut::kRope) {
+        int64_t o = u * P + (r % P);  // pair o: rows i and i + half of head o / half
+        if (o >= rows_out) o = rows_out - 1;
+        const int64_t head = o / half;
+        idx = head * a.rope.head_dim + (o - head * half) + (r < P ? 0 : half);
       } else {
         idx = u * P + r;
         if (idx >= a.m) idx = a.m - 1;
@@ -200,6 +217,25 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
     }
     // Late trigger: once this block's last unit is loading, the next kernel may fill the SMs.
     if (a.pdl_late && base + stride >= units) ::tunableop::cuda::pdl_launch_dependents();
+    // kRope: the epilogue's lane p * NT + j (P * NT <= 16) looks up its pair's position, cos, sin
+    // and cache slot now, so that the loads overlap the weights' stream (after pdl_wait: the
+    // positions and tables are the step's inputs).
+    float rope_c = 1.f, rope_s = 0.f;
+    int64_t rope_off = -1;
+    if constexpr (OUT == GemvOut::kRope) {
+      static_assert(P * NT <= 32, "one (pair, token) per lane");
+      const int64_t row = unit * P + lane / NT;
+      const int j = lane % NT;
+      if (wk == 0 && lane < P * NT && j < n && unit < units && row < rows_out) {
+        const GemvRope& rp = a.rope;
+        const int64_t head = row / half, i = row - head * half, pos = rp.positions[j];
+        if (head < rp.n_heads + rp.n_kv_heads) rope_c = rp.cos[pos * half + i], rope_s = rp.sin[pos * half + i];
+        if (head >= rp.n_heads) {
+          const int64_t kvh = head - rp.n_heads - (head < rp.n_heads + rp.n_kv_heads ? 0 : rp.n_kv_heads);
+          rope_off = rope_cache_offset(rp, rp.seqs[j], kvh, pos);
+        }
+      }
+    }
     float acc[R][NT];
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -279,10 +315,28 @@ __global__ void __launch_bounds__(kThreads) fused_gemv_kernel(FusedGemvArgs a) {
           static_cast<float*>(a.y)[j * a.m + row] = acc[p][j];
         } else if constexpr (OUT == GemvOut::kAddResidual) {
           a.residual[j * a.m + row] += to_f<T>(from_f<T>(acc[p][j]));
-        } else {  // kGated: the unfused path rounds gate and up to E, then the product
+        } else if constexpr (OUT == GemvOut::kGated) {
+          // The unfused path rounds gate and up to E, then the product.
           const float gate = to_f<T>(from_f<T>(acc[p][j]));
           const float up = to_f<T>(from_f<T>(acc[P + p][j]));
           static_cast<T*>(a.gated)[j * rows_out + row] = from_f<T>(::tunableop::cuda::gated_act(a.act, gate) * up);
+        } else if constexpr (OUT == GemvOut::kRope) {
+          // y rounded to E, then q and k rotated in fp32 (rope_rotate) and rounded again: the bits of kStore +
+          // rope_store.
+          const GemvRope& rp = a.rope;
+          const int64_t head = row / half, i = row - head * half, r0 = head * rp.head_dim + i;
+          const float x0 = to_f<T>(from_f<T>(acc[p][j])), x1 = to_f<T>(from_f<T>(acc[P + p][j]));
+          float rot0 = x0, rot1 = x1;  // v heads: as they are
+          if (head < rp.n_heads + rp.n_kv_heads) ::tunableop::cuda::rope_rotate(x0, x1, rope_c, rope_s, rot0, rot1);
+          const T y0 = from_f<T>(rot0), y1 = from_f<T>(rot1);
+          T* yr = static_cast<T*>(a.y) + j * a.m;
+          yr[r0] = y0;
+          yr[r0 + half] = y1;
+          if (rope_off >= 0) {  // k or v, a slot that is stored
+            T* dst = static_cast<T*>(head < rp.n_heads + rp.n_kv_heads ? rp.k_cache : rp.v_cache) + rope_off;
+            dst[i] = y0;
+            dst[i + half] = y1;
+          }
         }
       }
     }
@@ -354,7 +408,7 @@ template <class T, int NT, int R, int SK, GemvIn IN, GemvOut OUT>
 cudaError_t launch_one(const FusedGemvArgs& a, cudaStream_t stream) {
   auto kernel = fused_gemv_kernel<T, NT, R, SK, IN, OUT>;
   constexpr int G = kWarps / SK;
-  constexpr int P = OUT == GemvOut::kGated ? R / 2 : R;
+  constexpr int P = OUT == GemvOut::kGated || OUT == GemvOut::kRope ? R / 2 : R;
   const size_t smem = IN == GemvIn::kNorm ? size_t(a.n) * size_t(a.k) * sizeof(T) : 0;
   static size_t configured = 48 * 1024;  // per instantiation
   static size_t occupancy_smem = ~size_t(0);
@@ -375,7 +429,7 @@ cudaError_t launch_one(const FusedGemvArgs& a, cudaStream_t stream) {
     if (per_sm < 1) return cudaErrorInvalidConfiguration;  // does not fit an SM
     occupancy_smem = smem;
   }
-  const int64_t rows_out = OUT == GemvOut::kGated ? a.m / 2 : a.m;
+  const int64_t rows_out = OUT == GemvOut::kGated || OUT == GemvOut::kRope ? a.m / 2 : a.m;
   const int64_t units = (rows_out + P - 1) / P;
   const int64_t want = (units + G - 1) / G;
   const int64_t fit = int64_t(per_sm) * sms;
@@ -395,7 +449,7 @@ cudaError_t launch_n(const FusedGemvArgs& a, cudaStream_t stream) {
 template <class T, GemvIn IN, GemvOut OUT>
 cudaError_t launch_shape(const FusedGemvArgs& a, const FusedGemvShape& s, cudaStream_t stream) {
   const int key = s.rows * 16 + s.k_split;
-  if constexpr (OUT == GemvOut::kGated) {
+  if constexpr (OUT == GemvOut::kGated || OUT == GemvOut::kRope) {
     switch (key) {
       case 2 * 16 + 1: return launch_n<T, 2, 1, IN, OUT>(a, stream);
       case 4 * 16 + 1: return launch_n<T, 4, 1, IN, OUT>(a, stream);
