@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -306,15 +307,18 @@ std::string tag_of(const CudnnApi* api, cudnnBackendDescriptor_t cfg, const std:
 // The candidates: `Attn_Cudnn_Sdpa` is the first configuration of heuristics mode A that
 // finalises (what cuDNN would pick); the others name a configuration by its place in one of
 // cuDNN's lists: `_a<r>` the r-th of mode A, `_f<r>` the r-th of the fallback list that mode A
-// does not offer too. cuDNN's heuristics are deterministic for one library, GPU and problem,
-// so a name means the same configuration in every process that reads the results file.
+// does not offer too, `_v<r>` the r-th neighbour of mode A's first configuration (one knob one
+// stride below or above its value, knobs in the engine's order; see add_variations). cuDNN's
+// heuristics are deterministic for one library, GPU and problem, so a name means the same
+// configuration in every process that reads the results file.
 struct Slot {
   const char* suffix;  // "" for the first that finalises
-  char mode;           // 'A' or 'F'; 0: the first of mode A that finalises
+  char mode;           // 'A', 'F' or 'V'; 0: the first of mode A that finalises
   int rank;
 };
-constexpr Slot kSlots[] = {{"", 0, 0},      {"_a1", 'A', 1}, {"_a2", 'A', 2},
-                           {"_a3", 'A', 3}, {"_f0", 'F', 0}, {"_f1", 'F', 1}};
+constexpr Slot kSlots[] = {{"", 0, 0},      {"_a1", 'A', 1}, {"_a2", 'A', 2}, {"_a3", 'A', 3}, {"_f0", 'F', 0},
+                           {"_f1", 'F', 1}, {"_v0", 'V', 0}, {"_v1", 'V', 1}, {"_v2", 'V', 2}, {"_v3", 'V', 3}};
+constexpr int kVariations = 4;  // _v0.._v3: see add_variations
 constexpr int kNumSlots = int(sizeof(kSlots) / sizeof(kSlots[0]));
 // Only problems with at least this many queries get the extra slots: a plan takes ~0.5 s to
 // build, and decode problems (one to a few queries, many kv lengths) keep cuDNN's pick.
@@ -348,6 +352,116 @@ bool log_configs() {
     return env && *env && *env != '0';
   }();
   return on;
+}
+
+// "eng8_k24v3_k14v2" -> 8, {(24, 3), (14, 2)}; false for a tag of another form.
+bool parse_tag(const std::string& tag, int64_t* engine, std::vector<std::pair<int64_t, int64_t>>* choices) {
+  if (std::sscanf(tag.c_str(), "eng%" SCNd64, engine) != 1) return false;
+  size_t at = tag.find("_k");
+  while (at != std::string::npos) {
+    int64_t t = 0, v = 0;
+    if (std::sscanf(tag.c_str() + at, "_k%" SCNd64 "v%" SCNd64, &t, &v) != 2) return false;
+    choices->emplace_back(t, v);
+    at = tag.find("_k", at + 2);
+  }
+  return true;
+}
+
+// Up to kVariations configurations next to mode A's first one (the same engine and knob
+// choices, one knob one stride below or above its value; knobs in the order the engine lists
+// them), as mode 'V': cuDNN's heuristics rank tile and kernel choices for large problems, and a
+// neighbour may balance a small causal grid better (Gemma-2B's 2048-token prefill). The
+// engine's knobs are logged (TUNABLEOP_CUDNN_SDPA_LOG).
+void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem* pr) {
+  const Problem::Config* root = nullptr;
+  for (const auto& c : pr->cfgs)
+    if (!root && c.mode == 'A') root = &c;
+  int64_t engine = -1;
+  std::vector<std::pair<int64_t, int64_t>> choices;
+  if (!root || !parse_tag(root->tag, &engine, &choices)) return;
+  GraphBuilder b(api);
+  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  b.set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "engine graph");
+  b.set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine, "engine index");
+  b.finalize(eng, "engine");
+  std::vector<cudnnBackendDescriptor_t> infos(CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : infos) k = b.make(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR);
+  int64_t got = 0;
+  if (b.ok()) {
+    cudnnStatus_t st = api->get_attr(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     int64_t(infos.size()), &got, infos.data());
+    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "knob info");
+  }
+  struct Knob {
+    int64_t type = 0, lo = 0, hi = -1, stride = 1;
+  };
+  std::vector<Knob> knobs;
+  for (int64_t i = 0; b.ok() && i < got && i < int64_t(infos.size()); ++i) {
+    cudnnBackendKnobType_t type{};
+    Knob k;
+    int64_t n = 0;
+    cudnnStatus_t st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &k.lo);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &k.hi);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &n, &k.stride);
+    if (st != CUDNN_STATUS_SUCCESS) break;
+    k.type = int64_t(type), k.stride = std::max<int64_t>(k.stride, 1);
+    knobs.push_back(k);
+  }
+  if (log_configs()) {
+    std::string list;
+    for (const auto& k : knobs) list += fmt::format(" k{}:[{},{}]/{}", k.type, k.lo, k.hi, k.stride);
+    std::fprintf(stderr, "cuDNN SDPA %s: engine %lld knobs:%s%s\n", pr->signature.c_str(), (long long)engine,
+                 list.c_str(), b.ok() ? "" : (" (" + b.status().message() + ")").c_str());
+  }
+  if (!b.ok() || knobs.empty()) return;
+  for (auto& d : b.take()) pr->descs.push_back(std::move(d));  // the engine outlives its configurations
+  int made = 0;
+  for (const auto& k : knobs) {
+    size_t at = choices.size();
+    for (size_t j = 0; j < choices.size(); ++j)
+      if (choices[j].first == k.type) at = j;
+    if (at == choices.size()) continue;  // a knob mode A's configuration leaves at its default
+    for (const int64_t v : {choices[at].second - k.stride, choices[at].second + k.stride}) {
+      if (made >= kVariations) return;
+      if (v < k.lo || v > k.hi) continue;
+      auto mine = choices;
+      mine[at].second = v;
+      std::string tag = "eng" + std::to_string(engine);
+      for (const auto& [t, val] : mine) tag += "_k" + std::to_string(t) + "v" + std::to_string(val);
+      bool seen = false;
+      for (const auto& c : pr->cfgs) seen = seen || c.tag == tag;
+      if (seen) continue;
+      GraphBuilder c(api);  // a value the engine refuses leaves the others
+      std::vector<cudnnBackendDescriptor_t> kcs;
+      for (const auto& [t, val] : mine) {
+        auto kc = c.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        const auto type = cudnnBackendKnobType_t(t);
+        c.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type, "knob choice type");
+        c.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &val, "knob choice value");
+        c.finalize(kc, "knob choice");
+        kcs.push_back(kc);
+      }
+      auto cfg = c.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      c.set(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng, "config engine");
+      c.set(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(kcs.size()), kcs.data(),
+            "config knobs");
+      c.finalize(cfg, "engine config");
+      if (!c.ok()) {
+        if (log_configs())
+          std::fprintf(stderr, "cuDNN SDPA %s: variation %s: %s\n", pr->signature.c_str(), tag.c_str(),
+                       c.status().message().c_str());
+        continue;
+      }
+      for (auto& d : c.take()) pr->descs.push_back(std::move(d));
+      Problem::Config pc;
+      pc.cfg = cfg, pc.tag = std::move(tag), pc.mode = 'V', pc.rank = made++;
+      pr->cfgs.push_back(std::move(pc));
+    }
+  }
 }
 
 std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p) {
@@ -465,6 +579,7 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
     }
     for (auto& dsc : h.take()) pr->descs.push_back(std::move(dsc));
   }
+  add_variations(api, graph, pr.get());
   if (log_configs()) {
     std::string list;
     for (const auto& c : pr->cfgs) list += fmt::format(" {}{}={}", char(c.mode + 32), c.rank, c.tag);
