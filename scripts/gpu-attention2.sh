@@ -34,7 +34,7 @@
 # with TUNABLEOP_CUDNN_SDPA_LOG=1 and TUNABLEOP_VERBOSE=2 (cuDNN's configurations for each
 # attention problem, each plan built, the tuner's attention timings in the summary), then the
 # attention kernel tests of the cuDNN candidates (bf16, every shape vs fp64) before the gate's
-# tests (A2_GATE_TESTS=0 skips those).
+# tests (A2_GATE_TESTS=0 skips those and their build).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -74,6 +74,7 @@ targets="tunableop_cli test_cuda_attention test_llm_cuda test_llm_cuda_kernels"
 [ "$FAST" = 1 ] && [ "${A2_FLASH:-1}" = 1 ] && targets="$targets test_cuda_attention"
 PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
+[ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
 [ "$PREFILL" = 1 ] && [ "${A2_LAB:-0}" = 1 ] && targets="$targets prefill_lab"
 SDPA=${A2_SDPA:-0}
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
@@ -111,11 +112,12 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
     TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_VERBOSE=2 llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
     [ -f "$LOGS/gemma_ttft.txt" ] && while IFS= read -r l; do summary+=("gemma sdpa: $l"); done < <(
       grep -E "cuDNN SDPA|Attn_Cudnn|fastest for Attention" "$LOGS/gemma_ttft.txt" | grep -vE "unsupported id=" | cut -c1-400 | head -40)
-    cudnn_names=Attn_Cudnn_Sdpa,Attn_Cudnn_Sdpa_a1,Attn_Cudnn_Sdpa_a2,Attn_Cudnn_Sdpa_a3,Attn_Cudnn_Sdpa_f0,Attn_Cudnn_Sdpa_f1
-    TUNABLEOP_ATTENTION_TEST_ONLY=$cudnn_names gtest backends/cuda/attention/test_cuda_attention 40 \
+    cudnn_names=Attn_Cudnn_Sdpa
+    for s in a1 a2 a3 f0 f1 v0 v1 v2 v3; do cudnn_names="$cudnn_names,Attn_Cudnn_Sdpa_$s"; done
+    TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_ATTENTION_TEST_ONLY=$cudnn_names gtest backends/cuda/attention/test_cuda_attention 35 \
       'FlashAttention.Bf16*:FlashAttention.Names*:FlashAttention.Cudnn*'
     [ -f "$LOGS/test_cuda_attention.log" ] && while IFS= read -r l; do summary+=("attention test: $l"); done < <(
-      grep -E "^refused|^note" "$LOGS/test_cuda_attention.log" | grep -E "_q(129|2048)|^note" | cut -c1-300 | head -20)
+      grep -E "^refused|^note|cuDNN SDPA" "$LOGS/test_cuda_attention.log" | grep -E "_q129_|^note" | cut -c1-300 | head -40)
   else
     llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   fi
