@@ -541,8 +541,11 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
   }
   pr->descs = g.take();
 
-  // Mode A, then the fallback list; a mode that fails leaves the other's configurations.
+  // Mode A, then (problems the extra slots serve) the fallback list; a mode that fails leaves
+  // the other's configurations.
+  const bool extra = p.q_len >= kExtraSlotMinQueries;
   for (const char mode : {'A', 'F'}) {
+    if (mode == 'F' && !extra) break;
     GraphBuilder h(api);
     auto heur = h.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     const cudnnBackendHeurMode_t hm = mode == 'A' ? CUDNN_HEUR_MODE_A : CUDNN_HEUR_MODE_FALLBACK;
@@ -579,7 +582,7 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
     }
     for (auto& dsc : h.take()) pr->descs.push_back(std::move(dsc));
   }
-  add_variations(api, graph, pr.get());
+  if (extra) add_variations(api, graph, pr.get());
   if (log_configs()) {
     std::string list;
     for (const auto& c : pr->cfgs) list += fmt::format(" {}{}={}", char(c.mode + 32), c.rank, c.tag);
