@@ -114,7 +114,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
       grep -E "cuDNN SDPA|Attn_Cudnn|fastest for Attention" "$LOGS/gemma_ttft.txt" | grep -vE "unsupported id=" | cut -c1-400 | head -40)
     cudnn_names=Attn_Cudnn_Sdpa
     for s in a1 a2 a3 f0 f1 v0 v1 v2 v3; do cudnn_names="$cudnn_names,Attn_Cudnn_Sdpa_$s"; done
-    TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_ATTENTION_TEST_ONLY=$cudnn_names gtest backends/cuda/attention/test_cuda_attention 35 \
+    TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_ATTENTION_TEST_ONLY=$cudnn_names gtest backends/cuda/attention/test_cuda_attention 30 \
       'FlashAttention.Bf16*:FlashAttention.Names*:FlashAttention.Cudnn*'
     [ -f "$LOGS/test_cuda_attention.log" ] && while IFS= read -r l; do summary+=("attention test: $l"); done < <(
       grep -E "^refused|^note|cuDNN SDPA" "$LOGS/test_cuda_attention.log" | grep -E "_q129_|^note" | cut -c1-300 | head -40)
@@ -128,9 +128,10 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   # The side-by-sides, both ways from the results file above (no tuning), 10 runs each.
   again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  [ "$SDPA" = 1 ] && llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
   llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm llama_ttft_gate_off 30 --model builtin:llama-2-7b "${again[@]}"
-  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
+  [ "$SDPA" = 1 ] || llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 25 --model builtin:gemma-2b "${again[@]}"
   ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
   llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"
