@@ -29,6 +29,12 @@
 # the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
 # 10 runs each), Gemma's greedy ids with the gate chosen vs off, then (A2_LAB=1: built too)
 # bench/prefill_lab for Gemma.
+#
+# A2_SDPA=1 (with A2_PREFILL=1; issue 12, cuDNN's attention configurations): Gemma's TTFT runs
+# with TUNABLEOP_CUDNN_SDPA_LOG=1 and TUNABLEOP_VERBOSE=2 (cuDNN's configurations for each
+# attention problem, each plan built, the tuner's attention timings in the summary), then the
+# attention kernel tests of the cuDNN candidates (bf16, every shape vs fp64) before the gate's
+# tests (A2_GATE_TESTS=0 skips those and their build).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -68,7 +74,10 @@ targets="tunableop_cli test_cuda_attention test_llm_cuda test_llm_cuda_kernels"
 [ "$FAST" = 1 ] && [ "${A2_FLASH:-1}" = 1 ] && targets="$targets test_cuda_attention"
 PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
+[ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
 [ "$PREFILL" = 1 ] && [ "${A2_LAB:-0}" = 1 ] && targets="$targets prefill_lab"
+SDPA=${A2_SDPA:-0}
+[ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -99,15 +108,30 @@ llm() {  # name, timeout, args...
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
 if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
-  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
-  gtest llm/test_llm_cuda_kernels 25 '*CudnnGate*:*AddRmsnorm*'
-  gtest llm/test_llm_cuda 60 '*PrefillGate*:*AutoGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  if [ "$SDPA" = 1 ]; then
+    TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_VERBOSE=2 llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+    [ -f "$LOGS/gemma_ttft.txt" ] && while IFS= read -r l; do summary+=("gemma sdpa: $l"); done < <(
+      grep -E "cuDNN SDPA|Attn_Cudnn|fastest for Attention" "$LOGS/gemma_ttft.txt" | grep -vE "unsupported id=" | cut -c1-400 | head -90)
+    cudnn_names=Attn_Cudnn_Sdpa
+    for s in a1 a2 a3 f0 f1 v0 v1 v2 v3 $(seq -f 's%g' 0 39); do cudnn_names="$cudnn_names,Attn_Cudnn_Sdpa_$s"; done
+    TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_ATTENTION_TEST_ONLY=$cudnn_names gtest backends/cuda/attention/test_cuda_attention 40 \
+      'FlashAttention.Bf16*:FlashAttention.Names*:FlashAttention.Cudnn*'
+    [ -f "$LOGS/test_cuda_attention.log" ] && while IFS= read -r l; do summary+=("attention test: $l"); done < <(
+      grep -E "^refused|^note|cuDNN SDPA" "$LOGS/test_cuda_attention.log" | grep -E "_q129_|^note" | cut -c1-300 | head -90)
+  else
+    llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  fi
+  if [ "${A2_GATE_TESTS:-1}" = 1 ]; then
+    gtest llm/test_llm_cuda_kernels 25 '*CudnnGate*:*AddRmsnorm*'
+    gtest llm/test_llm_cuda 60 '*PrefillGate*:*AutoGate*:*MatchesTransformersFixtures*:*AutoFusion*:*ProfiledPrefill*'
+  fi
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   # The side-by-sides, both ways from the results file above (no tuning), 10 runs each.
   again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  [ "$SDPA" = 1 ] && llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
   llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm llama_ttft_gate_off 30 --model builtin:llama-2-7b "${again[@]}"
-  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
+  [ "$SDPA" = 1 ] || llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
   TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off llm gemma_ttft_gate_off 25 --model builtin:gemma-2b "${again[@]}"
   ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --tune --print-ids --no-in-context-check)
   llm gemma_ids_auto 25 --model builtin:gemma-2b "${ids[@]}"

@@ -19,7 +19,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <limits>
@@ -256,14 +258,242 @@ class GraphBuilder {
 // ---- Plans ---------------------------------------------------------------------------------
 
 struct Plan {
-  std::vector<std::unique_ptr<Desc>> descs;  // everything the plan refers to stays alive
+  std::vector<std::unique_ptr<Desc>> descs;  // the execution plan's descriptors
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t workspace = 0;
   bool bottom_right = false;  // causal with q_len < kv_len: skv and sq scalars in the pack
   bool causal_mask = false;
+  std::string tag;  // the engine configuration's ("eng8_k3v1...")
 };
 
-StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p) {
+// A configuration's tag: "eng<global index>" and "_k<knob type>v<value>" per knob choice (as
+// cudnn-frontend names its plans, and as the prefill gate does); `fallback` where cuDNN does
+// not say.
+std::string tag_of(const CudnnApi* api, cudnnBackendDescriptor_t cfg, const std::string& fallback) {
+  GraphBuilder b(api);
+  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t count = 0, index = -1;
+  if (b.ok()) {
+    cudnnStatus_t st = api->get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &eng);
+    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "engine");
+  }
+  if (b.ok()) {
+    cudnnStatus_t st = api->get_attr(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index);
+    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "engine index");
+  }
+  if (!b.ok()) return fallback;
+  std::string tag = "eng" + std::to_string(index);
+  std::vector<cudnnBackendDescriptor_t> knobs(CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : knobs) k = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+  int64_t got = 0;
+  if (b.ok()) {
+    cudnnStatus_t st = api->get_attr(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     int64_t(knobs.size()), &got, knobs.data());
+    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "knob choices");
+  }
+  for (int64_t i = 0; b.ok() && i < got && i < int64_t(knobs.size()); ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0;
+    cudnnStatus_t st =
+        api->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &count, &type);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &count, &value);
+    if (st != CUDNN_STATUS_SUCCESS) return fallback;
+    tag += "_k" + std::to_string(int(type)) + "v" + std::to_string(value);
+  }
+  return b.ok() ? tag : fallback;
+}
+
+// The candidates: `Attn_Cudnn_Sdpa` is the first configuration of heuristics mode A that
+// finalises (what cuDNN would pick); the others name a configuration by its place in one of
+// cuDNN's lists: `_a<r>` the r-th of mode A, `_f<r>` the r-th of the fallback list that mode A
+// does not offer too, `_v<r>` the r-th neighbour of mode A's first configuration (one knob one
+// stride below or above its value, knobs in the engine's order; see add_variations). cuDNN's
+// heuristics are deterministic for one library, GPU and problem, so a name means the same
+// configuration in every process that reads the results file.
+struct Slot {
+  std::string suffix;  // "" for the first that finalises
+  char mode;           // 'A', 'F', 'V' or 'S'; 0: the first of mode A that finalises
+  int rank;
+};
+constexpr int kVariations = 4;  // _v0.._v3: see add_variations
+// TUNABLEOP_CUDNN_SDPA_SWEEP=1 (an experiment, off by default): `_s0`.._s39` too, the values of
+// each knob of mode A's first configuration in ascending order (add_variations, mode 'S').
+constexpr int kSweep = 40;
+constexpr int kNumSlots = 1 + 3 + 2 + kVariations + kSweep;
+const std::vector<Slot>& slots() {
+  static const std::vector<Slot> all = [] {
+    std::vector<Slot> v = {{"", 0, 0},      {"_a1", 'A', 1}, {"_a2", 'A', 2},
+                           {"_a3", 'A', 3}, {"_f0", 'F', 0}, {"_f1", 'F', 1}};
+    for (int r = 0; r < kVariations; ++r) v.push_back({"_v" + std::to_string(r), 'V', r});
+    for (int r = 0; r < kSweep; ++r) v.push_back({"_s" + std::to_string(r), 'S', r});
+    return v;
+  }();
+  return all;
+}
+// Only problems with at least this many queries get the extra slots: decode problems (one to a
+// few queries, many kv lengths) keep cuDNN's pick and their tuning time. (A plan builds in
+// milliseconds: Gemma-2B's prefill problem tuned in 108 ms with five plans on the H100.)
+constexpr int64_t kExtraSlotMinQueries = 128;
+
+// One problem's graph, the configurations cuDNN offers for it (mode A, then the fallback list
+// without repeats), the plans built so far and each slot's pick.
+struct Problem {
+  Status status = Status::ok();              // the graph's failure
+  Status mode_a = Status::ok();              // heuristics mode A's failure
+  std::vector<std::unique_ptr<Desc>> descs;  // graph, heuristics, configurations
+  struct Config {
+    cudnnBackendDescriptor_t cfg = nullptr;
+    std::string tag;
+    char mode = 'A';
+    int rank = 0;
+    bool built = false;
+    std::shared_ptr<Plan> plan;  // null: not built (yet) or failed
+    Status failure = Status::ok();
+  };
+  std::vector<Config> cfgs;
+  bool bottom_right = false, causal_mask = false;
+  std::string signature;
+  std::vector<std::unique_ptr<StatusOr<std::shared_ptr<Plan>>>> slots =
+      std::vector<std::unique_ptr<StatusOr<std::shared_ptr<Plan>>>>(kNumSlots);
+};
+
+bool sweep_on() {
+  static const bool on = [] {
+    const char* env = std::getenv("TUNABLEOP_CUDNN_SDPA_SWEEP");
+    return env && *env && *env != '0';
+  }();
+  return on;
+}
+
+bool log_configs() {
+  static const bool on = [] {
+    const char* env = std::getenv("TUNABLEOP_CUDNN_SDPA_LOG");
+    return env && *env && *env != '0';
+  }();
+  return on;
+}
+
+// "eng8_k24v3_k14v2" -> 8, {(24, 3), (14, 2)}; false for a tag of another form.
+bool parse_tag(const std::string& tag, int64_t* engine, std::vector<std::pair<int64_t, int64_t>>* choices) {
+  if (std::sscanf(tag.c_str(), "eng%" SCNd64, engine) != 1) return false;
+  size_t at = tag.find("_k");
+  while (at != std::string::npos) {
+    int64_t t = 0, v = 0;
+    if (std::sscanf(tag.c_str() + at, "_k%" SCNd64 "v%" SCNd64, &t, &v) != 2) return false;
+    choices->emplace_back(t, v);
+    at = tag.find("_k", at + 2);
+  }
+  return true;
+}
+
+// Up to kVariations configurations next to mode A's first one (the same engine and knob
+// choices, one knob one stride below or above its value; knobs in the order the engine lists
+// them), as mode 'V': cuDNN's heuristics rank tile and kernel choices for large problems, and a
+// neighbour may balance a small causal grid better (Gemma-2B's 2048-token prefill). The
+// engine's knobs are logged (TUNABLEOP_CUDNN_SDPA_LOG).
+// mode 'S' (the sweep): every value of each knob instead, ascending, up to `cap`.
+void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem* pr, char mode, int cap) {
+  const Problem::Config* root = nullptr;
+  for (const auto& c : pr->cfgs)
+    if (!root && c.mode == 'A') root = &c;
+  int64_t engine = -1;
+  std::vector<std::pair<int64_t, int64_t>> choices;
+  if (!root || !parse_tag(root->tag, &engine, &choices)) return;
+  GraphBuilder b(api);
+  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  b.set(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "engine graph");
+  b.set(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine, "engine index");
+  b.finalize(eng, "engine");
+  std::vector<cudnnBackendDescriptor_t> infos(CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : infos) k = b.make(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR);
+  int64_t got = 0;
+  if (b.ok()) {
+    cudnnStatus_t st = api->get_attr(eng, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     int64_t(infos.size()), &got, infos.data());
+    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "knob info");
+  }
+  struct Knob {
+    int64_t type = 0, lo = 0, hi = -1, stride = 1;
+  };
+  std::vector<Knob> knobs;
+  for (int64_t i = 0; b.ok() && i < got && i < int64_t(infos.size()); ++i) {
+    cudnnBackendKnobType_t type{};
+    Knob k;
+    int64_t n = 0;
+    cudnnStatus_t st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &k.lo);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &k.hi);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = api->get_attr(infos[size_t(i)], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &n, &k.stride);
+    if (st != CUDNN_STATUS_SUCCESS) break;
+    k.type = int64_t(type), k.stride = std::max<int64_t>(k.stride, 1);
+    knobs.push_back(k);
+  }
+  if (log_configs()) {
+    std::string list;
+    for (const auto& k : knobs) list += fmt::format(" k{}:[{},{}]/{}", k.type, k.lo, k.hi, k.stride);
+    std::fprintf(stderr, "cuDNN SDPA %s: engine %lld knobs:%s%s\n", pr->signature.c_str(), (long long)engine,
+                 list.c_str(), b.ok() ? "" : (" (" + b.status().message() + ")").c_str());
+  }
+  if (!b.ok() || knobs.empty()) return;
+  for (auto& d : b.take()) pr->descs.push_back(std::move(d));  // the engine outlives its configurations
+  int made = 0;
+  for (const auto& k : knobs) {
+    size_t at = choices.size();
+    for (size_t j = 0; j < choices.size(); ++j)
+      if (choices[j].first == k.type) at = j;
+    if (at == choices.size()) continue;  // a knob mode A's configuration leaves at its default
+    std::vector<int64_t> values = {choices[at].second - k.stride, choices[at].second + k.stride};
+    if (mode == 'S') {
+      values.clear();
+      for (int64_t v = k.lo; v <= k.hi && values.size() < 1024; v += k.stride)
+        if (v != choices[at].second) values.push_back(v);
+    }
+    for (const int64_t v : values) {
+      if (made >= cap) return;
+      if (v < k.lo || v > k.hi) continue;
+      auto mine = choices;
+      mine[at].second = v;
+      std::string tag = "eng" + std::to_string(engine);
+      for (const auto& [t, val] : mine) tag += "_k" + std::to_string(t) + "v" + std::to_string(val);
+      bool seen = false;
+      for (const auto& c : pr->cfgs) seen = seen || c.tag == tag;
+      if (seen) continue;
+      GraphBuilder c(api);  // a value the engine refuses leaves the others
+      std::vector<cudnnBackendDescriptor_t> kcs;
+      for (const auto& [t, val] : mine) {
+        auto kc = c.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        const auto type = cudnnBackendKnobType_t(t);
+        c.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type, "knob choice type");
+        c.set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &val, "knob choice value");
+        c.finalize(kc, "knob choice");
+        kcs.push_back(kc);
+      }
+      auto cfg = c.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      c.set(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng, "config engine");
+      c.set(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(kcs.size()), kcs.data(),
+            "config knobs");
+      c.finalize(cfg, "engine config");
+      if (!c.ok()) {
+        if (log_configs())
+          std::fprintf(stderr, "cuDNN SDPA %s: variation %s: %s\n", pr->signature.c_str(), tag.c_str(),
+                       c.status().message().c_str());
+        continue;
+      }
+      for (auto& d : c.take()) pr->descs.push_back(std::move(d));
+      Problem::Config pc;
+      pc.cfg = cfg, pc.tag = std::move(tag), pc.mode = mode, pc.rank = made++;
+      pr->cfgs.push_back(std::move(pc));
+    }
+  }
+}
+
+std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p) {
+  auto pr = std::make_unique<Problem>();
+  pr->signature = attention_op_signature(p) + "," + attention_params_signature(p);
   GraphBuilder g(api);
   const cudnnDataType_t io = p.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
@@ -283,15 +513,14 @@ StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t ha
   g.pointwise(CUDNN_POINTWISE_MUL, f32, s, scale, nullptr, scaled);
   auto last = scaled;
 
-  auto plan = std::make_shared<Plan>();
-  plan->causal_mask = p.causal && sq > 1;  // one query (decode) sees every key: no mask
-  plan->bottom_right = plan->causal_mask && sq != skv;
-  if (plan->causal_mask) {
+  pr->causal_mask = p.causal && sq > 1;  // one query (decode) sees every key: no mask
+  pr->bottom_right = pr->causal_mask && sq != skv;
+  if (pr->causal_mask) {
     auto row = g.virtual_tensor(i32, s_dims, s_strides);
     g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, last, nullptr, nullptr, row, 2);
     auto col = g.virtual_tensor(i32, s_dims, s_strides);
     g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, last, nullptr, nullptr, col, 3);
-    if (plan->bottom_right) {  // row + skv - sq >= col: the queries are the last sq positions
+    if (pr->bottom_right) {  // row + skv - sq >= col: the queries are the last sq positions
       auto skv_t = g.scalar(kSkv, i32), sq_t = g.scalar(kSq, i32);
       auto plus = g.virtual_tensor(i32, s_dims, s_strides);
       g.pointwise(CUDNN_POINTWISE_ADD, i32, row, skv_t, nullptr, plus, 3);
@@ -322,7 +551,10 @@ StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t ha
   auto prob = g.virtual_tensor(io, s_dims, s_strides);
   g.pointwise(CUDNN_POINTWISE_DIV, f32, ex, sum, nullptr, prob);
   g.matmul(prob, v, o);
-  if (!g.ok()) return g.status();
+  if (!g.ok()) {
+    pr->status = g.status();
+    return pr;
+  }
 
   auto graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   const auto& ops = g.ops();
@@ -330,61 +562,139 @@ StatusOr<std::shared_ptr<Plan>> build_plan(const CudnnApi* api, cudnnHandle_t ha
         "graph ops");
   g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
   g.finalize(graph, "operation graph (the pattern is not supported)");
-  if (!g.ok()) return g.status();
+  if (!g.ok()) {
+    pr->status = g.status();
+    return pr;
+  }
+  pr->descs = g.take();
 
-  auto heur = g.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  g.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
-  g.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristic mode");
-  g.finalize(heur, "engine heuristics");
-  if (!g.ok()) return g.status();
-  int64_t count = 0;
-  cudnnStatus_t st =
-      api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
-  if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "heuristic result count");
-  if (count == 0) return Status::unsupported("cuDNN: no engine for this attention graph");
-  std::vector<cudnnBackendDescriptor_t> cfgs(static_cast<size_t>(count));
-  for (auto& c : cfgs) c = g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  if (!g.ok()) return g.status();
-  st = api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, cfgs.data());
-  if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "heuristic results");
-
-  // The first configuration that finalises into a plan.
-  Status last_failure = Status::unsupported("cuDNN: no engine configuration finalised");
-  for (int64_t i = 0; i < count; ++i) {
-    GraphBuilder attempt(api);
-    auto ep = attempt.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
-    attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[size_t(i)],
-                "plan engine config");
-    attempt.finalize(ep, "execution plan");
-    if (!attempt.ok()) {
-      last_failure = attempt.status();
+  // Mode A, then (problems the extra slots serve) the fallback list; a mode that fails leaves
+  // the other's configurations.
+  const bool extra = p.q_len >= kExtraSlotMinQueries;
+  for (const char mode : {'A', 'F'}) {
+    if (mode == 'F' && !extra) break;
+    GraphBuilder h(api);
+    auto heur = h.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    const cudnnBackendHeurMode_t hm = mode == 'A' ? CUDNN_HEUR_MODE_A : CUDNN_HEUR_MODE_FALLBACK;
+    h.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
+    h.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristic mode");
+    h.finalize(heur, "engine heuristics");
+    int64_t count = 0;
+    if (h.ok()) {
+      cudnnStatus_t st =
+          api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+      if (st != CUDNN_STATUS_SUCCESS) h.fail(st, "heuristic result count");
+    }
+    std::vector<cudnnBackendDescriptor_t> got(size_t(std::max<int64_t>(count, 0)));
+    for (auto& c : got) c = h.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    if (h.ok() && count > 0) {
+      cudnnStatus_t st =
+          api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, got.data());
+      if (st != CUDNN_STATUS_SUCCESS) h.fail(st, "heuristic results");
+    }
+    if (!h.ok() || count == 0) {
+      if (mode == 'A')
+        pr->mode_a = h.ok() ? Status::unsupported("cuDNN: no engine for this attention graph") : h.status();
       continue;
     }
-    int64_t ws = 0, n = 0;
-    st = api->get_attr(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
-    if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "plan workspace size");
-    plan->descs = g.take();
-    for (auto& dsc : attempt.take()) plan->descs.push_back(std::move(dsc));
-    plan->plan = ep;
-    plan->workspace = ws;
-    return plan;
+    int rank = 0;
+    for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
+      std::string tag = tag_of(api, got[size_t(i)], fmt::format("{}{}", char(mode + 32), i));
+      bool seen = false;
+      for (const auto& c : pr->cfgs) seen = seen || c.tag == tag;
+      if (seen) continue;  // the fallback list repeating mode A
+      Problem::Config c;
+      c.cfg = got[size_t(i)], c.tag = std::move(tag), c.mode = mode, c.rank = rank++;
+      pr->cfgs.push_back(std::move(c));
+    }
+    for (auto& dsc : h.take()) pr->descs.push_back(std::move(dsc));
   }
-  return last_failure;
+  if (extra) add_variations(api, graph, pr.get(), 'V', kVariations);
+  if (extra && sweep_on()) add_variations(api, graph, pr.get(), 'S', kSweep);
+  if (log_configs()) {
+    std::string list;
+    for (const auto& c : pr->cfgs) list += fmt::format(" {}{}={}", char(c.mode + 32), c.rank, c.tag);
+    std::fprintf(stderr, "cuDNN SDPA %s: configurations:%s\n", pr->signature.c_str(), list.c_str());
+  }
+  return pr;
 }
 
-// Plans are built once per (thread, device, problem): graph finalisation and the runtime
-// compilation of the engine take far longer than a run.
+// The plan of configuration i, built on first use.
+Status build_config(const CudnnApi* api, cudnnHandle_t handle, Problem& pr, size_t i) {
+  Problem::Config& c = pr.cfgs[i];
+  if (c.built) return c.plan ? Status::ok() : c.failure;
+  c.built = true;
+  GraphBuilder attempt(api);
+  auto ep = attempt.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
+  attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c.cfg,
+              "plan engine config");
+  attempt.finalize(ep, "execution plan");
+  int64_t ws = 0, n = 0;
+  if (attempt.ok()) {
+    cudnnStatus_t st = api->get_attr(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
+    if (st != CUDNN_STATUS_SUCCESS) attempt.fail(st, "plan workspace size");
+  }
+  if (log_configs())
+    std::fprintf(stderr, "cuDNN SDPA %s: plan %c%d=%s: %s\n", pr.signature.c_str(), char(c.mode + 32), c.rank,
+                 c.tag.c_str(),
+                 attempt.ok() ? fmt::format("built, workspace {} B", ws).c_str() : attempt.status().message().c_str());
+  if (!attempt.ok()) {
+    c.failure = Status::unsupported(fmt::format("cuDNN configuration {}: {}", c.tag, attempt.status().message()));
+    return c.failure;
+  }
+  auto plan = std::make_shared<Plan>();
+  plan->descs = attempt.take();
+  plan->plan = ep;
+  plan->workspace = ws;
+  plan->bottom_right = pr.bottom_right;
+  plan->causal_mask = pr.causal_mask;
+  plan->tag = c.tag;
+  c.plan = std::move(plan);
+  return Status::ok();
+}
+
+// Slot `s`'s plan for the problem (see slots()).
+StatusOr<std::shared_ptr<Plan>> pick(const CudnnApi* api, cudnnHandle_t handle, Problem& pr, int s) {
+  if (!pr.status.is_ok()) return pr.status;
+  const Slot& slot = slots()[size_t(s)];
+  if (slot.mode == 0) {  // the first of mode A that finalises
+    if (!pr.mode_a.is_ok()) return pr.mode_a;
+    Status last = Status::unsupported("cuDNN: no engine configuration finalised");
+    for (size_t i = 0; i < pr.cfgs.size(); ++i) {
+      if (pr.cfgs[i].mode != 'A') continue;
+      Status st = build_config(api, handle, pr, i);
+      if (st.is_ok()) return pr.cfgs[i].plan;
+      last = st;
+    }
+    return last;
+  }
+  for (size_t i = 0; i < pr.cfgs.size(); ++i) {
+    if (pr.cfgs[i].mode != slot.mode || pr.cfgs[i].rank != slot.rank) continue;
+    TUNABLEOP_RETURN_IF_ERROR(build_config(api, handle, pr, i));
+    // The configuration Attn_Cudnn_Sdpa runs already (mode A's first ones did not finalise):
+    // not timed twice.
+    auto first = pick(api, handle, pr, 0);
+    if (first.is_ok() && *first == pr.cfgs[i].plan)
+      return Status::unsupported(fmt::format("cuDNN configuration {} is Attn_Cudnn_Sdpa's", pr.cfgs[i].tag));
+    return pr.cfgs[i].plan;
+  }
+  return Status::unsupported(
+      fmt::format("cuDNN offers no configuration {} for this problem", slot.suffix.substr(1)));  // "a2", "f0"
+}
+
+// Problems are built once per (thread, device, problem), plans once per configuration: graph
+// finalisation and the runtime compilation of the engine take far longer than a run.
 struct ThreadState {
   std::map<int, cudnnHandle_t> handles;
-  std::map<std::pair<int, std::string>, StatusOr<std::shared_ptr<Plan>>> plans;  // nodes never move
-  const StatusOr<std::shared_ptr<Plan>>* last = nullptr;
+  std::map<std::pair<int, std::string>, std::unique_ptr<Problem>> problems;  // nodes never move
+  Problem* last = nullptr;
   int last_dev = -1;
   AttentionParams last_params;
 };
 
-StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, cudnnHandle_t* handle_out) {
+StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, int slot,
+                                         cudnnHandle_t* handle_out) {
   thread_local ThreadState state;
   int dev = 0;
   TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
@@ -399,12 +709,19 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
   *handle_out = handle;
   // The same problem as the last call (the common case: a tuner loop, a decode step) skips
   // formatting the key.
-  if (state.last && state.last_dev == dev && state.last_params == p) return *state.last;
-  const auto key = std::make_pair(dev, attention_op_signature(p) + "," + attention_params_signature(p));
-  auto it = state.plans.find(key);
-  if (it == state.plans.end()) it = state.plans.emplace(key, build_plan(api, handle, p)).first;
-  state.last = &it->second, state.last_dev = dev, state.last_params = p;
-  return it->second;
+  Problem* pr = nullptr;
+  if (state.last && state.last_dev == dev && state.last_params == p) {
+    pr = state.last;
+  } else {
+    const auto key = std::make_pair(dev, attention_op_signature(p) + "," + attention_params_signature(p));
+    auto it = state.problems.find(key);
+    if (it == state.problems.end()) it = state.problems.emplace(key, build_problem(api, handle, p)).first;
+    pr = it->second.get();
+    state.last = pr, state.last_dev = dev, state.last_params = p;
+  }
+  auto& cached = pr->slots[size_t(slot)];
+  if (!cached) cached = std::make_unique<StatusOr<std::shared_ptr<Plan>>>(pick(api, handle, *pr, slot));
+  return *cached;
 }
 
 // Variant packs (the pointers of one call) are cached per thread, keyed by plan and pointers:
@@ -472,49 +789,62 @@ std::string cudnn_sdpa_availability() {
 }
 
 std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
-  AttentionCandidate c;
-  c.name = "Attn_Cudnn_Sdpa";
-  c.device = DeviceKind::kCuda;
-  c.info = CandidateInfo{"cuDNN", "sdpa", {}};
-  c.supports = supports;
-  c.workspace_bytes = [](const AttentionParams& p) -> size_t {
-    if (!supports(p).is_ok()) return 0;
-    cudnnHandle_t handle = nullptr;
-    auto plan = plan_for(*cudnn_api(), p, &handle);
-    return plan.is_ok() ? size_t((*plan)->workspace) : 0;
-  };
-  c.run = [](const AttentionParams& p, const AttentionOperands& o) -> Status {
-    TUNABLEOP_RETURN_IF_ERROR(supports(p));
-    if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
-      return Status::unsupported("q, k, v and out must be 16-byte aligned");
-    const CudnnApi* api = *cudnn_api();
-    cudnnHandle_t handle = nullptr;
-    auto plan = plan_for(api, p, &handle);
-    if (!plan.is_ok()) return plan.status();
-    const Plan& pl = **plan;
-    void* ws = nullptr;
-    if (pl.workspace > 0) {
-      if (o.workspace && o.workspace_bytes >= size_t(pl.workspace)) {
-        ws = o.workspace;
-      } else {
-        auto scratch = attention_workspace(size_t(pl.workspace), o.stream);
-        if (!scratch.is_ok()) return scratch.status();
-        ws = *scratch;
+  std::vector<AttentionCandidate> out;
+  for (int slot = 0; slot < kNumSlots; ++slot) {
+    if (slots()[size_t(slot)].mode == 'S' && !sweep_on()) continue;
+    AttentionCandidate c;
+    c.name = "Attn_Cudnn_Sdpa" + slots()[size_t(slot)].suffix;
+    c.device = DeviceKind::kCuda;
+    c.info = CandidateInfo{"cuDNN", "sdpa", {}};
+    if (slot > 0) c.info.add("config", slots()[size_t(slot)].suffix.substr(1));
+    auto slot_supports = [slot](const AttentionParams& p) -> Status {
+      TUNABLEOP_RETURN_IF_ERROR(supports(p));
+      if (slot > 0 && p.q_len < kExtraSlotMinQueries)
+        return Status::unsupported(
+            fmt::format("cuDNN's other configurations: {} queries or more", kExtraSlotMinQueries));
+      return Status::ok();
+    };
+    c.supports = slot_supports;
+    c.workspace_bytes = [slot, slot_supports](const AttentionParams& p) -> size_t {
+      if (!slot_supports(p).is_ok()) return 0;
+      cudnnHandle_t handle = nullptr;
+      auto plan = plan_for(*cudnn_api(), p, slot, &handle);
+      return plan.is_ok() ? size_t((*plan)->workspace) : 0;
+    };
+    c.run = [slot, slot_supports](const AttentionParams& p, const AttentionOperands& o) -> Status {
+      TUNABLEOP_RETURN_IF_ERROR(slot_supports(p));
+      if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
+        return Status::unsupported("q, k, v and out must be 16-byte aligned");
+      const CudnnApi* api = *cudnn_api();
+      cudnnHandle_t handle = nullptr;
+      auto plan = plan_for(api, p, slot, &handle);
+      if (!plan.is_ok()) return plan.status();
+      const Plan& pl = **plan;
+      void* ws = nullptr;
+      if (pl.workspace > 0) {
+        if (o.workspace && o.workspace_bytes >= size_t(pl.workspace)) {
+          ws = o.workspace;
+        } else {
+          auto scratch = attention_workspace(size_t(pl.workspace), o.stream);
+          if (!scratch.is_ok()) return scratch.status();
+          ws = *scratch;
+        }
       }
-    }
-    cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(o.stream));
-    if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
-    auto pack_or = variant_pack(api, pl, p, o, ws);
-    if (!pack_or.is_ok()) return pack_or.status();
-    cudnnBackendDescriptor_t pack = *pack_or;
-    st = api->execute(handle, pl.plan, pack);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      Status err = api->error(st, "execute");
-      return Status::device_error(err.message());
-    }
-    return Status::ok();
-  };
-  return {c};
+      cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(o.stream));
+      if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
+      auto pack_or = variant_pack(api, pl, p, o, ws);
+      if (!pack_or.is_ok()) return pack_or.status();
+      cudnnBackendDescriptor_t pack = *pack_or;
+      st = api->execute(handle, pl.plan, pack);
+      if (st != CUDNN_STATUS_SUCCESS) {
+        Status err = api->error(st, "execute");
+        return Status::device_error(err.message());
+      }
+      return Status::ok();
+    };
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace tunableop::cuda

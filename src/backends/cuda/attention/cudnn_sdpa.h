@@ -1,7 +1,15 @@
-// cuDNN's fused SDPA forward as an attention candidate (`Attn_Cudnn_Sdpa`), cuDNN 9 loaded at
-// run time: $TUNABLEOP_CUDNN_LIBRARY, else libcudnn.so.9 on the loader's path. Contiguous
-// caches only (the engine's layout, read in place); paged and per-sequence lengths are not
-// offered. Built only where the cuDNN headers were found (TUNABLEOP_HAVE_CUDNN_HEADERS).
+// cuDNN's fused SDPA forward as attention candidates, cuDNN 9 loaded at run time:
+// $TUNABLEOP_CUDNN_LIBRARY, else libcudnn.so.9 on the loader's path. `Attn_Cudnn_Sdpa` runs the
+// first engine configuration of cuDNN's heuristics (mode A) that finalises; for problems of 128
+// queries or more (prefill), `Attn_Cudnn_Sdpa_a1`.._a3` run mode A's next configurations and
+// `_f0`, `_f1` the fallback list's first ones that mode A does not offer, `_v0`.._v3` neighbours of
+// mode A's first (one knob one stride off its value), each unsupported at run
+// time where the problem has no such configuration or its plan does not build, so the tuner times
+// cuDNN's alternatives (issue 12: Gemma-2B's prefill attention). TUNABLEOP_CUDNN_SDPA_LOG=1 prints
+// each problem's configurations (tags "eng<index>_k<knob>v<value>...") and each plan built.
+// TUNABLEOP_CUDNN_SDPA_SWEEP=1 (experiment, off by default): `_s0`.._s39` too, every knob value.
+// Contiguous caches only (the engine's layout, read in place); paged and per-sequence lengths
+// are not offered. Built only where the cuDNN headers were found (TUNABLEOP_HAVE_CUDNN_HEADERS).
 #pragma once
 
 #include <string>

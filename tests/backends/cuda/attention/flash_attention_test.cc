@@ -158,6 +158,32 @@ TEST(FlashAttention, NamesAreUniqueAndRefusalsAreUnsupported) {
     EXPECT_EQ(c.supports(p).code(), StatusCode::kInvalidArgument) << c.name;
 }
 
+// cuDNN's candidates (where built): `Attn_Cudnn_Sdpa` keeps its name (results files name it);
+// the other configurations' candidates are offered to prefill-sized problems only (a plan each
+// takes ~0.5 s to build; decode keeps cuDNN's pick). Every CUDA candidate's name is unique.
+TEST(FlashAttention, CudnnCandidatesKeepTheirNamesAndSkipDecode) {
+  const auto cands = cuda::cuda_attention_candidates();
+  for (size_t i = 0; i < cands.size(); ++i)
+    for (size_t j = i + 1; j < cands.size(); ++j) EXPECT_NE(cands[i].name, cands[j].name);
+  int cudnn = 0;
+  bool first = false;
+  AttentionParams p;
+  p.dtype = DType::kBF16, p.q_len = 1, p.kv_len = 300, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
+  p = p.with_defaults();
+  for (const auto& c : cands) {
+    if (c.name.rfind("Attn_Cudnn_Sdpa", 0) != 0) continue;
+    cudnn += c.name.rfind("Attn_Cudnn_Sdpa_s", 0) != 0;  // not the opt-in sweep (TUNABLEOP_CUDNN_SDPA_SWEEP)
+    first = first || c.name == "Attn_Cudnn_Sdpa";
+    if (c.name != "Attn_Cudnn_Sdpa") {
+      EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+    }
+  }
+  if (cudnn > 0) {
+    EXPECT_TRUE(first);
+    EXPECT_LE(cudnn, 10);  // bounded: plans are expensive to build
+  }
+}
+
 TEST(FlashAttention, MisalignedPointerIsUnsupported) {
   TUNABLEOP_REQUIRE_GPU();
   AttentionParams p;
