@@ -312,28 +312,16 @@ std::string tag_of(const CudnnApi* api, cudnnBackendDescriptor_t cfg, const std:
 // heuristics are deterministic for one library, GPU and problem, so a name means the same
 // configuration in every process that reads the results file.
 struct Slot {
-  std::string suffix;  // "" for the first that finalises
-  char mode;           // 'A', 'F', 'V' or 'S'; 0: the first of mode A that finalises
+  const char* suffix;  // "" for the first that finalises
+  char mode;           // 'A', 'F' or 'V'; 0: the first of mode A that finalises
   int rank;
 };
+constexpr Slot kSlots[] = {{"", 0, 0},      {"_a1", 'A', 1}, {"_a2", 'A', 2}, {"_a3", 'A', 3}, {"_f0", 'F', 0},
+                           {"_f1", 'F', 1}, {"_v0", 'V', 0}, {"_v1", 'V', 1}, {"_v2", 'V', 2}, {"_v3", 'V', 3}};
 constexpr int kVariations = 4;  // _v0.._v3: see add_variations
-// TUNABLEOP_CUDNN_SDPA_SWEEP=1 (an experiment, off by default): `_s0`.._s39` too, the values of
-// each knob of mode A's first configuration in ascending order (add_variations, mode 'S').
-constexpr int kSweep = 40;
-constexpr int kNumSlots = 1 + 3 + 2 + kVariations + kSweep;
-const std::vector<Slot>& slots() {
-  static const std::vector<Slot> all = [] {
-    std::vector<Slot> v = {{"", 0, 0},      {"_a1", 'A', 1}, {"_a2", 'A', 2},
-                           {"_a3", 'A', 3}, {"_f0", 'F', 0}, {"_f1", 'F', 1}};
-    for (int r = 0; r < kVariations; ++r) v.push_back({"_v" + std::to_string(r), 'V', r});
-    for (int r = 0; r < kSweep; ++r) v.push_back({"_s" + std::to_string(r), 'S', r});
-    return v;
-  }();
-  return all;
-}
-// Only problems with at least this many queries get the extra slots: decode problems (one to a
-// few queries, many kv lengths) keep cuDNN's pick and their tuning time. (A plan builds in
-// milliseconds: Gemma-2B's prefill problem tuned in 108 ms with five plans on the H100.)
+constexpr int kNumSlots = int(sizeof(kSlots) / sizeof(kSlots[0]));
+// Only problems with at least this many queries get the extra slots: a plan takes ~0.5 s to
+// build, and decode problems (one to a few queries, many kv lengths) keep cuDNN's pick.
 constexpr int64_t kExtraSlotMinQueries = 128;
 
 // One problem's graph, the configurations cuDNN offers for it (mode A, then the fallback list
@@ -357,14 +345,6 @@ struct Problem {
   std::vector<std::unique_ptr<StatusOr<std::shared_ptr<Plan>>>> slots =
       std::vector<std::unique_ptr<StatusOr<std::shared_ptr<Plan>>>>(kNumSlots);
 };
-
-bool sweep_on() {
-  static const bool on = [] {
-    const char* env = std::getenv("TUNABLEOP_CUDNN_SDPA_SWEEP");
-    return env && *env && *env != '0';
-  }();
-  return on;
-}
 
 bool log_configs() {
   static const bool on = [] {
@@ -392,8 +372,7 @@ bool parse_tag(const std::string& tag, int64_t* engine, std::vector<std::pair<in
 // them), as mode 'V': cuDNN's heuristics rank tile and kernel choices for large problems, and a
 // neighbour may balance a small causal grid better (Gemma-2B's 2048-token prefill). The
 // engine's knobs are logged (TUNABLEOP_CUDNN_SDPA_LOG).
-// mode 'S' (the sweep): every value of each knob instead, ascending, up to `cap`.
-void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem* pr, char mode, int cap) {
+void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem* pr) {
   const Problem::Config* root = nullptr;
   for (const auto& c : pr->cfgs)
     if (!root && c.mode == 'A') root = &c;
@@ -446,14 +425,8 @@ void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem
     for (size_t j = 0; j < choices.size(); ++j)
       if (choices[j].first == k.type) at = j;
     if (at == choices.size()) continue;  // a knob mode A's configuration leaves at its default
-    std::vector<int64_t> values = {choices[at].second - k.stride, choices[at].second + k.stride};
-    if (mode == 'S') {
-      values.clear();
-      for (int64_t v = k.lo; v <= k.hi && values.size() < 1024; v += k.stride)
-        if (v != choices[at].second) values.push_back(v);
-    }
-    for (const int64_t v : values) {
-      if (made >= cap) return;
+    for (const int64_t v : {choices[at].second - k.stride, choices[at].second + k.stride}) {
+      if (made >= kVariations) return;
       if (v < k.lo || v > k.hi) continue;
       auto mine = choices;
       mine[at].second = v;
@@ -485,7 +458,7 @@ void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem
       }
       for (auto& d : c.take()) pr->descs.push_back(std::move(d));
       Problem::Config pc;
-      pc.cfg = cfg, pc.tag = std::move(tag), pc.mode = mode, pc.rank = made++;
+      pc.cfg = cfg, pc.tag = std::move(tag), pc.mode = 'V', pc.rank = made++;
       pr->cfgs.push_back(std::move(pc));
     }
   }
@@ -609,8 +582,7 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
     }
     for (auto& dsc : h.take()) pr->descs.push_back(std::move(dsc));
   }
-  if (extra) add_variations(api, graph, pr.get(), 'V', kVariations);
-  if (extra && sweep_on()) add_variations(api, graph, pr.get(), 'S', kSweep);
+  if (extra) add_variations(api, graph, pr.get());
   if (log_configs()) {
     std::string list;
     for (const auto& c : pr->cfgs) list += fmt::format(" {}{}={}", char(c.mode + 32), c.rank, c.tag);
@@ -654,10 +626,10 @@ Status build_config(const CudnnApi* api, cudnnHandle_t handle, Problem& pr, size
   return Status::ok();
 }
 
-// Slot `s`'s plan for the problem (see slots()).
+// Slot `s`'s plan for the problem (see kSlots).
 StatusOr<std::shared_ptr<Plan>> pick(const CudnnApi* api, cudnnHandle_t handle, Problem& pr, int s) {
   if (!pr.status.is_ok()) return pr.status;
-  const Slot& slot = slots()[size_t(s)];
+  const Slot& slot = kSlots[s];
   if (slot.mode == 0) {  // the first of mode A that finalises
     if (!pr.mode_a.is_ok()) return pr.mode_a;
     Status last = Status::unsupported("cuDNN: no engine configuration finalised");
@@ -680,7 +652,7 @@ StatusOr<std::shared_ptr<Plan>> pick(const CudnnApi* api, cudnnHandle_t handle, 
     return pr.cfgs[i].plan;
   }
   return Status::unsupported(
-      fmt::format("cuDNN offers no configuration {} for this problem", slot.suffix.substr(1)));  // "a2", "f0"
+      fmt::format("cuDNN offers no configuration {} for this problem", slot.suffix + 1));  // "a2", "f0"
 }
 
 // Problems are built once per (thread, device, problem), plans once per configuration: graph
@@ -791,12 +763,11 @@ std::string cudnn_sdpa_availability() {
 std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
   std::vector<AttentionCandidate> out;
   for (int slot = 0; slot < kNumSlots; ++slot) {
-    if (slots()[size_t(slot)].mode == 'S' && !sweep_on()) continue;
     AttentionCandidate c;
-    c.name = "Attn_Cudnn_Sdpa" + slots()[size_t(slot)].suffix;
+    c.name = std::string("Attn_Cudnn_Sdpa") + kSlots[slot].suffix;
     c.device = DeviceKind::kCuda;
     c.info = CandidateInfo{"cuDNN", "sdpa", {}};
-    if (slot > 0) c.info.add("config", slots()[size_t(slot)].suffix.substr(1));
+    if (slot > 0) c.info.add("config", kSlots[slot].suffix + 1);
     auto slot_supports = [slot](const AttentionParams& p) -> Status {
       TUNABLEOP_RETURN_IF_ERROR(supports(p));
       if (slot > 0 && p.q_len < kExtraSlotMinQueries)
