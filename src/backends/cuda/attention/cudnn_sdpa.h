@@ -7,7 +7,6 @@
 // time where the problem has no such configuration or its plan does not build, so the tuner times
 // cuDNN's alternatives (issue 12: Gemma-2B's prefill attention). TUNABLEOP_CUDNN_SDPA_LOG=1 prints
 // each problem's configurations (tags "eng<index>_k<knob>v<value>...") and each plan built.
-// TUNABLEOP_CUDNN_SDPA_SWEEP=1 (experiment, off by default): `_s0`.._s39` too, every knob value.
 // Contiguous caches only (the engine's layout, read in place); paged and per-sequence lengths
 // are not offered. Built only where the cuDNN headers were found (TUNABLEOP_HAVE_CUDNN_HEADERS).
 #pragma once
