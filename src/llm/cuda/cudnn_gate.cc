@@ -1,9 +1,8 @@
 #include "llm/cuda/cudnn_gate.h"
 
-#if __has_include(<cudnn_graph.h>)
-#include <cudnn_graph.h>
-#include <dlfcn.h>
+#include "cuda_common/cudnn_library.h"
 
+#ifdef TUNABLEOP_HAVE_CUDNN_LIBRARY
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -14,77 +13,21 @@
 namespace tunableop::llm::cuda {
 namespace {
 
-struct Api {
-  decltype(&cudnnGetVersion) get_version = nullptr;
-  decltype(&cudnnGetErrorString) error_string = nullptr;
-  decltype(&cudnnGetLastErrorString) last_error = nullptr;  // optional
-  decltype(&cudnnCreate) create = nullptr;
-  decltype(&cudnnDestroy) destroy = nullptr;
-  decltype(&cudnnSetStream) set_stream = nullptr;
-  decltype(&cudnnBackendCreateDescriptor) create_desc = nullptr;
-  decltype(&cudnnBackendDestroyDescriptor) destroy_desc = nullptr;
-  decltype(&cudnnBackendSetAttribute) set_attr = nullptr;
-  decltype(&cudnnBackendGetAttribute) get_attr = nullptr;
-  decltype(&cudnnBackendFinalize) finalize = nullptr;
-  decltype(&cudnnBackendExecute) execute = nullptr;
+using ::tunableop::cuda::cudnn_api;
+using ::tunableop::cuda::cudnn_config_tag;
+using ::tunableop::cuda::CudnnApi;
+using ::tunableop::cuda::CudnnDesc;
 
-  Status error(cudnnStatus_t st, const std::string& what) const {
-    std::string msg = "cuDNN " + what + ": " + (error_string ? error_string(st) : "error");
-    if (last_error) {
-      char buf[512] = {0};
-      last_error(buf, sizeof(buf));
-      if (buf[0]) msg += std::string(" (") + buf + ")";
-    }
-    return Status::unsupported(msg);
-  }
-};
-
-StatusOr<const Api*> api() {
-  static std::once_flag once;
-  static Api a;
-  static Status failure = Status::ok();
-  std::call_once(once, [] {
-    void* h = nullptr;
-    if (const char* env = std::getenv("TUNABLEOP_CUDNN_LIBRARY"); env && *env) h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      failure = Status::unsupported("cuDNN not loaded");
-      return;
-    }
-    auto bind = [&](const char* name, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      return fn != nullptr;
-    };
-    const bool ok = bind("cudnnGetErrorString", a.error_string) && bind("cudnnCreate", a.create) &&
-                    bind("cudnnDestroy", a.destroy) && bind("cudnnSetStream", a.set_stream) &&
-                    bind("cudnnBackendCreateDescriptor", a.create_desc) &&
-                    bind("cudnnBackendDestroyDescriptor", a.destroy_desc) &&
-                    bind("cudnnBackendSetAttribute", a.set_attr) && bind("cudnnBackendGetAttribute", a.get_attr) &&
-                    bind("cudnnBackendFinalize", a.finalize) && bind("cudnnBackendExecute", a.execute);
-    bind("cudnnGetLastErrorString", a.last_error);
-    bind("cudnnGetVersion", a.get_version);
-    if (!ok) failure = Status::unsupported("cuDNN: the library lacks the backend API");
-  });
-  if (!failure.is_ok()) return failure;
-  return &a;
-}
-
-// Descriptors (destroyed with the builder) and the first failure.
+// Descriptors (destroyed with the builder, or with whoever takes them) and the first failure.
 class Builder {
  public:
-  explicit Builder(const Api* a) : a_(a) {}
-  ~Builder() {
-    for (auto it = descs_.rbegin(); it != descs_.rend(); ++it) a_->destroy_desc(*it);
-  }
-  Builder(const Builder&) = delete;
-  Builder& operator=(const Builder&) = delete;
+  explicit Builder(const CudnnApi* a) : a_(a) {}
 
   cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t t) {
-    cudnnBackendDescriptor_t d = nullptr;
     if (!ok()) return nullptr;
-    check(a_->create_desc(t, &d), "create descriptor");
-    if (d) descs_.push_back(d);
-    return d;
+    descs_.push_back(std::make_unique<CudnnDesc>(a_, t));
+    check(descs_.back()->created(), "create descriptor");
+    return descs_.back()->get();
   }
   void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t count,
            const void* v, const char* what) {
@@ -115,91 +58,51 @@ class Builder {
   bool ok() const { return status_.is_ok(); }
   const Status& status() const { return status_; }
   const std::vector<cudnnBackendDescriptor_t>& ops() const { return ops_; }
-  std::vector<cudnnBackendDescriptor_t> release() { return std::move(descs_); }
+  std::vector<std::unique_ptr<CudnnDesc>> release() { return std::move(descs_); }
 
  private:
-  const Api* a_;
-  std::vector<cudnnBackendDescriptor_t> descs_, ops_;
+  const CudnnApi* a_;
+  std::vector<std::unique_ptr<CudnnDesc>> descs_;
+  std::vector<cudnnBackendDescriptor_t> ops_;
   Status status_ = Status::ok();
 };
 
 enum Uid : int64_t { kX = 1, kW, kUp, kOut, kGate = 100, kAct };
 
-// A configuration's tag: "eng<global index>" and "_k<knob type>v<value>" per knob choice (as
-// cudnn-frontend names its plans); `fallback` where cuDNN does not say.
-std::string tag_of(const Api* a, cudnnBackendDescriptor_t cfg, const std::string& fallback) {
-  Builder b(a);
-  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t count = 0, index = -1;
-  if (b.ok())
-    b.check(a->get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &eng), "engine");
-  if (b.ok()) b.check(a->get_attr(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index), "index");
-  if (!b.ok()) return fallback;
-  std::string tag = "eng" + std::to_string(index);
-  std::vector<cudnnBackendDescriptor_t> knobs(CUDNN_KNOB_TYPE_COUNTS);
-  for (auto& k : knobs) k = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-  int64_t got = 0;
-  if (b.ok())
-    b.check(a->get_attr(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(knobs.size()),
-                        &got, knobs.data()),
-            "knob choices");
-  for (int64_t i = 0; b.ok() && i < got && i < int64_t(knobs.size()); ++i) {
-    cudnnBackendKnobType_t type{};
-    int64_t value = 0;
-    b.check(a->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &count, &type),
-            "knob type");
-    if (b.ok())
-      b.check(a->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &count, &value),
-              "knob value");
-    if (b.ok()) tag += "_k" + std::to_string(int(type)) + "v" + std::to_string(value);
-  }
-  return b.ok() ? tag : fallback;
-}
-
 }  // namespace
 
 struct CudnnGate::Plan {
-  const Api* api = nullptr;
-  std::vector<cudnnBackendDescriptor_t> descs;  // the plan's: destroyed with it
+  std::vector<std::unique_ptr<CudnnDesc>> descs;  // the plan's
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t workspace = 0;
   struct Pack {
-    std::vector<cudnnBackendDescriptor_t> descs;
+    std::vector<std::unique_ptr<CudnnDesc>> descs;
     cudnnBackendDescriptor_t pack = nullptr;
   };
   // Per pointer set (x, w, up, out, workspace): one per layer (w differs) and buffer set; the
   // engine's buffers rarely move, so a prefill reuses its layers' packs.
-  std::map<std::array<const void*, 5>, Pack> packs;
-  ~Plan() {
-    for (auto& [ptrs, p] : packs)
-      for (auto it = p.descs.rbegin(); it != p.descs.rend(); ++it) api->destroy_desc(*it);
-    for (auto it = descs.rbegin(); it != descs.rend(); ++it) api->destroy_desc(*it);
-  }
+  std::map<std::array<const void*, 5>, Pack> packs;  // destroyed before the plan's descriptors
 };
 
 // One shape's graph, the configurations cuDNN offers for it and the plans built so far.
 struct CudnnGate::Shape {
-  const Api* api = nullptr;
-  Status status = Status::ok();                 // the graph's or the heuristics' failure
-  std::vector<cudnnBackendDescriptor_t> descs;  // graph, heuristics, configurations
-  std::vector<cudnnBackendDescriptor_t> cfgs;   // offered, without repeats
-  std::vector<std::string> tags;                // per configuration
-  std::vector<std::shared_ptr<Plan>> plans;     // per configuration; null: not built (yet)
-  std::vector<Status> failed;                   // per configuration: why its plan did not build
-  ~Shape() {
-    plans.clear();
-    for (auto it = descs.rbegin(); it != descs.rend(); ++it) api->destroy_desc(*it);
-  }
+  Status status = Status::ok();                   // the graph's or the heuristics' failure
+  std::vector<std::unique_ptr<CudnnDesc>> descs;  // graph, heuristics, configurations
+  std::vector<cudnnBackendDescriptor_t> cfgs;     // offered, without repeats
+  std::vector<std::string> tags;                  // per configuration
+  std::vector<std::shared_ptr<Plan>> plans;       // per configuration; null: not built (yet)
+  std::vector<Status> failed;                     // per configuration: why its plan did not build
+  // Members go in reverse order: the plans before the descriptors they were built from.
 };
 
 CudnnGate::~CudnnGate() {
   shapes_.clear();
-  auto a = api();
+  auto a = cudnn_api();
   if (handle_ && a.is_ok()) (*a)->destroy(static_cast<cudnnHandle_t>(handle_));
 }
 
 int64_t CudnnGate::version() {
-  auto a = api();
+  auto a = cudnn_api();
   return a.is_ok() && (*a)->get_version ? int64_t((*a)->get_version()) : 0;
 }
 
@@ -207,8 +110,8 @@ namespace {
 
 // The operation graph, then the configurations of heuristics mode A and of the fallback list
 // (a mode that offers none is skipped), into `shape`.
-Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int64_t in, int64_t n,
-                 std::vector<cudnnBackendDescriptor_t>* descs, std::vector<cudnnBackendDescriptor_t>* cfgs,
+Status enumerate(const CudnnApi* a, cudnnHandle_t handle, Act act, int64_t rows, int64_t in, int64_t n,
+                 std::vector<std::unique_ptr<CudnnDesc>>* descs, std::vector<cudnnBackendDescriptor_t>* cfgs,
                  std::vector<std::string>* tags) {
   Builder g(a);
   const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
@@ -286,12 +189,12 @@ Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int6
       continue;
     }
     for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
-      std::string tag = tag_of(a, got[size_t(i)], std::string(letter) + std::to_string(i));
+      std::string tag = cudnn_config_tag(a, got[size_t(i)], std::string(letter) + std::to_string(i));
       if (std::find(tags->begin(), tags->end(), tag) != tags->end()) continue;  // offered by mode A already
       cfgs->push_back(got[size_t(i)]);
       tags->push_back(std::move(tag));
     }
-    for (auto d : h.release()) descs->push_back(d);
+    for (auto& d : h.release()) descs->push_back(std::move(d));
   }
   return cfgs->empty() ? last : Status::ok();
 }
@@ -299,7 +202,7 @@ Status enumerate(const Api* a, cudnnHandle_t handle, Act act, int64_t rows, int6
 }  // namespace
 
 Status CudnnGate::ensure_handle() {
-  auto a_or = api();
+  auto a_or = cudnn_api();
   if (!a_or.is_ok()) return a_or.status();
   if (!handle_) {
     cudnnHandle_t h = nullptr;
@@ -313,14 +216,13 @@ Status CudnnGate::ensure_handle() {
 StatusOr<std::vector<std::string>> CudnnGate::configs(Act act, int64_t rows, int64_t in, int64_t n,
                                                       const std::string& only, int limit) {
   TUNABLEOP_RETURN_IF_ERROR(ensure_handle());
-  const Api* a = *api();
+  const CudnnApi* a = *cudnn_api();
   if (rows <= 0 || in <= 0 || n <= 0) return Status::invalid_argument("cuDNN gate: empty shape");
   if (in % 8 || n % 8) return Status::unsupported("cuDNN gate: in and n must be multiples of 8");
   const auto handle = static_cast<cudnnHandle_t>(handle_);
   std::shared_ptr<Shape>& sh = shapes_[std::make_tuple(int(act), rows, in, n)];
   if (!sh) {
     sh = std::make_shared<Shape>();
-    sh->api = a;
     sh->status = enumerate(a, handle, act, rows, in, n, &sh->descs, &sh->cfgs, &sh->tags);
     sh->plans.resize(sh->cfgs.size());
     sh->failed.assign(sh->cfgs.size(), Status::ok());
@@ -347,7 +249,6 @@ StatusOr<std::vector<std::string>> CudnnGate::configs(Act act, int64_t rows, int
         sh->failed[i] = p.status();
       } else {
         auto pl = std::make_shared<Plan>();
-        pl->api = a;
         pl->descs = p.release();
         pl->plan = plan;
         pl->workspace = ws;
@@ -374,9 +275,9 @@ void CudnnGate::keep_only(Act act, int64_t rows, int64_t in, int64_t n, const st
 
 Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, int64_t n, const void* x,
                       const void* w_gate, const void* up, void* out, const std::string& tag) {
-  auto a_or = api();
+  auto a_or = cudnn_api();
   if (!a_or.is_ok()) return a_or.status();
-  const Api* a = *a_or;
+  const CudnnApi* a = *a_or;
   if (rows <= 0 || n <= 0) return Status::ok();
   for (const void* p : {x, w_gate, up, static_cast<const void*>(out)})
     if (reinterpret_cast<uintptr_t>(p) % 16) return Status::unsupported("cuDNN gate: 16-byte aligned operands");
@@ -404,11 +305,7 @@ Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, in
     b.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
     b.finalize(pack, "variant pack");
     if (!b.ok()) return b.status();
-    if (pl.packs.size() >= 512) {  // buffers that keep moving: start again
-      for (auto& [old, p] : pl.packs)
-        for (auto it = p.descs.rbegin(); it != p.descs.rend(); ++it) a->destroy_desc(*it);
-      pl.packs.clear();
-    }
+    if (pl.packs.size() >= 512) pl.packs.clear();  // buffers that keep moving: start again
     pl.packs.emplace(ptrs, Plan::Pack{b.release(), pack});
   }
   cudnnStatus_t st = a->set_stream(static_cast<cudnnHandle_t>(handle_), stream);

@@ -15,7 +15,6 @@
 #include "backends/cuda/attention/cudnn_sdpa.h"
 
 #include <cudnn_graph.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,109 +32,13 @@
 
 #include "backends/cuda/attention/workspace.h"
 #include "backends/cuda/common/cuda_util.h"
+#include "cuda_common/cudnn_library.h"
 
 namespace tunableop::cuda {
 
 namespace {
 
-// ---- The library --------------------------------------------------------------------------
-
-struct CudnnApi {
-  decltype(&cudnnGetVersion) get_version = nullptr;
-  decltype(&cudnnGetErrorString) error_string = nullptr;
-  decltype(&cudnnGetLastErrorString) last_error = nullptr;  // optional
-  decltype(&cudnnCreate) create = nullptr;
-  decltype(&cudnnSetStream) set_stream = nullptr;
-  decltype(&cudnnBackendCreateDescriptor) create_desc = nullptr;
-  decltype(&cudnnBackendDestroyDescriptor) destroy_desc = nullptr;
-  decltype(&cudnnBackendSetAttribute) set_attr = nullptr;
-  decltype(&cudnnBackendGetAttribute) get_attr = nullptr;
-  decltype(&cudnnBackendFinalize) finalize = nullptr;
-  decltype(&cudnnBackendExecute) execute = nullptr;
-  std::string path;
-  size_t version = 0;
-
-  // "what: CUDNN_STATUS_... (the library's last error message)"
-  Status error(cudnnStatus_t st, const std::string& what) const {
-    std::string msg = fmt::format("cuDNN {}: {}", what, error_string ? error_string(st) : "error");
-    if (last_error) {
-      char buf[1024] = {0};
-      last_error(buf, sizeof(buf));
-      if (buf[0]) msg += fmt::format(" ({})", buf);
-    }
-    return Status::unsupported(msg);
-  }
-};
-
-// Candidates of the library file: $TUNABLEOP_CUDNN_LIBRARY first, then the loader's search
-// path (a pip wheel's nvidia/cudnn/lib must be on LD_LIBRARY_PATH for that).
-StatusOr<const CudnnApi*> cudnn_api() {
-  static std::once_flag once;
-  static CudnnApi api;
-  static Status failure = Status::ok();
-  std::call_once(once, [] {
-    std::vector<std::string> paths;
-    if (const char* env = std::getenv("TUNABLEOP_CUDNN_LIBRARY"); env && *env) paths.emplace_back(env);
-    paths.emplace_back("libcudnn.so.9");
-    std::string tried;
-    void* handle = nullptr;
-    for (const auto& p : paths) {
-      handle = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle) {
-        api.path = p;
-        break;
-      }
-      const char* why = dlerror();
-      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", p, why ? why : "not found");
-    }
-    if (!handle) {
-      failure = Status::unsupported("cuDNN not loaded (" + tried + ")");
-      return;
-    }
-    auto bind = [&](const char* name, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-      return fn != nullptr;
-    };
-    bool ok = bind("cudnnGetVersion", api.get_version) && bind("cudnnGetErrorString", api.error_string) &&
-              bind("cudnnCreate", api.create) && bind("cudnnSetStream", api.set_stream) &&
-              bind("cudnnBackendCreateDescriptor", api.create_desc) &&
-              bind("cudnnBackendDestroyDescriptor", api.destroy_desc) &&
-              bind("cudnnBackendSetAttribute", api.set_attr) && bind("cudnnBackendGetAttribute", api.get_attr) &&
-              bind("cudnnBackendFinalize", api.finalize) && bind("cudnnBackendExecute", api.execute);
-    bind("cudnnGetLastErrorString", api.last_error);
-    if (!ok) {
-      failure = Status::unsupported(api.path + " lacks the cuDNN 9 backend API");
-      return;
-    }
-    api.version = api.get_version();
-    if (api.version < 90000) failure = Status::unsupported(fmt::format("cuDNN {} is older than 9.0", api.version));
-  });
-  if (!failure.is_ok()) return failure;
-  return &api;
-}
-
 // ---- Descriptors --------------------------------------------------------------------------
-
-// One backend descriptor, destroyed with its owner.
-class Desc {
- public:
-  Desc(const CudnnApi* api, cudnnBackendDescriptorType_t type) : api_(api) {
-    status_ = api->create_desc(type, &d_);
-    if (status_ != CUDNN_STATUS_SUCCESS) d_ = nullptr;
-  }
-  ~Desc() {
-    if (d_) api_->destroy_desc(d_);
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-  cudnnBackendDescriptor_t get() const { return d_; }
-  cudnnStatus_t created() const { return status_; }
-
- private:
-  const CudnnApi* api_;
-  cudnnBackendDescriptor_t d_ = nullptr;
-  cudnnStatus_t status_;
-};
 
 enum Uid : int64_t {
   kQ = 1,
@@ -155,7 +58,7 @@ class GraphBuilder {
   explicit GraphBuilder(const CudnnApi* api) : api_(api) {}
 
   cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type) {
-    descs_.push_back(std::make_unique<Desc>(api_, type));
+    descs_.push_back(std::make_unique<CudnnDesc>(api_, type));
     if (descs_.back()->created() != CUDNN_STATUS_SUCCESS) fail(descs_.back()->created(), "create descriptor");
     return descs_.back()->get();
   }
@@ -245,11 +148,11 @@ class GraphBuilder {
   void fail(cudnnStatus_t st, const std::string& what) {
     if (ok()) status_ = api_->error(st, what);
   }
-  std::vector<std::unique_ptr<Desc>> take() { return std::move(descs_); }
+  std::vector<std::unique_ptr<CudnnDesc>> take() { return std::move(descs_); }
 
  private:
   const CudnnApi* api_;
-  std::vector<std::unique_ptr<Desc>> descs_;
+  std::vector<std::unique_ptr<CudnnDesc>> descs_;
   std::vector<cudnnBackendDescriptor_t> ops_;
   Status status_ = Status::ok();
   int64_t next_virtual_ = kVirtual;
@@ -258,51 +161,13 @@ class GraphBuilder {
 // ---- Plans ---------------------------------------------------------------------------------
 
 struct Plan {
-  std::vector<std::unique_ptr<Desc>> descs;  // the execution plan's descriptors
+  std::vector<std::unique_ptr<CudnnDesc>> descs;  // the execution plan's descriptors
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t workspace = 0;
   bool bottom_right = false;  // causal with q_len < kv_len: skv and sq scalars in the pack
   bool causal_mask = false;
   std::string tag;  // the engine configuration's ("eng8_k3v1...")
 };
-
-// A configuration's tag: "eng<global index>" and "_k<knob type>v<value>" per knob choice (as
-// cudnn-frontend names its plans, and as the prefill gate does); `fallback` where cuDNN does
-// not say.
-std::string tag_of(const CudnnApi* api, cudnnBackendDescriptor_t cfg, const std::string& fallback) {
-  GraphBuilder b(api);
-  auto eng = b.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t count = 0, index = -1;
-  if (b.ok()) {
-    cudnnStatus_t st = api->get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &eng);
-    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "engine");
-  }
-  if (b.ok()) {
-    cudnnStatus_t st = api->get_attr(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index);
-    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "engine index");
-  }
-  if (!b.ok()) return fallback;
-  std::string tag = "eng" + std::to_string(index);
-  std::vector<cudnnBackendDescriptor_t> knobs(CUDNN_KNOB_TYPE_COUNTS);
-  for (auto& k : knobs) k = b.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-  int64_t got = 0;
-  if (b.ok()) {
-    cudnnStatus_t st = api->get_attr(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                     int64_t(knobs.size()), &got, knobs.data());
-    if (st != CUDNN_STATUS_SUCCESS) b.fail(st, "knob choices");
-  }
-  for (int64_t i = 0; b.ok() && i < got && i < int64_t(knobs.size()); ++i) {
-    cudnnBackendKnobType_t type{};
-    int64_t value = 0;
-    cudnnStatus_t st =
-        api->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &count, &type);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = api->get_attr(knobs[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &count, &value);
-    if (st != CUDNN_STATUS_SUCCESS) return fallback;
-    tag += "_k" + std::to_string(int(type)) + "v" + std::to_string(value);
-  }
-  return b.ok() ? tag : fallback;
-}
 
 // The candidates: `Attn_Cudnn_Sdpa` is the first configuration of heuristics mode A that
 // finalises (what cuDNN would pick); the others name a configuration by its place in one of
@@ -327,9 +192,9 @@ constexpr int64_t kExtraSlotMinQueries = 128;
 // One problem's graph, the configurations cuDNN offers for it (mode A, then the fallback list
 // without repeats), the plans built so far and each slot's pick.
 struct Problem {
-  Status status = Status::ok();              // the graph's failure
-  Status mode_a = Status::ok();              // heuristics mode A's failure
-  std::vector<std::unique_ptr<Desc>> descs;  // graph, heuristics, configurations
+  Status status = Status::ok();                   // the graph's failure
+  Status mode_a = Status::ok();                   // heuristics mode A's failure
+  std::vector<std::unique_ptr<CudnnDesc>> descs;  // graph, heuristics, configurations
   struct Config {
     cudnnBackendDescriptor_t cfg = nullptr;
     std::string tag;
@@ -572,7 +437,7 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
     }
     int rank = 0;
     for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
-      std::string tag = tag_of(api, got[size_t(i)], fmt::format("{}{}", char(mode + 32), i));
+      std::string tag = cudnn_config_tag(api, got[size_t(i)], fmt::format("{}{}", char(mode + 32), i));
       bool seen = false;
       for (const auto& c : pr->cfgs) seen = seen || c.tag == tag;
       if (seen) continue;  // the fallback list repeating mode A
@@ -704,7 +569,7 @@ struct PackEntry {
   const void* ptrs[5] = {};
   float scale = 0, neg_inf = 0;
   int32_t skv = 0, sq = 0;
-  std::vector<std::unique_ptr<Desc>> descs;
+  std::vector<std::unique_ptr<CudnnDesc>> descs;
   cudnnBackendDescriptor_t pack = nullptr;
 };
 
