@@ -27,8 +27,7 @@
 # the results file), the cuDNN gate's kernel tests (every configuration vs fp64) and engine
 # tests, Llama-2-7B's TTFT, then for Llama and Gemma the TTFT again reading the choice back from
 # the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
-# 10 runs each), Gemma's greedy ids with the gate chosen vs off, then (A2_LAB=1: built too)
-# bench/prefill_lab for Gemma.
+# 10 runs each), Gemma's greedy ids with the gate chosen vs off.
 #
 # A2_SDPA=1 (with A2_PREFILL=1; issue 12, cuDNN's attention configurations): Gemma's TTFT runs
 # with TUNABLEOP_CUDNN_SDPA_LOG=1 and TUNABLEOP_VERBOSE=2 (cuDNN's configurations for each
@@ -75,7 +74,6 @@ targets="tunableop_cli test_cuda_attention test_llm_cuda test_llm_cuda_kernels"
 PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
 [ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
-[ "$PREFILL" = 1 ] && [ "${A2_LAB:-0}" = 1 ] && targets="$targets prefill_lab"
 SDPA=${A2_SDPA:-0}
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
 # shellcheck disable=SC2086
@@ -139,15 +137,6 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   for f in gemma_ids_auto gemma_ids_off; do
     [ -f "$LOGS/$f.txt" ] && summary+=("$f: $(grep -E '^[0-9]+(,[0-9]+)+$' "$LOGS/$f.txt" | tail -1)")
   done
-  secs=$(left 30)
-  [ "${A2_LAB:-0}" = 1 ] || secs=0
-  if [ "$secs" != 0 ]; then
-    stamp "prefill_lab"
-    timeout "$secs" "$BUILD/bench/prefill_lab/prefill_lab" gemma 24 >"$LOGS/prefill_lab.txt" 2>&1 ||
-      echo "gpu-attention2: prefill_lab exited $?"
-  else
-    summary+=("prefill_lab: skipped (budget)")
-  fi
 elif [ "$FAST" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
@@ -233,7 +222,6 @@ stamp "done"
     sed -n '/Kernels chosen/,/^[^ ]/p' "$LOGS/$f.txt" | grep -E "Kernels chosen|prefill gate"
     sed -n '/Prefill breakdown/,$p' "$LOGS/$f.txt"
   done
-  [ -f "$LOGS/prefill_lab.txt" ] && { echo "== prefill_lab"; cat "$LOGS/prefill_lab.txt"; }
   [ -f "$LOGS/nsys_llama.txt" ] && { echo "== nsys (one tuned Llama prefill run)"; grep -A25 -E "cuda_api_sum|cuda_gpu_kern_sum|cuda_gpu_mem_time_sum" "$LOGS/nsys_llama.txt" | cut -c1-220 | head -90; }
   for f in "$LOGS"/*_decode_*.txt "$LOGS"/ragged_*.txt; do
     [ -f "$f" ] && echo "== $(basename "$f" .txt): $(grep -E "TPOT" "$f" | head -1 | sed 's/^ *//') | $(grep -E "KV cache" "$f" | head -1 | sed 's/^ *//')"
