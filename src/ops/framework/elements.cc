@@ -1,5 +1,6 @@
 #include "ops/framework/elements.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -35,8 +36,9 @@ int64_t span(const OutputLayout& o) {
 }
 }  // namespace
 
-double layout_error(const OutputLayout& o, const void* data, const std::vector<double>& ref) {
-  double num = 0, den = 0;
+double layout_error(const OutputLayout& o, const void* data, const std::vector<double>& ref,
+                    const std::vector<double>* scale) {
+  double num = 0, den = 0, den_scale = 0;
   for (int64_t bt = 0; bt < o.batch; ++bt) {
     for (int64_t j = 0; j < o.n; ++j) {
       for (int64_t i = 0; i < o.m; ++i) {
@@ -46,9 +48,11 @@ double layout_error(const OutputLayout& o, const void* data, const std::vector<d
         const double d = v - ref[size_t(e)];
         num += d * d;
         den += ref[size_t(e)] * ref[size_t(e)];
+        if (scale) den_scale += (*scale)[size_t(e)] * (*scale)[size_t(e)];
       }
     }
   }
+  den = std::max(den, den_scale);
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 

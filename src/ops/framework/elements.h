@@ -17,8 +17,10 @@ void store_from_double(DType dtype, void* base, int64_t idx, double v);
 namespace ops {
 
 // Relative Frobenius error of `out` (host memory, out.dtype) against `ref` laid out like it;
-// only the m x n matrices count; NaN/Inf give +inf.
-double layout_error(const OutputLayout& out, const void* data, const std::vector<double>& ref);
+// only the m x n matrices count; NaN/Inf give +inf. With `scale` (laid out like ref), relative
+// to max(||ref||, ||scale||): for results that may cancel far below the size of their terms.
+double layout_error(const OutputLayout& out, const void* data, const std::vector<double>& ref,
+                    const std::vector<double>* scale = nullptr);
 // The layout's elements as doubles (c_span-sized vector, gaps 0).
 std::vector<double> layout_to_double(const OutputLayout& out, const void* data);
 

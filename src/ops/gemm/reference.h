@@ -16,14 +16,26 @@ std::vector<double> gemm_reference_f64(const GemmParams& p, const void* a, const
 
 // Freivalds' check in fp64: compares C * x with alpha * op(A) * (op(B) * x) + beta * C0 * x
 // for `vectors` random vectors x per batch; returns the worst relative error
-// ||Cx - ref|| / max(||ref||, tiny). O((mk + kn + mn) * vectors) instead of O(mnk).
+// ||Cx - ref|| / max(||ref||, ||terms||, tiny), where ||terms|| is the root-sum-square of the
+// products that make up ref: a correct kernel's rounding error scales with the terms, not with
+// their sum, which cancellation can make arbitrarily small (a 1 x 1 output with beta != 0 was
+// rejected at 2.6e-5 relative to its result). On random data ||terms|| ~ ||ref||, so a wrong
+// kernel still shows an O(1) error. O((mk + kn + mn) * vectors) instead of O(mnk).
 // c0 may be null when beta == 0. NaN/Inf in C give +inf.
 double freivalds_error(const GemmParams& p, const void* a, const void* b, const void* c0, const void* c,
                        int vectors = 2, uint64_t seed = 1234);
 
+// Root-sum-square of the terms of each element of C (alpha a_il b_lj over l, and beta c_ij),
+// laid out like C (gaps 0): the scale a correct kernel's rounding error is proportional to.
+std::vector<double> gemm_term_scale_f64(const GemmParams& p, const void* a, const void* b, const void* c_in);
+
 // Relative Frobenius error of `c` (dtype) against a reference laid out like C; only the m x n
 // matrices are compared; NaN/Inf give +inf.
 double relative_error(const GemmParams& p, const void* c, const std::vector<double>& ref);
+// The same relative to max(||ref||, ||term_scale||) (gemm_term_scale_f64): the measure that
+// holds under cancellation, for inputs whose result may be much smaller than its terms.
+double relative_error(const GemmParams& p, const void* c, const std::vector<double>& ref,
+                      const std::vector<double>& term_scale);
 
 // Error a correct candidate stays under: grows with eps(dtype) and sqrt(k).
 double gemm_tolerance(const GemmParams& p);

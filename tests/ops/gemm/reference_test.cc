@@ -83,6 +83,41 @@ TEST(GemmReference, FreivaldsAcceptsCorrectAndRejectsWrong) {
   }
 }
 
+// A 1 x 1 result that cancels (alpha a.b + beta c near 0; the fuzz finding
+// fuzz/corpus/gemm_params/regress-cancel-1x1-beta.bin): a correct fp32 kernel's rounding error is
+// proportional to the terms, not to the result, so both checks measure against the terms' scale.
+TEST(GemmReference, CancellationIsMeasuredAgainstTheTerms) {
+  GemmParams p = make(DType::kF32, 'T', 'N', 1, 1, 15);
+  p.alpha = -1;
+  p.beta = 0.5;
+  std::vector<float> a(15), b(15);
+  uint64_t x = 99;
+  auto next = [&] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return float(double(x % 2001) / 1000.0 - 1.0);
+  };
+  for (size_t l = 0; l < a.size(); ++l) a[l] = next(), b[l] = next();
+  double dot = 0;
+  for (size_t l = 0; l < a.size(); ++l) dot += double(a[l]) * double(b[l]);
+  const std::vector<float> c0 = {float(2 * dot)};  // beta c0 cancels alpha a.b up to c0's rounding
+  // What a kernel computes: fp32 accumulation, then alpha and beta in fp32.
+  float acc = 0;
+  for (size_t l = 0; l < a.size(); ++l) acc += a[l] * b[l];
+  std::vector<float> c = {-acc + 0.5f * c0[0]};
+  const auto ref = gemm_reference_f64(p, a.data(), b.data(), c0.data());
+  const auto scale = gemm_term_scale_f64(p, a.data(), b.data(), c0.data());
+  ASSERT_LT(std::abs(ref[0]), 1e-6 * scale[0]) << "the data must cancel for this test to mean anything";
+  EXPECT_LE(relative_error(p, c.data(), ref, scale), gemm_tolerance(p));
+  EXPECT_LE(freivalds_error(p, a.data(), b.data(), c0.data(), c.data()), gemm_tolerance(p));
+  // Dropping the largest term is still an O(1) error against the terms.
+  size_t big = 0;
+  for (size_t l = 1; l < a.size(); ++l)
+    if (std::abs(a[l] * b[l]) > std::abs(a[big] * b[big])) big = l;
+  c[0] += a[big] * b[big];
+  EXPECT_GT(relative_error(p, c.data(), ref, scale), 1e-2);
+  EXPECT_GT(freivalds_error(p, a.data(), b.data(), c0.data(), c.data()), 1e-2);
+}
+
 TEST(GemmReference, ToleranceDependsOnDtypeAndDepth) {
   GemmParams p = make(DType::kF32, 'N', 'N', 8, 8, 16);
   GemmParams deep = make(DType::kF32, 'N', 'N', 8, 8, 4096);
