@@ -4,6 +4,11 @@
 #include <cpuid.h>
 #endif
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
 namespace tunableop::cpu_kernels {
 
 const char* isa_name(Isa isa) {
@@ -15,7 +20,24 @@ const char* isa_name(Isa isa) {
   return "unknown";
 }
 
-bool isa_available(Isa isa) {
+namespace {
+
+// TUNABLEOP_CPU_MAX_ISA=portable|avx2|avx512 caps the levels our kernels use: the fuzz job pins
+// it so that its walk (which follows coverage, and so which ISA kernels exist) is the same on
+// every CI machine; a user can also rule out AVX-512 (clock drops) or test the portable path.
+Isa isa_cap() {
+  static const Isa cap = [] {
+    const char* env = std::getenv("TUNABLEOP_CPU_MAX_ISA");
+    if (!env || !*env) return Isa::kAvx512;
+    for (Isa i : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
+      if (std::strcmp(env, isa_name(i)) == 0) return i;
+    std::fprintf(stderr, "tunableop: ignoring TUNABLEOP_CPU_MAX_ISA=%s (expected portable, avx2 or avx512)\n", env);
+    return Isa::kAvx512;
+  }();
+  return cap;
+}
+
+bool cpu_has(Isa isa) {
 #if defined(TUNABLEOP_CPU_KERNELS_X86)  // set by CMakeLists.txt when the ISA files are built
   // libgcc's detector also checks XGETBV, so a CPU whose OS does not save zmm/ymm state reads
   // as unsupported. The AVX2 kernels convert fp16 with F16C and the AVX-512 ones with AVX512F.
@@ -36,6 +58,10 @@ bool isa_available(Isa isa) {
   return isa == Isa::kPortable;
 #endif
 }
+
+}  // namespace
+
+bool isa_available(Isa isa) { return isa <= isa_cap() && cpu_has(isa); }
 
 Isa best_isa() {
   if (isa_available(Isa::kAvx512)) return Isa::kAvx512;

@@ -7,7 +7,8 @@ namespace tunableop::cpu_kernels {
 enum class Isa { kPortable, kAvx2, kAvx512 };
 
 const char* isa_name(Isa isa);  // "portable", "avx2", "avx512" (used in candidate names)
-bool isa_available(Isa isa);    // CPU (and OS register state) support, cached
+bool isa_available(Isa isa);    // CPU (and OS register state) support, cached, at most
+                                // $TUNABLEOP_CPU_MAX_ISA (portable, avx2, avx512) when set
 Isa best_isa();                 // the most capable available level
 
 }  // namespace tunableop::cpu_kernels

@@ -8,6 +8,7 @@
 #endif
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -158,6 +159,23 @@ TEST(CpuKernelsRegistration, DefaultFirstThenNamedVariants) {
   EXPECT_GE(per_effort[0] + per_effort[1], 4);
   EXPECT_LE(per_effort[0] + per_effort[1], 10);
   for (const auto& c : cs) std::printf("  %-45s min_effort=%d\n", c.name.c_str(), c.min_effort);
+}
+
+// Runs as its own ctest entries with TUNABLEOP_CPU_MAX_ISA set (CMakeLists.txt); skipped without.
+TEST(CpuFeatures, MaxIsaEnvironmentCapsTheLevels) {
+  const char* env = std::getenv("TUNABLEOP_CPU_MAX_ISA");
+  if (!env) GTEST_SKIP() << "TUNABLEOP_CPU_MAX_ISA not set";
+  const std::string cap = env;
+  if (cap != "portable" && cap != "avx2") GTEST_SKIP() << "checks the caps below avx512 only";
+  const bool avx2_allowed = cap == "avx2";
+  EXPECT_FALSE(cpu_kernels::isa_available(cpu_kernels::Isa::kAvx512));
+  if (!avx2_allowed) EXPECT_FALSE(cpu_kernels::isa_available(cpu_kernels::Isa::kAvx2));
+  EXPECT_TRUE(cpu_kernels::isa_available(cpu_kernels::Isa::kPortable));
+  // No candidate of a level above the cap.
+  for (const auto& c : registered()) {
+    EXPECT_EQ(c.name.find("_avx512_"), std::string::npos) << c.name;
+    if (!avx2_allowed) EXPECT_EQ(c.name.find("_avx2_"), std::string::npos) << c.name;
+  }
 }
 
 TEST(CpuKernelsRegistration, DefaultAndBlockedSupportEverySkinnyOnlySmallN) {
