@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ResultsFile f(path, kEnv);
   auto opened = f.open();
   if (!opened.is_ok()) return 0;  // e.g. every sibling taken: reported, not a crash
-  ResultEntry e{"GemmTunableOp_float_NN", "nn_7_5_3", "Gemm_Fuzz", 0.25, Measurement{0.2, 0.25, 0.3, 0.01, 9}, 1.5};
+  ResultEntry e{
+      "GemmTunableOp_float_NN", "nn_7_5_3", "Gemm_Fuzz", 0.25, Measurement{0.2, 0.25, 0.3, 0.01, 9}, 1.5, 0, ""};
   if (!f.append(e).is_ok()) return 0;
   if (f.path() != path) {
     FUZZ_CHECK(tunableop::fuzz::read_file(path) == text, "a file of another environment was modified");

@@ -13,7 +13,7 @@ namespace {
 // Below this many elements a parallel region costs more than it saves: waking the team and the
 // closing barrier take microseconds, and on a busy machine a descheduled team member stalls
 // everyone. Decode steps (one row per sequence) stay single-threaded; the GEMMs use the cores.
-constexpr int64_t kParallelMin = 1 << 15;
+[[maybe_unused]] constexpr int64_t kParallelMin = 1 << 15;  // unused when built without OpenMP
 }  // namespace
 
 void embedding(const int32_t* ids, int64_t rows, const float* table, int64_t width, float scale, float* out) {
@@ -81,7 +81,7 @@ void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_hea
                float* out) {
   const int64_t hd = kv.head_dim;
   const int64_t group = n_heads / kv.n_kv_heads;
-  int64_t work = 0;  // multiply-adds, roughly
+  [[maybe_unused]] int64_t work = 0;  // multiply-adds, roughly (read by the OpenMP pragma only)
   for (int64_t r = 0; r < rows; ++r) work += (int64_t(positions[r]) + 1) * n_heads * hd * 2;
 #pragma omp parallel if (work >= 4 * kParallelMin)
   {
