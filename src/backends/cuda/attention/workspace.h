@@ -1,9 +1,10 @@
 // Workspace of the attention candidates when the caller passes none (AttentionOperands::
-// workspace null or too small): per (thread, device, stream), grow-only, and unlike the GEMM
-// scratch buffer (cuda_util.h) an outgrown block is kept until the thread ends instead of being
-// freed. A captured CUDA graph (the engine's decode step) holds the pointer it was captured
-// with; freeing that block when a later, larger problem (a long prefill) grows the workspace
-// would leave the graph writing freed memory.
+// workspace null or too small): per (thread, device, stream), grow-only, its own blocks (not the
+// GEMM scratch, which an attention candidate's GEMMs may use at the same time), and like it an
+// outgrown block is kept until the thread ends (RetainedBlocks, cuda_util.h): a captured CUDA
+// graph (the engine's decode step) holds the pointer it was captured with, and freeing that
+// block when a later, larger problem (a long prefill) grows the workspace would leave the graph
+// writing freed memory.
 #pragma once
 
 #include <cstddef>

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "cuda_common/cuda_memory.h"
 
@@ -57,37 +59,37 @@ StatusOr<Handles> current_handles() {
   return h;
 }
 
-namespace {
-
-struct ThreadScratch {
-  std::map<std::pair<int, void*>, DeviceBuffer> by_stream;
-  ~ThreadScratch() {
-    int saved = -1;
-    if (cudaGetDevice(&saved) != cudaSuccess) {  // runtime already gone: leave the blocks to it
-      for (auto& [key, buf] : by_stream) (void)buf.release();
-      return;
-    }
-    for (auto& [key, buf] : by_stream) {
-      if (cudaSetDevice(key.first) == cudaSuccess) {
-        buf.reset();
-      } else {
-        (void)buf.release();
-      }
-    }
-    cudaSetDevice(saved);
+RetainedBlocks::~RetainedBlocks() {
+  int saved = -1;
+  const bool alive = cudaGetDevice(&saved) == cudaSuccess;
+  for (auto& [key, blocks] : by_stream_) {
+    const bool here = alive && cudaSetDevice(key.first) == cudaSuccess;
+    for (auto& b : blocks) here ? b.reset() : (void)b.release();
   }
-};
+  if (alive) cudaSetDevice(saved);
+}
 
-}  // namespace
-
-StatusOr<void*> scratch_workspace(size_t bytes, void* stream) {
-  thread_local ThreadScratch cache;
-  if (bytes == 0) return static_cast<void*>(nullptr);
+StatusOr<std::vector<DeviceBuffer>*> RetainedBlocks::blocks(void* stream) {
   int dev = 0;
   TUNABLEOP_CUDA_TRY(cudaGetDevice(&dev));
-  DeviceBuffer& buf = cache.by_stream[{dev, stream}];
-  TUNABLEOP_RETURN_IF_ERROR(buf.ensure(bytes));
-  return buf.get();
+  return &by_stream_[{dev, stream}];
+}
+
+StatusOr<void*> RetainedBlocks::get(size_t bytes, void* stream) {
+  auto list = blocks(stream);
+  if (!list.is_ok()) return list.status();
+  std::vector<DeviceBuffer>& bs = **list;
+  if (!bs.empty() && bs.back().bytes() >= bytes) return bs.back().get();
+  DeviceBuffer b;
+  TUNABLEOP_RETURN_IF_ERROR(b.ensure(bs.empty() ? bytes : std::max(bytes, 2 * bs.back().bytes())));
+  bs.push_back(std::move(b));
+  return bs.back().get();
+}
+
+StatusOr<void*> scratch_workspace(size_t bytes, void* stream) {
+  thread_local RetainedBlocks cache;
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  return cache.get(bytes, stream);
 }
 
 StatusOr<void*> workspace_for(const GemmOperands& o, size_t bytes) {

@@ -9,9 +9,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda_common/cuda_check.h"
+#include "cuda_common/cuda_memory.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
@@ -58,10 +62,31 @@ struct DeviceInfo {
 };
 StatusOr<DeviceInfo> current_device_info();
 
+// Grow-only device blocks per (device, stream), for one thread (hold it thread_local). An
+// outgrown block is kept until the object dies (thread exit), never freed earlier: a captured
+// CUDA graph (the engine's decode step or prefill) holds the pointer it was captured with, and a
+// later, larger problem growing the workspace must not free it under the graph.
+class RetainedBlocks {
+ public:
+  RetainedBlocks() = default;
+  RetainedBlocks(const RetainedBlocks&) = delete;
+  RetainedBlocks& operator=(const RetainedBlocks&) = delete;
+  ~RetainedBlocks();  // frees each block on its device, unless the runtime is already gone
+  // The current block of (current device, stream) when it holds `bytes`, else a new one of
+  // max(bytes, twice the current): doubling keeps what the outgrown ones hold below its size.
+  StatusOr<void*> get(size_t bytes, void* stream);
+  // The blocks of (current device, stream), the last one current, for a caller that grows
+  // them its own way.
+  StatusOr<std::vector<DeviceBuffer>*> blocks(void* stream);
+
+ private:
+  std::map<std::pair<int, void*>, std::vector<DeviceBuffer>> by_stream_;
+};
+
 // Workspace for ordinary dispatch, where the op passes none (GemmOperands::workspace null): a
 // grow-only buffer per (thread, device, stream), freed at thread exit. Per stream so that work
-// queued on two streams never shares scratch memory; growing frees the old buffer with
-// cudaFree, which waits for the device, so queued work that still uses it is safe.
+// queued on two streams never shares scratch memory; an outgrown block is kept (not freed) until
+// the thread exits, since a captured CUDA graph may still point at it.
 StatusOr<void*> scratch_workspace(size_t bytes, void* stream);
 
 // The workspace a candidate should use: the op's when it gave one of at least `bytes`, else the
