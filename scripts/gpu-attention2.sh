@@ -29,6 +29,11 @@
 # the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
 # 10 runs each), Gemma's greedy ids with the gate chosen vs off.
 #
+# A2_GRAPH=1 (with A2_PREFILL=1; issue 12, prefill CUDA graphs): Gemma-2B tuned, then its TTFT
+# read back with --prefill-graph and without (eager, the default), interleaved twice;
+# the engine's, its kernels' and the attention op's GPU tests (whole binaries); the same for
+# Llama-2-7B once.
+#
 # A2_SDPA=1 (with A2_PREFILL=1; issue 12, cuDNN's attention configurations): Gemma's TTFT runs
 # with TUNABLEOP_CUDNN_SDPA_LOG=1 and TUNABLEOP_VERBOSE=2 (cuDNN's configurations for each
 # attention problem, each plan built, the tuner's attention timings in the summary), then the
@@ -75,6 +80,8 @@ PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
 [ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
 SDPA=${A2_SDPA:-0}
+GRAPH=${A2_GRAPH:-0}
+[ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels test_cuda_attention"
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
@@ -105,7 +112,22 @@ llm() {  # name, timeout, args...
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
-if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
+if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
+  # Prefill graphs: tune once, then TTFT read back from the results file with --prefill-graph
+  # and without, interleaved, 10 runs each; the GPU tests in between.
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}" --prefill-graph
+  llm gemma_ttft_nograph 25 --model builtin:gemma-2b "${again[@]}"
+  gtest llm/test_llm_cuda 150
+  gtest llm/test_llm_cuda_kernels 60
+  gtest backends/cuda/attention/test_cuda_attention 100
+  llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}" --prefill-graph
+  llm gemma_ttft_nograph2 25 --model builtin:gemma-2b "${again[@]}"
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}" --prefill-graph
+  llm llama_ttft_nograph 30 --model builtin:llama-2-7b "${again[@]}"
+elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   if [ "$SDPA" = 1 ]; then
     TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_VERBOSE=2 llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
     [ -f "$LOGS/gemma_ttft.txt" ] && while IFS= read -r l; do summary+=("gemma sdpa: $l"); done < <(
@@ -215,7 +237,8 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft gemma_ttft_again gemma_ttft_gate_off llama_ttft llama_ttft_again llama_ttft_gate_off llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_again gemma_ttft_nograph gemma_ttft_again2 gemma_ttft_nograph2 gemma_ttft_gate_off \
+    llama_ttft llama_ttft_again llama_ttft_nograph llama_ttft_gate_off llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"

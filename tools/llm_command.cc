@@ -71,6 +71,7 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
+  bool prefill_graph = false;
   std::string decode_loop = "auto";
   bool compare_decode_loops = false;
   int tp = 1;  // tensor-parallel ranks (llm_tp.h)
@@ -561,6 +562,7 @@ int run_llm(const LlmArgs& a) {
     eo.max_seq = std::max(padded, longest + max_new);
   }
   eo.cuda_graph = !a.no_cuda_graph;
+  eo.prefill_graph = a.prefill_graph;
   eo.pdl = !a.no_pdl;
   eo.step_variant = a.step_variant;
   eo.fusion = a.fusion == "off"  ? llm::EngineOptions::Fusion::kOff
@@ -721,6 +723,9 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
+  c->add_flag("--prefill-graph", a->prefill_graph,
+              "cuda: replay a prefill captured as a CUDA graph for later prompts of the same shape (static cache, one "
+              "GPU; experimental)");
   c->add_option("--decode-loop", a->decode_loop,
                 "bench: host = each step's inputs uploaded and its tokens read before the next step is queued; "
                 "device = the next step queued first, its inputs advanced on the device (greedy; issue 13); "

@@ -93,6 +93,8 @@ Status DeviceKernels::after_row_parallel_linear(void* y, int64_t rows, int64_t w
 
 Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step) { return step(); }
 
+Status DeviceKernels::run_prefill(const Pass&, LinearOp&, const std::function<Status()>& pass) { return pass(); }
+
 Status DeviceKernels::run_decode_step_ahead(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
                                             const std::function<Status()>& advance, int) {
   return run_decode_step(batch, linear, [&]() -> Status {

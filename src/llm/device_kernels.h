@@ -177,6 +177,11 @@ class DeviceKernels {
   // (batch, TunableOp on/off) as a graph and replays it, crediting `linear` with its GEMMs.
   virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step);
 
+  // --- How a prefill pass runs: the default calls `pass`; the CUDA device captures the pass of
+  // each (batch, padded length, ragged, TunableOp on/off) after its first, eager run and replays
+  // the graph for later prefills of that shape, crediting `linear` with its GEMMs.
+  virtual Status run_prefill(const Pass& p, LinearOp& linear, const std::function<Status()>& pass);
+
   // --- Greedy decode with the next step queued before the previous token is read (issue 13).
   // The step as run_decode_step runs it, then `advance` (which readies the next step's inputs on
   // the device: advance_decode). The CUDA device captures the two as one graph per (batch,

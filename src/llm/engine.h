@@ -36,6 +36,10 @@ struct EngineOptions {
   DType dtype = DType::kBF16;
   // CUDA only: capture the decode step once per batch size and replay it.
   bool cuda_graph = true;
+  // CUDA only (issue 12): capture a prefill once per shape (batch, padded length) and replay it
+  // for later prompts of that shape (static KV cache, one GPU; llm/prefill_graphs.h). Off by
+  // default until it has been measured and checked on a GPU.
+  bool prefill_graph = false;
   // CUDA only (issue 13): fused decode projections (rmsnorm prologue, residual / gated / argmax
   // epilogue in the GEMV). kAuto: with TunableOp on, each projection of the first decode step
   // times the fused kernel shapes against the unfused path (tuned GEMM + element-wise kernels)

@@ -118,7 +118,7 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
     auto p = prepare_prefill(prompts);
     if (!p.is_ok()) return p.status();
-    TUNABLEOP_RETURN_IF_ERROR(forward(*p, pre_));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->run_prefill(*p, linear_, [&] { return forward(*p, pre_); }));
     return fetch_next(next);
   }
 

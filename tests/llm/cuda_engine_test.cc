@@ -69,6 +69,19 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
 
 const std::vector<int32_t> kPrompt = {1, 5, 17, 300, 2, 9, 4000, 12, 8, 8, 1};  // 11 -> padded 16
 
+// Two engines generate the same tokens and end with bit-identical logits.
+void expect_same_generation(Engine& a, Engine& b, const std::vector<std::vector<int32_t>>& prompts, int64_t tokens) {
+  auto ga = generate(a, prompts, tokens);
+  auto gb = generate(b, prompts, tokens);
+  ASSERT_TRUE(ga.is_ok()) << ga.status().to_string();
+  ASSERT_TRUE(gb.is_ok()) << gb.status().to_string();
+  EXPECT_EQ(ga->tokens, gb->tokens);
+  std::vector<float> la, lb;
+  ASSERT_TRUE(a.last_logits(&la).is_ok());
+  ASSERT_TRUE(b.last_logits(&lb).is_ok());
+  EXPECT_EQ(la, lb);
+}
+
 // fp32 on the GPU (cuBLAS without TF32) agrees with the CPU engine to rounding.
 TEST(LlmCuda, Fp32MatchesCpuEngine) {
   for (const std::string preset : {"tiny", "tiny-gemma"}) {
@@ -123,6 +136,42 @@ TEST(LlmCuda, GraphReplayEqualsEagerDecode) {
     ASSERT_TRUE(eager.engine->last_logits(&lb).is_ok());
     EXPECT_EQ(la, lb);
     // The graph's GEMMs are still counted, as if each step had called them.
+    EXPECT_EQ(graph.engine->linear().calls(), eager.engine->linear().calls());
+  }
+}
+
+// Prefill graphs (issue 12): the second prefill of a shape is captured and launched, later ones
+// replay it; a new shape runs eagerly and drops the graphs. Different prompts of one shape
+// (ragged and not) through the graph give exactly the eager engine's tokens and logits, and
+// decode goes on from the cache the graph wrote.
+TEST(LlmCuda, PrefillGraphReplaysTheEagerPrefill) {
+  for (auto fusion : {kUnfused, kFused}) {
+    auto with_graph = opts(DType::kBF16, 2, 8, true, fusion), without = with_graph;
+    with_graph.prefill_graph = true;  // opt-in (engine.h)
+    MAKE_GPU_ENGINE(graph, builtin("tiny-gemma"), 2, with_graph);
+    MAKE_GPU_ENGINE(eager, builtin("tiny-gemma"), 2, without);
+    std::vector<int32_t> full(16), full2(16);
+    for (int i = 0; i < 16; ++i) full[size_t(i)] = 100 + 7 * i, full2[size_t(i)] = 3000 - 11 * i;
+    const std::vector<std::vector<int32_t>> p1 = {kPrompt, {3, 4, 5}};
+    const std::vector<std::vector<int32_t>> p2 = {{7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, {20, 21}};
+    const std::vector<std::vector<int32_t>> p3 = {full, full2};  // 16: same length, not ragged
+    int round = 0;
+    for (const auto* prompts : {&p1, &p2, &p1, &p2, &p3, &p2, &p1}) {
+      SCOPED_TRACE("round " + std::to_string(round++));
+      expect_same_generation(*graph.engine, *eager.engine, *prompts, 4);
+      // The prefill alone, through the graph when it has one: its next tokens and logits.
+      std::vector<float> la, lb;
+      std::vector<int32_t> na, nb;
+      ASSERT_TRUE(graph.engine->prefill(*prompts, &na).is_ok());
+      ASSERT_TRUE(eager.engine->prefill(*prompts, &nb).is_ok());
+      EXPECT_EQ(na, nb);
+      ASSERT_TRUE(graph.engine->last_logits(&la).is_ok());
+      ASSERT_TRUE(eager.engine->last_logits(&lb).is_ok());
+      EXPECT_EQ(la, lb);
+    }
+    EXPECT_NE(graph.engine->device_name().find("CUDA graph prefill"), std::string::npos) << graph.engine->device_name();
+    EXPECT_EQ(eager.engine->device_name().find("CUDA graph prefill"), std::string::npos);
+    // The graph's GEMMs are counted as if each prefill had called them.
     EXPECT_EQ(graph.engine->linear().calls(), eager.engine->linear().calls());
   }
 }
@@ -324,15 +373,7 @@ TEST(LlmCuda, PagedCacheEqualsStatic) {
     for (const auto& prompts : std::vector<std::vector<std::vector<int32_t>>>{
              {kPrompt, {3, 4, 5}, {9}},
              {{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, {1}, kPrompt}}) {
-      auto a = generate(*st.engine, prompts, 20);
-      auto b = generate(*pg.engine, prompts, 20);
-      ASSERT_TRUE(a.is_ok()) << a.status().to_string();
-      ASSERT_TRUE(b.is_ok()) << b.status().to_string();
-      EXPECT_EQ(a->tokens, b->tokens);
-      std::vector<float> la, lb;
-      ASSERT_TRUE(st.engine->last_logits(&la).is_ok());
-      ASSERT_TRUE(pg.engine->last_logits(&lb).is_ok());
-      EXPECT_EQ(la, lb);
+      expect_same_generation(*st.engine, *pg.engine, prompts, 20);
     }
     EXPECT_NE(pg.engine->device_name().find("CUDA graph decode"), std::string::npos) << pg.engine->device_name();
     const KvCacheStats s = pg.engine->kv_cache_stats();

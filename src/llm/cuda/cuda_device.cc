@@ -32,6 +32,7 @@
 #include "llm/model.h"
 #include "llm/parallel/shard_kernels.h"
 #include "llm/parallel/tp_engine.h"
+#include "llm/prefill_graphs.h"
 #include "llm/rope.h"
 #include "tunableop/fused_linear.h"
 #include "tunableop/half.h"
@@ -92,6 +93,9 @@ class CudaKernels final : public DeviceKernels {
     return device_desc_ +
            (o_.cuda_graph ? (graph_error_.empty() ? ", CUDA graph decode" : ", no CUDA graph: " + graph_error_)
                           : ", eager decode") +
+           (prefill_graphs_on()            ? ", CUDA graph prefill"
+            : prefill_graph_error_.empty() ? ""
+                                           : ", no prefill graph: " + prefill_graph_error_) +
            (launch_pdl() ? ", PDL" : "") +
            (o_.fusion == EngineOptions::Fusion::kOff  ? ", unfused"
             : o_.fusion == EngineOptions::Fusion::kOn ? ", fused projections"
@@ -594,6 +598,47 @@ class CudaKernels final : public DeviceKernels {
         cuda::DecodeFusion::time_candidates(runs, 7, a.get(), 16, flush_sink(), stream_.get(), &us));
     if (us.empty() || us[0] <= 0) return Status::device_error("copy bandwidth: no time measured");
     return 2.0 * double(bytes) / (us[0] * 1e-6) / 1e9;
+  }
+
+  // Prefill as a graph (issue 12): a prefill of ~15 kernels a layer pays a launch and a drain
+  // between each two; replaying a graph of the whole pass removes most of that. When to run
+  // eagerly, capture or replay: llm/prefill_graphs.h. Inputs (ids, positions, lengths, the last
+  // rows) live in buffers the graph reads, uploaded before each launch. Only with the static KV
+  // cache on one GPU: a paged cache's block table and pages, and collectives over ranks, are not
+  // part of the shape.
+  bool prefill_graphs_on() const {
+    return o_.prefill_graph && prefill_graph_error_.empty() && o_.kv_cache.kind == KvCacheKind::kStatic &&
+           tensor_parallel().world == 1;
+  }
+
+  Status run_prefill(const Pass& p, LinearOp& linear, const std::function<Status()>& pass) override {
+    if (!prefill_graphs_on() || profiling()) return pass();
+    const bool enabled = ctx_.config().snapshot().enabled;
+    const PrefillShape shape{p.batch, p.tokens, p.ragged, enabled};
+    auto version = [&] { return enabled ? ctx_.results().version() : uint64_t(0); };
+    switch (prefill_graphs_.next(shape, version())) {
+      case PrefillGraphs<Graph>::Action::kEager:
+        TUNABLEOP_RETURN_IF_ERROR(pass());
+        prefill_graphs_.ran_eagerly(shape, version());
+        return Status::ok();
+      case PrefillGraphs<Graph>::Action::kCapture: {
+        auto g = capture_graph(linear, pass);
+        if (!g.is_ok()) {  // nothing ran: run it eagerly, and prefill stays eager from now on
+          prefill_graph_error_ = g.status().message();
+          ctx_.log().warn("llm: prefill runs without a CUDA graph: " + g.status().to_string());
+          prefill_graphs_.clear();
+          return pass();
+        }
+        prefill_graphs_.captured(shape, std::move(g.value()));
+        break;
+      }
+      case PrefillGraphs<Graph>::Action::kReplay: break;
+    }
+    const Graph& g = prefill_graphs_.graph(shape);
+    TUNABLEOP_RETURN_IF_ERROR(g.exec.launch(stream_.get()));
+    linear.add_calls(g.calls, 1);
+    linear.add_attention_calls(g.attention_calls, 1);
+    return Status::ok();
   }
 
   // A graph holds the GEMM solutions chosen when it was captured: one per batch size and
@@ -1113,6 +1158,8 @@ class CudaKernels final : public DeviceKernels {
   std::vector<LayerBuffers> layers_;
   DeviceWeights view_;
   std::map<std::pair<int64_t, bool>, Graph> graphs_;
+  PrefillGraphs<Graph> prefill_graphs_;
+  std::string prefill_graph_error_;  // why prefill graphs are off (a capture failed), else empty
   std::map<std::tuple<int64_t, bool, int>, Graph> ahead_graphs_;  // run_decode_step_ahead's: step + advance, per slot
   cudaEvent_t download_events_[4] = {};                           // download_async's ring
   bool pdl_capable_ = false, timing_ = false;
