@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/common/lt_plan.h"
 #include "backends/cuda/cuda_testing.h"
 #include "backends/cuda/register.h"
@@ -250,6 +251,28 @@ TEST(CudaRegister, WithoutGpuAddsOnlyANote) {
   EXPECT_TRUE(r.list<GemmCandidate>().empty());
   ASSERT_EQ(r.notes().size(), 1u);
   EXPECT_NE(r.notes()[0].find("no usable GPU"), std::string::npos) << r.notes()[0];
+}
+
+// A captured graph keeps the scratch pointer it was captured with: growing the scratch must
+// leave the outgrown block allocated (it used to free it).
+TEST(CudaScratch, GrowingKeepsTheOutgrownBlock) {
+  TUNABLEOP_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto small = cuda::scratch_workspace(1 << 20, stream);
+  ASSERT_TRUE(small.is_ok()) << small.status().to_string();
+  auto same = cuda::scratch_workspace(1 << 19, stream);
+  ASSERT_TRUE(same.is_ok());
+  EXPECT_EQ(*same, *small) << "a smaller request reuses the current block";
+  auto big = cuda::scratch_workspace(3 << 20, stream);
+  ASSERT_TRUE(big.is_ok());
+  EXPECT_NE(*big, *small);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, *small), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeDevice) << "the outgrown block was freed";
+  EXPECT_EQ(cudaMemsetAsync(*small, 0, 1 << 20, stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 }  // namespace
