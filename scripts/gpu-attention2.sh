@@ -32,7 +32,7 @@
 # A2_GRAPH=1 (with A2_PREFILL=1; issue 12, prefill CUDA graphs): Gemma-2B tuned, then its TTFT
 # read back with --prefill-graph and without (eager, the default), interleaved twice;
 # the engine's, its kernels' and the attention op's GPU tests (whole binaries); the same for
-# Llama-2-7B once.
+# Llama-2-7B once; then the attention suite's decode shapes with the time left.
 #
 # A2_SDPA=1 (with A2_PREFILL=1; issue 12, cuDNN's attention configurations): Gemma's TTFT runs
 # with TUNABLEOP_CUDNN_SDPA_LOG=1 and TUNABLEOP_VERBOSE=2 (cuDNN's configurations for each
@@ -127,6 +127,17 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}" --prefill-graph
   llm llama_ttft_nograph 30 --model builtin:llama-2-7b "${again[@]}"
+  # Then, with what is left, the suite's decode shapes (issue 12's "decode >= 80% of the
+  # KV-bytes floor at 4k+", last measured in stage 2).
+  t=$(left 120)
+  if [ "$t" != 0 ]; then
+    stamp "bench --suite attention --only decode"
+    timeout "$t" "$bin" bench --suite attention --device cuda --only decode --csv "$OUT/suite.csv" \
+      >"$OUT/suite.md" 2>"$LOGS/suite.log"
+    summary+=("suite (decode shapes): rc $?")
+  else
+    summary+=("suite (decode shapes): skipped (budget)")
+  fi
 elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   if [ "$SDPA" = 1 ]; then
     TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_VERBOSE=2 llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
