@@ -600,7 +600,7 @@ class CudaKernels final : public DeviceKernels {
     return 2.0 * double(bytes) / (us[0] * 1e-6) / 1e9;
   }
 
-  // Prefill as a graph (issue 12): a prefill of ~15 kernels a layer pays a launch and a drain
+  // Prefill as a graph (issue 12): a prefill of 9 kernels a layer pays a launch and a drain
   // between each two; replaying a graph of the whole pass removes most of that. When to run
   // eagerly, capture or replay: llm/prefill_graphs.h. Inputs (ids, positions, lengths, the last
   // rows) live in buffers the graph reads, uploaded before each launch. Only with the static KV
