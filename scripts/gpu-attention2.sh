@@ -81,7 +81,8 @@ PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
 SDPA=${A2_SDPA:-0}
 GRAPH=${A2_GRAPH:-0}
-[ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels test_cuda_attention"
+[ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ] &&
+  targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels test_cuda_attention test_cuda_gemm"
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
@@ -122,6 +123,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
   gtest llm/test_llm_cuda 150
   gtest llm/test_llm_cuda_kernels 60
   gtest backends/cuda/attention/test_cuda_attention 100
+  gtest backends/cuda/test_cuda_gemm 20 'CudaScratch.*'
   llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}" --prefill-graph
   llm gemma_ttft_nograph2 25 --model builtin:gemma-2b "${again[@]}"
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
