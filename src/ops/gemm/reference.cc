@@ -18,24 +18,32 @@ inline int64_t b_index(const GemmParams& p, int64_t b, int64_t l, int64_t j) {
 
 }  // namespace
 
-std::vector<double> gemm_reference_f64(const GemmParams& p, const void* a, const void* b, const void* c_in) {
+std::vector<double> gemm_reference_f64(const GemmParams& p, const void* a, const void* b, const void* c_in,
+                                       std::vector<double>* term_scale) {
   std::vector<double> out(size_t(p.c_span()), 0.0);
   if (c_in) {
     for (int64_t i = 0; i < p.c_span(); ++i) out[size_t(i)] = load_as_double(p.dtype, c_in, i);
   }
-  std::vector<double> acc(size_t(p.m));
+  if (term_scale) term_scale->assign(size_t(p.c_span()), 0.0);
+  std::vector<double> acc(size_t(p.m)), acc2(term_scale ? size_t(p.m) : 0);
   for (int64_t bt = 0; bt < p.batch; ++bt) {
     for (int64_t j = 0; j < p.n; ++j) {
       std::fill(acc.begin(), acc.end(), 0.0);
+      std::fill(acc2.begin(), acc2.end(), 0.0);
       for (int64_t l = 0; l < p.k; ++l) {
         double bv = load_as_double(p.dtype, b, b_index(p, bt, l, j));
         if (bv == 0.0) continue;
-        for (int64_t i = 0; i < p.m; ++i) acc[size_t(i)] += load_as_double(p.dtype, a, a_index(p, bt, i, l)) * bv;
+        for (int64_t i = 0; i < p.m; ++i) {
+          const double t = load_as_double(p.dtype, a, a_index(p, bt, i, l)) * bv;
+          acc[size_t(i)] += t;
+          if (term_scale) acc2[size_t(i)] += t * t;
+        }
       }
       for (int64_t i = 0; i < p.m; ++i) {
         int64_t ci = bt * p.stride_c + i + j * p.ldc;
         double prior = p.beta != 0.0 ? p.beta * load_as_double(p.dtype, c_in, ci) : 0.0;
         out[size_t(ci)] = p.alpha * acc[size_t(i)] + prior;
+        if (term_scale) (*term_scale)[size_t(ci)] = std::sqrt(p.alpha * p.alpha * acc2[size_t(i)] + prior * prior);
       }
     }
   }
@@ -100,29 +108,6 @@ double freivalds_error(const GemmParams& p, const void* a, const void* b, const 
     }
   }
   return worst;
-}
-
-std::vector<double> gemm_term_scale_f64(const GemmParams& p, const void* a, const void* b, const void* c_in) {
-  std::vector<double> out(size_t(p.c_span()), 0.0);
-  std::vector<double> acc(size_t(p.m));
-  for (int64_t bt = 0; bt < p.batch; ++bt) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t l = 0; l < p.k; ++l) {
-        const double bv = load_as_double(p.dtype, b, b_index(p, bt, l, j));
-        for (int64_t i = 0; i < p.m; ++i) {
-          const double t = load_as_double(p.dtype, a, a_index(p, bt, i, l)) * bv;
-          acc[size_t(i)] += t * t;
-        }
-      }
-      for (int64_t i = 0; i < p.m; ++i) {
-        const int64_t ci = bt * p.stride_c + i + j * p.ldc;
-        const double prior = p.beta != 0.0 ? p.beta * load_as_double(p.dtype, c_in, ci) : 0.0;
-        out[size_t(ci)] = std::sqrt(p.alpha * p.alpha * acc[size_t(i)] + prior * prior);
-      }
-    }
-  }
-  return out;
 }
 
 double relative_error(const GemmParams& p, const void* c, const std::vector<double>& ref) {
