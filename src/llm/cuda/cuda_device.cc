@@ -634,11 +634,7 @@ class CudaKernels final : public DeviceKernels {
       }
       case PrefillGraphs<Graph>::Action::kReplay: break;
     }
-    const Graph& g = prefill_graphs_.graph(shape);
-    TUNABLEOP_RETURN_IF_ERROR(g.exec.launch(stream_.get()));
-    linear.add_calls(g.calls, 1);
-    linear.add_attention_calls(g.attention_calls, 1);
-    return Status::ok();
+    return replay(prefill_graphs_.graph(shape), linear);
   }
 
   // A graph holds the GEMM solutions chosen when it was captured: one per batch size and
@@ -651,10 +647,7 @@ class CudaKernels final : public DeviceKernels {
     const uint64_t results = enabled ? ctx_.results().version() : 0;
     if (auto it = graphs_.find(key); it != graphs_.end() && it->second.results != results) graphs_.erase(it);
     if (auto it = graphs_.find(key); it != graphs_.end()) {
-      TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
-      linear.add_calls(it->second.calls, 1);
-      linear.add_attention_calls(it->second.attention_calls, 1);
-      return Status::ok();
+      return replay(it->second, linear);
     }
     // First step of this kind runs eagerly: any tuning, workspace growth or attribute setup
     // happens here, outside capture. Then the step is captured for the next ones. With the
@@ -687,10 +680,7 @@ class CudaKernels final : public DeviceKernels {
       ahead_graphs_.erase(it);
     }
     if (auto it = ahead_graphs_.find(ahead_key); it != ahead_graphs_.end()) {
-      TUNABLEOP_RETURN_IF_ERROR(it->second.exec.launch(stream_.get()));
-      linear.add_calls(it->second.calls, 1);
-      linear.add_attention_calls(it->second.attention_calls, 1);
-      return Status::ok();
+      return replay(it->second, linear);
     }
     TUNABLEOP_RETURN_IF_ERROR(run_decode_step(batch, linear, step));
     TUNABLEOP_RETURN_IF_ERROR(advance());
@@ -911,6 +901,14 @@ class CudaKernels final : public DeviceKernels {
     uint64_t results = 0;       // the results' version it was captured with (0: TunableOp off)
     cuda::StepVariant variant;  // how its step was built
   };
+
+  // Launches a captured graph and credits `linear` with the GEMMs and attention calls it ran.
+  Status replay(const Graph& g, LinearOp& linear) {
+    TUNABLEOP_RETURN_IF_ERROR(g.exec.launch(stream_.get()));
+    linear.add_calls(g.calls, 1);
+    linear.add_attention_calls(g.attention_calls, 1);
+    return Status::ok();
+  }
 
   // Captures one decode step for `key`. A failure (a GEMM solution that cannot be captured,
   // say) turns graphs off for this engine with the reason in name(); decode goes on eagerly.
