@@ -29,6 +29,11 @@
 # the results file (no timing) and with TUNABLEOP_LLM_PREFILL_GATE_CUDNN=off (the side-by-side,
 # 10 runs each), Gemma's greedy ids with the gate chosen vs off.
 #
+# A2_LAST=1 (with A2_PREFILL=1; issue 12): the last layer's MLP on the output rows only (the
+# default) vs every row (--last-layer all): Gemma-2B tuned, TTFT read back both ways interleaved
+# twice, test_llm_cuda, greedy ids both ways, Llama once, then TTFT at a 128-token prompt with
+# and without --prefill-graph.
+#
 # A2_GRAPH=1 (with A2_PREFILL=1; issue 12, prefill CUDA graphs): Gemma-2B tuned, then its TTFT
 # read back with --prefill-graph and without (eager, the default), interleaved twice;
 # the engine's, its kernels' and the attention op's GPU tests (whole binaries); the same for
@@ -81,6 +86,7 @@ PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
 SDPA=${A2_SDPA:-0}
 GRAPH=${A2_GRAPH:-0}
+[ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ] && targets="tunableop_cli test_llm_cuda"
 [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ] &&
   targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels test_cuda_attention test_cuda_gemm"
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
@@ -113,7 +119,35 @@ llm() {  # name, timeout, args...
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
-if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
+if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ]; then
+  # The last layer's MLP on the output rows only (the default) vs on every row (--last-layer
+  # all): tune once, then TTFT read back both ways, interleaved, 10 runs each; the engine's GPU
+  # tests; greedy ids both ways; Llama the same once; then prefill graphs at a short prompt.
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
+  llm gemma_ttft_all 25 --model builtin:gemma-2b "${again[@]}" --last-layer all
+  gtest llm/test_llm_cuda 150
+  llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}"
+  llm gemma_ttft_all2 25 --model builtin:gemma-2b "${again[@]}" --last-layer all
+  ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --print-ids --no-in-context-check)
+  llm gemma_ids_outputs 25 --model builtin:gemma-2b "${ids[@]}"
+  llm gemma_ids_all 25 --model builtin:gemma-2b "${ids[@]}" --last-layer all
+  for f in gemma_ids_outputs gemma_ids_all; do
+    [ -f "$LOGS/$f.txt" ] && summary+=("$f: $(grep -E '^[0-9]+(,[0-9]+)+$' "$LOGS/$f.txt" | tail -1)")
+  done
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
+  llm llama_ttft_all 30 --model builtin:llama-2-7b "${again[@]}" --last-layer all
+  short=(--prompt-len 128 --max-new-tokens 1 --iterations 20 --no-in-context-check)
+  for r in 1 2; do
+    llm "gemma_short_eager$r" 20 --model builtin:gemma-2b "${short[@]}"
+    llm "gemma_short_graph$r" 20 --model builtin:gemma-2b "${short[@]}" --prefill-graph
+  done
+  for f in "$LOGS"/gemma_short_*.txt; do
+    [ -f "$f" ] && summary+=("$(basename "$f" .txt): $(grep -E '^ *TTFT' "$f" | tr -s ' ' | tr '\n' ' ')")
+  done
+elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
   # Prefill graphs: tune once, then TTFT read back from the results file with --prefill-graph
   # and without, interleaved, 10 runs each; the GPU tests in between.
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
@@ -250,8 +284,9 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft gemma_ttft_again gemma_ttft_nograph gemma_ttft_again2 gemma_ttft_nograph2 gemma_ttft_gate_off \
-    llama_ttft llama_ttft_again llama_ttft_nograph llama_ttft_gate_off llama_ttft_unfused; do
+  for f in gemma_ttft gemma_ttft_again gemma_ttft_nograph gemma_ttft_all gemma_ttft_again2 gemma_ttft_nograph2 \
+    gemma_ttft_all2 gemma_ttft_gate_off llama_ttft llama_ttft_again llama_ttft_nograph llama_ttft_all \
+    llama_ttft_gate_off llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue
     echo "== $f"
     grep -E "^Untuned|^Tuned|TTFT|Prefill GEMMs|Attention problems|In-context" "$LOGS/$f.txt"

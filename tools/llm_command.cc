@@ -72,6 +72,7 @@ struct LlmArgs {
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
   bool prefill_graph = false;
+  std::string last_layer = "outputs";
   std::string decode_loop = "auto";
   bool compare_decode_loops = false;
   int tp = 1;  // tensor-parallel ranks (llm_tp.h)
@@ -563,6 +564,7 @@ int run_llm(const LlmArgs& a) {
   }
   eo.cuda_graph = !a.no_cuda_graph;
   eo.prefill_graph = a.prefill_graph;
+  eo.prefill_outputs_only = a.last_layer == "outputs";
   eo.pdl = !a.no_pdl;
   eo.step_variant = a.step_variant;
   eo.fusion = a.fusion == "off"  ? llm::EngineOptions::Fusion::kOff
@@ -726,6 +728,11 @@ void add_llm_command(CLI::App& app) {
   c->add_flag("--prefill-graph", a->prefill_graph,
               "cuda: replay a prefill captured as a CUDA graph for later prompts of the same shape (static cache, one "
               "GPU; experimental)");
+  c->add_option("--last-layer", a->last_layer,
+                "prefill: outputs = the last layer's MLP runs on the rows that get logits only (each prompt's last "
+                "token); all = on every prompt row, as the layers before it")
+      ->check(CLI::IsMember({"outputs", "all"}))
+      ->capture_default_str();
   c->add_option("--decode-loop", a->decode_loop,
                 "bench: host = each step's inputs uploaded and its tokens read before the next step is queued; "
                 "device = the next step queued first, its inputs advanced on the device (greedy; issue 13); "

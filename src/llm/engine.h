@@ -40,6 +40,11 @@ struct EngineOptions {
   // for later prompts of that shape (static KV cache, one GPU; llm/prefill_graphs.h). Off by
   // default until it has been measured and checked on a GPU.
   bool prefill_graph = false;
+  // Prefill: the last layer's MLP (gate_up, down) runs on the rows that get logits only (each
+  // sequence's last real position), not on every prompt row: nothing reads the others (the
+  // cache holds each layer's keys and values, which come before it). false: every row, as the
+  // layers before it (A/B runs and tests).
+  bool prefill_outputs_only = true;
   // CUDA only (issue 13): fused decode projections (rmsnorm prologue, residual / gated / argmax
   // epilogue in the GEMV). kAuto: with TunableOp on, each projection of the first decode step
   // times the fused kernel shapes against the unfused path (tuned GEMM + element-wise kernels)

@@ -427,6 +427,11 @@ class Model final : public Engine {
       pr.input = a.xn.get();
       pr.norm = nullptr;
     };
+    // Prefill: nothing reads the last layer's output on rows other than each sequence's last
+    // real one (the cache holds keys and values, computed before it), so that layer's MLP runs
+    // on those rows alone, gathered after its attention block: for a 2048-token prompt, one row
+    // instead of 2048 through its two largest GEMMs (issue 12).
+    const bool outputs_only = p.phase == Phase::kPrefill && o_.prefill_outputs_only;
     TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
     d.mark("embedding");
     for (const DeviceWeights::Layer& lw : w.layers) {
@@ -442,28 +447,37 @@ class Model final : public Engine {
       d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
       TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
       d.mark("attention", nullptr, 0, false, attention_flops);
+      // The last layer of a prefill: its MLP only on the rows that get logits (outputs_only).
+      const bool tail = outputs_only && l + 1 == int64_t(w.layers.size());
       Projection o = proj("o", rows, Q, H, lw.wo);
       o.row_parallel = true;
       o.input = a.attn.get();
       o.epilogue = Projection::Epilogue::kAddResidual;
       o.y = a.tmp.get();
       o.residual = x;
-      if (norm_ahead) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
+      if (norm_ahead && !tail) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(o, linear_));
       // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
-      Projection gate_up = proj("gate_up", rows, H, 2 * I, lw.w_gate_up);
-      normed_input(gate_up, x, lw.mlp_norm, a.xn.get());
-      if (norm_ahead) normed_ahead(gate_up);
+      float* mx = x;  // the residual rows the MLP reads and adds to
+      int64_t mrows = rows;
+      if (tail) {
+        TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+        d.mark("gather_rows");
+        mx = last_x_.as<float>(), mrows = batch_;
+      }
+      Projection gate_up = proj("gate_up", mrows, H, 2 * I, lw.w_gate_up);
+      normed_input(gate_up, mx, lw.mlp_norm, a.xn.get());
+      if (norm_ahead && !tail) normed_ahead(gate_up);
       gate_up.epilogue = Projection::Epilogue::kGated;
       gate_up.y = a.gate_up.get();
       gate_up.gated = a.act.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(gate_up, linear_));
-      Projection down = proj("down", rows, I, H, lw.w_down);
+      Projection down = proj("down", mrows, I, H, lw.w_down);
       down.row_parallel = true;
       down.input = a.act.get();
       down.epilogue = Projection::Epilogue::kAddResidual;
       down.y = a.tmp.get();
-      down.residual = x;
+      down.residual = mx;
       if (norm_ahead && l + 1 < int64_t(w.layers.size())) {
         down.next_norm = w.layers[size_t(l + 1)].attn_norm, down.next_normed = a.xn.get();
       }
@@ -474,8 +488,10 @@ class Model final : public Engine {
     // Decode rows already are those positions.
     const float* last = x;
     if (p.phase == Phase::kPrefill) {
-      TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
-      d.mark("gather_rows");
+      if (!outputs_only) {
+        TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+        d.mark("gather_rows");
+      }
       last = last_x_.as<float>();
     }
     if (const TensorParallelRank& tp = d.tensor_parallel(); tp.world > 1) {

@@ -242,7 +242,9 @@ TEST(LlmEngine, CountsDistinctProblems) {
     }
     EXPECT_EQ(got, expected);
     EXPECT_EQ(got.size(), op ? 9u : 11u);
-    EXPECT_EQ(prefill, op ? 5 : 7);  // 4 at 16 rows (+ 2 attention GEMMs) + lm_head at 2 rows
+    // 4 at 16 rows (+ 2 attention GEMMs), the last layer's gate_up and down at its 2 output rows,
+    // lm_head at 2 rows
+    EXPECT_EQ(prefill, op ? 7 : 9);
     EXPECT_EQ(decode, 5);
     // 2 runs x (prefill: 4 (+2) per layer x 2 layers + lm_head; 5 decode steps: 4 x 2 + lm_head)
     EXPECT_EQ(e.linear().calls(), 2 * (((op ? 4 : 6) * 2 + 1) + 5 * (4 * 2 + 1)));
@@ -337,14 +339,16 @@ TEST(LlmEngine, BenchmarkReportsConsistentMetrics) {
   EXPECT_NEAR(r->latency_ms, r->ttft_ms + r->tpot_ms * 5, 1e-9);
   EXPECT_EQ(r->first_sequence.size(), 6u);
   EXPECT_EQ(r->gemm_problems.size(), 9u);
-  // Prefill GEMM work: 2 x (non-embedding weights) x 8 padded rows x 2 sequences, plus lm_head at
-  // 2 rows; attention apart: 4 x heads x head_dim x the 36 (query, key) pairs of an 8-token
-  // causal triangle, per sequence and layer.
+  // Prefill GEMM work: 2 x (non-embedding weights) x 8 padded rows x 2 sequences, less the last
+  // layer's MLP (3 H I weights) on all but the 2 output rows, plus lm_head at 2 rows; attention
+  // apart: 4 x heads x head_dim x the 36 (query, key) pairs of an 8-token causal triangle, per
+  // sequence and layer.
   const ModelConfig c = testing::small_gemma();
   const double weights =
       double(c.parameter_count() - c.vocab_size * c.hidden_size - c.hidden_size - c.num_layers * 2 * c.hidden_size);
   const double head = 2.0 * 2 * c.hidden_size * c.vocab_size;
-  EXPECT_NEAR(r->prefill_gflop * 1e9, 2.0 * weights * 16 + head, 1.0);
+  const double last_mlp_skipped = 2.0 * 3 * c.hidden_size * c.intermediate_size * (16 - 2);
+  EXPECT_NEAR(r->prefill_gflop * 1e9, 2.0 * weights * 16 - last_mlp_skipped + head, 1.0);
   EXPECT_NEAR(r->prefill_attention_gflop * 1e9, c.num_layers * 2 * (4.0 * c.num_heads * c.head_dim * 36), 1e-3);
   EXPECT_EQ(r->weight_bytes, c.parameter_count() * 4);
   EXPECT_NE(format_report(*r).find("Tokens/second: "), std::string::npos);

@@ -3,6 +3,8 @@
 // out of prefill/decode as its Status. A recording device wraps the CPU device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -84,11 +86,13 @@ struct Recorded {
   std::unique_ptr<Engine> engine;
 };
 
-Recorded make_recorded(const ModelConfig& c, const std::string& fail_at = "", int fail_count = 0) {
+Recorded make_recorded(const ModelConfig& c, const std::string& fail_at = "", int fail_count = 0,
+                       bool outputs_only = true) {
   Recorded r;
   r.ctx = std::make_unique<Context>(Device::cpu(), Config::defaults_only());
   auto w = std::make_shared<const ModelWeights>(make_random_weights(c, 5));
   EngineOptions o = testing::options(2, 32, 8);
+  o.prefill_outputs_only = outputs_only;
   EXPECT_TRUE(prepare_engine_options(c, "test", &o).is_ok());
   auto dev = std::make_unique<RecordingDevice>(make_cpu_device(w, o.max_seq));
   dev->fail_at = fail_at;
@@ -104,15 +108,20 @@ Recorded make_recorded(const ModelConfig& c, const std::string& fail_at = "", in
 // calls in prefill and decode, each projection's rmsnorm before it and its residual add / gated
 // activation / argmax after it, attention one call per layer, the tensor-parallel hook after
 // each row-parallel projection (o and down).
-std::vector<std::string> expected_pass(int64_t layers, bool prefill) {
+// A prefill gathers each sequence's last row before the last layer's MLP (outputs_only), or
+// before the lm_head when every row runs every layer.
+std::vector<std::string> expected_pass(int64_t layers, bool prefill, bool outputs_only = true) {
   std::vector<std::string> v = {"embedding"};
   for (int64_t l = 0; l < layers; ++l) {
-    for (const char* op : {"rmsnorm", "rope_kv", "attention", "after_row_parallel_linear", "add_residual", "rmsnorm",
-                           "gated_activation", "after_row_parallel_linear", "add_residual"}) {
+    for (const char* op : {"rmsnorm", "rope_kv", "attention", "after_row_parallel_linear", "add_residual"}) {
+      v.push_back(op);
+    }
+    if (prefill && outputs_only && l + 1 == layers) v.push_back("gather_rows");
+    for (const char* op : {"rmsnorm", "gated_activation", "after_row_parallel_linear", "add_residual"}) {
       v.push_back(op);
     }
   }
-  if (prefill) v.push_back("gather_rows");
+  if (prefill && !outputs_only) v.push_back("gather_rows");
   for (const char* op : {"rmsnorm", "argmax"}) v.push_back(op);
   return v;
 }
@@ -133,6 +142,37 @@ TEST(LlmModel, DeviceSeesTheLayerList) {
   for (const std::string& op : expected_pass(c.num_layers, false)) want.push_back(op);
   EXPECT_EQ(r.device->calls, want);
   EXPECT_EQ(r.engine->device_name(), "recording cpu (fp32)");
+
+  Recorded all = make_recorded(c, "", 0, false);
+  ASSERT_TRUE(all.engine);
+  ASSERT_TRUE(all.engine->prefill({{1, 2, 3}, {4, 5}}, &next).is_ok());
+  EXPECT_EQ(all.device->calls, expected_pass(c.num_layers, true, false));
+}
+
+// The last layer's MLP on the output rows alone computes what it computes on every row: the
+// same tokens, the same logits to fp32 rounding (a GEMM of 2 rows may sum in another order
+// than one of 16), with ragged prompts (the last rows at different offsets) and after decode.
+TEST(LlmModel, LastLayerOnTheOutputRowsEqualsEveryRow) {
+  for (const ModelConfig& c : {testing::small_llama(), testing::small_gemma()}) {
+    Recorded pruned = make_recorded(c, "", 0, true), all = make_recorded(c, "", 0, false);
+    ASSERT_TRUE(pruned.engine && all.engine);
+    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {12, 13, 14}};
+    std::vector<int32_t> a, b;
+    ASSERT_TRUE(pruned.engine->prefill(prompts, &a).is_ok());
+    ASSERT_TRUE(all.engine->prefill(prompts, &b).is_ok());
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_EQ(a, b) << int(c.arch) << " step " << step;
+      std::vector<float> la, lb;
+      ASSERT_TRUE(pruned.engine->last_logits(&la).is_ok());
+      ASSERT_TRUE(all.engine->last_logits(&lb).is_ok());
+      ASSERT_EQ(la.size(), lb.size());
+      double num = 0, den = 0;
+      for (size_t i = 0; i < la.size(); ++i) num += (la[i] - lb[i]) * (la[i] - lb[i]), den += lb[i] * lb[i];
+      EXPECT_LT(std::sqrt(num / den), 1e-5) << int(c.arch) << " step " << step;
+      ASSERT_TRUE(pruned.engine->decode(a, &a).is_ok());
+      ASSERT_TRUE(all.engine->decode(b, &b).is_ok());
+    }
+  }
 }
 
 // The recording device changes nothing: same tokens and logits as the plain CPU engine.
@@ -180,6 +220,7 @@ TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
   }
   for (const char* s : {"lm_head.norm", "lm_head.gemm", "lm_head.argmax"}) expected.push_back(s);
   std::vector<std::string> labels;
+  int64_t downs = 0, acts = 0;  // the last layer's MLP runs on the 2 output rows
   for (const ProfileSpan& s : *spans) {
     labels.push_back(s.label);
     EXPECT_GE(s.ms, 0) << s.label;
@@ -229,14 +270,16 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
 
   const int64_t T = 8, rows = 2 * T;  // both prompts padded to 8
   std::vector<std::string> labels;
+  int64_t downs = 0, acts = 0;  // the last layer's MLP runs on the 2 output rows
   for (const ProfileSpan& s : *spans) {
     labels.push_back(s.label);
     EXPECT_GE(s.ms, 0) << s.label;
     if (s.label == "qkv.gemm") {
       EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(rows * c.hidden_size * c.qkv_dim()));
     }
-    if (s.label == "down.gemm") {
-      EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(rows * c.intermediate_size * c.hidden_size));
+    if (s.label == "down.gemm") {  // every row but in the last layer: the 2 output rows
+      const int64_t r_down = ++downs == c.num_layers ? 2 : rows;
+      EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(r_down * c.intermediate_size * c.hidden_size));
     }
     if (s.label == "lm_head.gemm") {
       EXPECT_DOUBLE_EQ(s.flops, 2.0 * double(2 * c.hidden_size * c.vocab_size));
@@ -249,7 +292,8 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
     }
     // The activation bytes an element-wise kernel moves (fp32 on the CPU), for the GB/s column.
     if (s.label == "gate_up.act") {
-      EXPECT_EQ(s.bytes, rows * c.intermediate_size * 3 * 4);
+      const int64_t r_act = ++acts == c.num_layers ? 2 : rows;
+      EXPECT_EQ(s.bytes, r_act * c.intermediate_size * 3 * 4);
     }
     if (s.label == "rope_kv") {
       EXPECT_EQ(s.bytes, 2 * rows * c.qkv_dim() * 4);
@@ -265,7 +309,12 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
   EXPECT_EQ(labels[0], "embedding");
   EXPECT_EQ(labels[1], "qkv.norm");
   EXPECT_NE(std::find(labels.begin(), labels.end(), "o.next_norm"), labels.end()) << "the norm ahead of gate_up";
-  EXPECT_EQ(labels[labels.size() - 4], "gather_rows");
+  // The output rows are gathered once, after the last layer's attention block, before its MLP.
+  const auto gather = std::find(labels.begin(), labels.end(), "gather_rows");
+  ASSERT_NE(gather, labels.end());
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), "gather_rows"), 1);
+  EXPECT_EQ(std::count(gather, labels.end(), "attention"), 0);
+  EXPECT_EQ(std::count(gather, labels.end(), "down.gemm"), 1);
   EXPECT_EQ(labels.back(), "lm_head.argmax");
 
   auto q = profile_prefills(*r.engine, prompts, 2);
