@@ -27,6 +27,16 @@
 // combines columns [rank * D / C, (rank + 1) * D / C) of every row from the C blocks' shared
 // memory and writes them. Fixed orders everywhere: the same bits run to run.
 //
+// Split clusters (gridDim.x = C x S, S > 1; for long caches with few kv heads, Gemma-2B's one kv
+// head at 4k-16k positions, where one cluster of at most 16 SMs cannot pull the keys fast enough):
+// cluster s of a kv head takes the s-th contiguous share of its 16-key tiles; block `rank` writes
+// its columns of the cluster's merged partial (unnormalised fp32, with the row's max and sum) to
+// the workspace, fences and draws a ticket from counter (kv head, rank); the block with the last
+// ticket of its rank merges that rank's columns over the S clusters (L2 reads, in split order)
+// and writes the output, then puts the counter back to 0 (graph replays find it zeroed). So the
+// final merge is spread over the C blocks of whichever clusters finish last, each reading
+// S x rows x D / C floats, and there is no second kernel.
+//
 // Programmatic dependent launch on sm_90: the kernel waits for the previous one (rope + cache
 // write) before reading anything and lets the next (the o projection) launch at once. sm_90 only
 // (clusters); the body is empty elsewhere and the candidates refuse other devices.
@@ -53,6 +63,7 @@ constexpr int kRows = 8;         // query rows per kv head (the mma's n)
 constexpr int kTileKeys = 16;    // keys per warp tile (the mma's m)
 constexpr int kMaxWarps = 8;     // per block
 constexpr int kMaxCluster = 16;  // blocks per cluster (above 8: non-portable cluster size)
+constexpr int kMaxSplits = 256;  // clusters per (sequence, kv head)
 
 // Shared memory of one block, in bytes from the start of the dynamic buffer.
 template <int D>
@@ -107,8 +118,17 @@ __device__ __forceinline__ float4 merge_partials(const float4 (&v)[N], const flo
   return acc;
 }
 
+// Floats of the split workspace: per (split, sequence x kv head) the merged partial [kRows][D],
+// then per (split, sequence x kv head, rank) the rows' max and sum [kRows][2].
+__host__ __device__ constexpr int64_t split_o_floats(int splits, int slabs, int head_dim) {
+  return int64_t(splits) * slabs * kRows * head_dim;
+}
+__host__ __device__ constexpr int64_t split_workspace_floats(int splits, int slabs, int cluster, int head_dim) {
+  return split_o_floats(splits, slabs, head_dim) + int64_t(splits) * slabs * cluster * kRows * 2;
+}
+
 template <class T, int D>
-__global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArgs a, unsigned* tickets) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   using L = Layout<D>;
@@ -122,7 +142,14 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
   const int gq = lane >> 2, tq = lane & 3;  // mma fragment coordinates
   const int csize = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int splits = int(gridDim.x) / csize, split = int(blockIdx.x) / csize;  // 1-D clusters along x
   const int bk = blockIdx.y, b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+  // This cluster's share of the 16-key tiles of a sequence of n keys: [first, end).
+  auto share = [&](int n, int* first, int* end) {
+    const int tiles = (n + kTileKeys - 1) / kTileKeys, per = (tiles + splits - 1) / splits;
+    *first = min(tiles, split * per);
+    *end = min(tiles, *first + per);
+  };
 
   // While the previous kernel may still run: an L2 prefetch of this warp's K/V tiles (contiguous
   // cache only: 16 rows of a head are one block of memory). Only a hint: the length read here
@@ -131,7 +158,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   if (!a.page_size && lane < 2) {
     const int hint = int(min(int64_t(min(max(a.kv_lens ? a.kv_lens[b] : a.kv_len, 0), a.kv_len)), a.max_seq));
     const char* base = static_cast<const char*>(lane == 0 ? a.k : a.v) + int64_t(bk) * a.max_seq * D * 2;
-    for (int tile = warp * csize + rank; tile * kTileKeys < hint; tile += warps * csize) {
+    int first, end;
+    share(hint, &first, &end);
+    for (int tile = first + warp * csize + rank; tile < end; tile += warps * csize) {
       const uint32_t bytes = uint32_t(min(kTileKeys, hint - tile * kTileKeys) * D * 2);
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + int64_t(tile) * kTileKeys * D * 2),
                    "r"(bytes)
@@ -179,8 +208,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   const uint32_t v_smem = smem_addr(wbuf);
   T* pt = reinterpret_cast<T*>(smem + L::pt(warps) + warp * L::kPtBytes);  // [row][key]
 
-  const int tiles = (len + kTileKeys - 1) / kTileKeys;
-  for (int tile = warp * csize + rank; tile < tiles; tile += warps * csize) {
+  int tile_first, tile_end;
+  share(len, &tile_first, &tile_end);
+  for (int tile = tile_first + warp * csize + rank; tile < tile_end; tile += warps * csize) {
     const int j0 = tile * kTileKeys;
     // V tile: cp.async, 32 lanes over consecutive 16-byte chunks (whole rows per instruction).
 #pragma unroll
@@ -308,33 +338,89 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   cluster.sync();  // every block's merged partial is visible to the cluster
 
   // Combine the cluster's blocks for this block's columns [rank * cols, (rank + 1) * cols) and
-  // write them; remote reads cost a round trip each, so all of a thread's are issued first
-  // (loops over the compile-time maximum, predicated by the cluster size).
-  {
-    const int cols = D / csize;  // csize divides D (the candidates' cluster sizes are powers of two <= 16)
-    const int64_t out_row0 = int64_t(b) * a.q_len;
-    for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {  // cols: a multiple of 4
-      const int r = x / cols, d = rank * cols + x % cols;
-      float4 v[kMaxCluster];
-      float mc[kMaxCluster], lc[kMaxCluster];
+  // write them (one split) or put them in the workspace (several); remote reads cost a round trip
+  // each, so all of a thread's are issued first (loops over the compile-time maximum, predicated
+  // by the cluster size).
+  const int cols = D / csize;  // csize divides D (the candidates' cluster sizes are powers of two <= 16)
+  const int slabs = int(gridDim.y);
+  float* ws_o = static_cast<float*>(a.workspace);  // splits > 1 only
+  float* ws_ml = ws_o + split_o_floats(splits, slabs, D);
+  const int64_t ml_stride = int64_t(slabs) * csize * kRows * 2;  // from one split to the next
+  const int64_t ml_mine = (int64_t(bk) * csize + rank) * kRows * 2;
+  const int64_t o_stride = int64_t(slabs) * kRows * D;
+  const int64_t out_row0 = int64_t(b) * a.q_len;
+  auto store_out = [&](int r, int d, float4 acc, float sum) {
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
+    const int i = r / group, h = kvh * group + r % group;
+    T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + d;
+    *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
+  };
+  for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {  // cols: a multiple of 4
+    const int r = x / cols, d = rank * cols + x % cols;
+    float4 v[kMaxCluster];
+    float mc[kMaxCluster], lc[kMaxCluster];
 #pragma unroll
-      for (int c = 0; c < kMaxCluster; ++c) {
-        if (c < csize) {
-          v[c] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(bo, c) + r * D + d);
-          const float* rb = cluster.map_shared_rank(static_cast<const float*>(bml), c);
-          mc[c] = rb[r], lc[c] = rb[kRows + r];
-        }
+    for (int c = 0; c < kMaxCluster; ++c) {
+      if (c < csize) {
+        v[c] = *reinterpret_cast<const float4*>(cluster.map_shared_rank(bo, c) + r * D + d);
+        const float* rb = cluster.map_shared_rank(static_cast<const float*>(bml), c);
+        mc[c] = rb[r], lc[c] = rb[kRows + r];
       }
-      float mx, sum;
-      const float4 acc = merge_partials<kMaxCluster>(v, mc, lc, csize, &mx, &sum);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // rows that saw no key: zeros
-      const int i = r / group, h = kvh * group + r % group;
-      T* dst = static_cast<T*>(a.out) + (out_row0 + i) * a.o_row_stride + int64_t(h) * D + d;
-      *reinterpret_cast<uint2*>(dst) =
-          make_uint2(pack2<T>(acc.x * inv, acc.y * inv), pack2<T>(acc.z * inv, acc.w * inv));
+    }
+    float mx, sum;
+    const float4 acc = merge_partials<kMaxCluster>(v, mc, lc, csize, &mx, &sum);
+    if (splits == 1) {
+      store_out(r, d, acc, sum);
+    } else {
+      *reinterpret_cast<float4*>(ws_o + split * o_stride + (int64_t(bk) * kRows + r) * D + d) = acc;
+      if (x % cols == 0) *reinterpret_cast<float2*>(ws_ml + split * ml_stride + ml_mine + 2 * r) = make_float2(mx, sum);
     }
   }
-  cluster.sync();  // no block leaves while another still reads its shared memory
+  if (splits > 1) __threadfence();  // our partial is visible device-wide before the ticket says so
+  cluster.sync();                   // no block leaves while another still reads its shared memory
+  if (splits == 1) return;
+
+  // Several splits: a ticket per (kv head, rank); the block with the last one merges this rank's
+  // columns over the splits, in split order.
+  __shared__ unsigned last_s;
+  if (tid == 0) last_s = atomicAdd(&tickets[int64_t(bk) * csize + rank], 1u) == unsigned(splits - 1);
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();           // the other blocks' partials, published before their tickets
+  constexpr int kBatch = 8;  // loads in flight together
+  for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {
+    const int r = x / cols, d = rank * cols + x % cols;
+    const float* mlr = ws_ml + ml_mine + 2 * r;
+    float top = -INFINITY;
+#pragma unroll kBatch
+    for (int s = 0; s < splits; ++s) top = fmaxf(top, __ldcg(mlr + s * ml_stride));
+    const float m_use = top == -INFINITY ? 0.f : top;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    float sum = 0.f;
+    for (int s0 = 0; s0 < splits; s0 += kBatch) {
+      float4 v[kBatch];
+      float2 ml[kBatch];  // the split's max and sum of the row
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (s0 + u < splits) {
+          v[u] =
+              __ldcg(reinterpret_cast<const float4*>(ws_o + (s0 + u) * o_stride + (int64_t(bk) * kRows + r) * D + d));
+          ml[u] = __ldcg(reinterpret_cast<const float2*>(mlr + (s0 + u) * ml_stride));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (s0 + u < splits) {
+          const float wt = fast_exp2(ml[u].x - m_use);  // 0 for a split that saw no key of the row
+          acc.x = fmaf(wt, v[u].x, acc.x), acc.y = fmaf(wt, v[u].y, acc.y);
+          acc.z = fmaf(wt, v[u].z, acc.z), acc.w = fmaf(wt, v[u].w, acc.w);
+          sum = fmaf(wt, ml[u].y, sum);
+        }
+      }
+    }
+    store_out(r, d, acc, sum);
+  }
+  if (tid == 0) tickets[int64_t(bk) * csize + rank] = 0;  // for the next launch (or graph replay)
 #endif
 }
 

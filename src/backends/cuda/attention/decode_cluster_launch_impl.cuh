@@ -1,5 +1,5 @@
 // The launch of the cluster decode kernel for one dtype: the head dim picks the instance; the
-// grid is (cluster, batch x kv heads) with clusters of (cluster, 1, 1).
+// grid is (cluster x splits, batch x kv heads) with clusters of (cluster, 1, 1).
 #pragma once
 
 #include "backends/cuda/attention/decode_cluster_kernel.cuh"
@@ -9,7 +9,7 @@
 namespace tunableop::cuda::decode_cluster_detail {
 
 template <class T, int D>
-cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, cudaStream_t stream) {
+cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, unsigned* tickets, cudaStream_t stream) {
   constexpr auto kernel = decode_cluster_kernel<T, D>;
   if (cluster > 8) {  // non-portable cluster size: a per-function opt-in
     const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
@@ -30,26 +30,28 @@ cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, cudaStream_t 
   attr[1].val.clusterDim.y = 1;
   attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(cluster), unsigned(a.batch * a.kv_heads), 1);
+  cfg.gridDim = dim3(unsigned(cluster * a.splits), unsigned(a.batch * a.kv_heads), 1);
   cfg.blockDim = dim3(unsigned(32 * warps), 1, 1);
   cfg.dynamicSmemBytes = size_t(smem);
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = cluster > 1 ? 2 : 1;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a, tickets);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 template <class T>
-cudaError_t launch(const FlashArgs& a, int head_dim, int cluster, int warps, cudaStream_t stream) {
+cudaError_t launch(const FlashArgs& a, int head_dim, int cluster, int warps, unsigned* tickets, cudaStream_t stream) {
   if (!decode_cluster_available()) return cudaErrorNotSupported;
   if (warps < 1 || warps > kMaxWarps || (cluster & (cluster - 1)) != 0 || cluster < 1 || cluster > kMaxCluster)
     return cudaErrorInvalidValue;
   if (a.q_len * (a.heads / a.kv_heads) > kRows) return cudaErrorInvalidValue;
+  if (a.splits < 1 || a.splits > kMaxSplits || (a.splits > 1 && (!tickets || !a.workspace)))
+    return cudaErrorInvalidValue;
   switch (head_dim) {
-    case 64: return launch_dim<T, 64>(a, cluster, warps, stream);
-    case 128: return launch_dim<T, 128>(a, cluster, warps, stream);
-    case 256: return launch_dim<T, 256>(a, cluster, warps, stream);
+    case 64: return launch_dim<T, 64>(a, cluster, warps, tickets, stream);
+    case 128: return launch_dim<T, 128>(a, cluster, warps, tickets, stream);
+    case 256: return launch_dim<T, 256>(a, cluster, warps, tickets, stream);
   }
   return cudaErrorInvalidValue;
 }

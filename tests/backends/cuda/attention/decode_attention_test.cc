@@ -1,8 +1,9 @@
 // The decode candidates (Attn_DecodeOneLaunch_*, Attn_DecodeCluster_*) beyond the all-candidates
 // check of flash_attention_test.cc: their support rules, and that a captured CUDA graph replays
-// them correctly again and again (the one-launch kernel's last block of each kv head resets its
-// ticket counter: a counter left non-zero would make the next replay combine too early or never;
-// the cluster kernel keeps nothing between launches).
+// them correctly again and again (the one-launch kernel's last block of each kv head and the
+// split cluster kernel's last block of each (kv head, rank) reset their ticket counters: a
+// counter left non-zero would make the next replay combine too early or never; the cluster
+// kernel of one split keeps nothing between launches).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -170,8 +171,18 @@ TEST(DecodeCluster, SupportRules) {
         EXPECT_TRUE(c.supports(ok).is_unsupported()) << c.name;
       }
       EXPECT_TRUE(c.supports(too_many).is_unsupported()) << c.name << " d" << d;
-      EXPECT_EQ(c.workspace_bytes(ok), 0u) << c.name;
+      // Split candidates (`_sp<S>`) keep their clusters' partials in the workspace.
+      const bool split = c.name.find("_sp") != std::string::npos;
+      EXPECT_EQ(c.workspace_bytes(ok) > 0, split) << c.name;
     }
+  }
+  // Split candidates want at least 2 key tiles of 16 per split.
+  AttentionParams short_cache = decode_params(128);
+  short_cache.kv_len = 63;  // 4 tiles: 2 splits at most
+  for (const auto& c : cands) {
+    const size_t at = c.name.find("_sp");
+    const int splits = at == std::string::npos ? 1 : std::stoi(c.name.substr(at + 3));
+    EXPECT_EQ(c.supports(short_cache).is_ok(), device && splits <= 2) << c.name;
   }
   AttentionParams p = decode_params(128);
   p.dtype = DType::kF32;
@@ -190,6 +201,11 @@ TEST(DecodeCluster, GraphReplaysMatchTheEagerRun) {
   paged.dtype = DType::kF16, paged.batch = 2, paged.q_len = 1, paged.kv_len = 300, paged.heads = 32;
   paged.kv_heads = 32, paged.head_dim = 128, paged.page_size = 16, paged.var_kv_len = true;
   check_graph_replay(cands, paged, 10);
+  // Gemma-2B against a long cache (every split count: 2 x 64 tiles of 16 keys), ragged lengths
+  // (the replays' lengths are twice the eager run's).
+  AttentionParams long_cache = gemma_decode_for_replay();
+  long_cache.kv_len = 4200, long_cache.max_seq = 4224;
+  check_graph_replay(cands, long_cache, 11);
 }
 
 }  // namespace
