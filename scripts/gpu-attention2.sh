@@ -32,10 +32,10 @@
 # A2_LAST=1 (with A2_PREFILL=1; issue 12): the last layer's MLP on the output rows only (the
 # default) vs every row (--last-layer all): Gemma-2B tuned, TTFT read back both ways interleaved
 # twice, test_llm_cuda, greedy ids both ways, Llama once, then TTFT at a 128-token prompt with
-# and without --prefill-graph.
+# prefill graphs (the default) and --no-prefill-graph.
 #
 # A2_GRAPH=1 (with A2_PREFILL=1; issue 12, prefill CUDA graphs): Gemma-2B tuned, then its TTFT
-# read back with --prefill-graph and without (eager, the default), interleaved twice;
+# read back with prefill graphs (the default) and with --no-prefill-graph, interleaved twice;
 # the engine's, its kernels' and the attention op's GPU tests (whole binaries); the same for
 # Llama-2-7B once; then the attention suite's decode shapes with the time left.
 #
@@ -141,8 +141,8 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ]; then
   llm llama_ttft_all 30 --model builtin:llama-2-7b "${again[@]}" --last-layer all
   short=(--prompt-len 128 --max-new-tokens 1 --iterations 20 --no-in-context-check)
   for r in 1 2; do
-    llm "gemma_short_eager$r" 20 --model builtin:gemma-2b "${short[@]}"
-    llm "gemma_short_graph$r" 20 --model builtin:gemma-2b "${short[@]}" --prefill-graph
+    llm "gemma_short_eager$r" 20 --model builtin:gemma-2b "${short[@]}" --no-prefill-graph
+    llm "gemma_short_graph$r" 20 --model builtin:gemma-2b "${short[@]}"
   done
   for f in "$LOGS"/gemma_short_*.txt; do
     [ -f "$f" ] && summary+=("$(basename "$f" .txt): $(grep -E '^ *TTFT' "$f" | tr -s ' ' | tr '\n' ' ')")
@@ -153,16 +153,16 @@ elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
   llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
   again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
   llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}" --prefill-graph
-  llm gemma_ttft_nograph 25 --model builtin:gemma-2b "${again[@]}"
+  llm gemma_ttft_nograph 25 --model builtin:gemma-2b "${again[@]}" --no-prefill-graph
   gtest llm/test_llm_cuda 150
   gtest llm/test_llm_cuda_kernels 60
   gtest backends/cuda/attention/test_cuda_attention 100
   gtest backends/cuda/test_cuda_gemm 20 'CudaScratch.*'
   llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}" --prefill-graph
-  llm gemma_ttft_nograph2 25 --model builtin:gemma-2b "${again[@]}"
+  llm gemma_ttft_nograph2 25 --model builtin:gemma-2b "${again[@]}" --no-prefill-graph
   llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
   llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}" --prefill-graph
-  llm llama_ttft_nograph 30 --model builtin:llama-2-7b "${again[@]}"
+  llm llama_ttft_nograph 30 --model builtin:llama-2-7b "${again[@]}" --no-prefill-graph
   # Then, with what is left, the suite's decode shapes (issue 12's "decode >= 80% of the
   # KV-bytes floor at 4k+", last measured in stage 2).
   t=$(left 120)

@@ -71,7 +71,7 @@ struct LlmArgs {
   std::string save_model, save_dtype = "bf16";
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
-  bool prefill_graph = false;
+  bool prefill_graph = true;
   std::string last_layer = "outputs";
   std::string decode_loop = "auto";
   bool compare_decode_loops = false;
@@ -725,9 +725,9 @@ void add_llm_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
-  c->add_flag("--prefill-graph", a->prefill_graph,
+  c->add_flag("--prefill-graph,!--no-prefill-graph", a->prefill_graph,
               "cuda: replay a prefill captured as a CUDA graph for later prompts of the same shape (static cache, one "
-              "GPU; experimental)");
+              "GPU; the default; --no-prefill-graph: every prefill eager)");
   c->add_option("--last-layer", a->last_layer,
                 "prefill: outputs = the last layer's MLP runs on the rows that get logits only (each prompt's last "
                 "token); all = on every prompt row, as the layers before it")

@@ -147,7 +147,8 @@ TEST(LlmCuda, GraphReplayEqualsEagerDecode) {
 TEST(LlmCuda, PrefillGraphReplaysTheEagerPrefill) {
   for (auto fusion : {kUnfused, kFused}) {
     auto with_graph = opts(DType::kBF16, 2, 8, true, fusion), without = with_graph;
-    with_graph.prefill_graph = true;  // opt-in (engine.h)
+    with_graph.prefill_graph = true;  // the default (engine.h)
+    without.prefill_graph = false;
     MAKE_GPU_ENGINE(graph, builtin("tiny-gemma"), 2, with_graph);
     MAKE_GPU_ENGINE(eager, builtin("tiny-gemma"), 2, without);
     std::vector<int32_t> full(16), full2(16);
