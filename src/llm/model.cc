@@ -431,7 +431,7 @@ class Model final : public Engine {
     // real one (the cache holds keys and values, computed before it), so that layer's MLP runs
     // on those rows alone, gathered after its attention block: for a 2048-token prompt, one row
     // instead of 2048 through its two largest GEMMs (issue 12).
-    const bool outputs_only = p.phase == Phase::kPrefill && o_.prefill_outputs_only;
+    const bool outputs_only = p.phase == Phase::kPrefill && o_.prefill_outputs_only && !w.layers.empty();
     TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
     d.mark("embedding");
     for (const DeviceWeights::Layer& lw : w.layers) {
