@@ -6,7 +6,8 @@
 # lab on the decode shapes (every candidate's time, to see what lost and by how much). Each step
 # gets what is left of DA_BUDGET seconds (default 400). Logs under $OUT; a short table last.
 #
-# Knobs: DA_TESTS=0 skips the tests; DA_LAB="<substring> ..." picks the lab's shapes, one run per
+# Knobs: DA_TESTS=0 skips the tests; DA_TIMING=0 the DecodeTiming diagnostic (eager vs graph vs one
+# call at a time, tests/backends/cuda/attention/decode_timing_test.cc); DA_LAB="<substring> ..." picks the lab's shapes, one run per
 # word ("" none; default "gemma-2b.decode llama2-7b.decode4096"); DA_TEST_FILTER a gtest filter.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,6 +59,16 @@ if [ "${DA_TESTS:-1}" = 1 ]; then
   fi
 fi
 
+if [ "${DA_TIMING:-1}" = 1 ]; then  # where a decode call's time goes: eager vs graph vs one at a time
+  t=$(left 60)
+  if [ "$t" != 0 ]; then
+    stamp "DecodeTiming (${t}s at most)"
+    timeout "$t" "$BUILD/tests/backends/cuda/attention/test_cuda_attention" --gtest_also_run_disabled_tests \
+      --gtest_filter='DecodeTiming.*' >"$OUT/timing.txt" 2>&1
+    summary+=("DecodeTiming: rc $?")
+  fi
+fi
+
 t=$(left 150)
 if [ "$t" != 0 ]; then
   stamp "bench --suite attention --only decode (${t}s at most)"
@@ -103,4 +114,5 @@ for shape, rs in by.items():
     print(f"lab {shape}: " + "; ".join(f"{r['candidate']} {float(r['ms'])*1e3:.1f} us ({float(r['pct_copy_bw']):.0f}%)" for r in shown))
 PY
 done
+[ -f "$OUT/timing.txt" ] && grep -E "^timing" "$OUT/timing.txt"
 [ -f "$OUT/suite.md" ] && cat "$OUT/suite.md"

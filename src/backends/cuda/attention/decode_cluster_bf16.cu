@@ -13,9 +13,9 @@ size_t decode_cluster_workspace_bytes(const FlashArgs& args, int head_dim, int c
          sizeof(float);
 }
 
-cudaError_t decode_cluster_bf16(const FlashArgs& args, int head_dim, int cluster, int warps, unsigned* tickets,
-                                cudaStream_t stream) {
-  return decode_cluster_detail::launch<__nv_bfloat16>(args, head_dim, cluster, warps, tickets, stream);
+cudaError_t decode_cluster_bf16(const FlashArgs& args, int head_dim, int cluster, int warps, int stages,
+                                unsigned* tickets, cudaStream_t stream) {
+  return decode_cluster_detail::launch<__nv_bfloat16>(args, head_dim, cluster, warps, stages, tickets, stream);
 }
 
 }  // namespace tunableop::cuda

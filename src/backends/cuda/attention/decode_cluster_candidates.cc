@@ -19,14 +19,20 @@ namespace {
 constexpr std::pair<int, int> kShapes[] = {{1, 4}, {1, 8}, {2, 4}, {2, 8},  {4, 1},  {4, 2}, {4, 4},
                                            {8, 1}, {8, 2}, {8, 4}, {16, 1}, {16, 2}, {16, 4}};
 
-// Split clusters (cluster, warps, splits), for long caches: one wave of 128-256 blocks (8 warps:
-// one block per SM at ~250 registers; 4 warps: two) for one kv head (Gemma-2B) or for 32
-// (Llama-2-7B: C x S = 4 or 8).
+// Split clusters (cluster, warps, splits), for long caches with few kv heads (Gemma-2B's one):
+// 128-256 blocks of 2-4 warps. Small blocks on purpose: at ~250 registers per thread a block of
+// 4 warps leaves room on its SM for one of the next launch, which (programmatic dependent launch)
+// starts its L2 prefetch while this one runs; blocks of 8 warps, or two blocks per SM of one
+// launch, lost 4-7 us per call on the H100 (docs/results/attention/notes.md).
+// `stages` 2: each warp's next tile in flight while it works on the current one (its K and V
+// through shared memory: 32 KB a warp at d256, so blocks of 2 warps there); `_s2` in the name.
+// For Llama-2-7B (32 kv heads, one row each): 4-8 blocks of 4 warps per kv head, two stages.
 struct SplitShape {
-  int cluster, warps, splits;
+  int cluster, warps, splits, stages;
 };
-constexpr SplitShape kSplitShapes[] = {{1, 8, 4},  {2, 8, 2},  {4, 4, 2},  {2, 4, 4},  {8, 8, 16},
-                                       {8, 4, 16}, {8, 4, 32}, {4, 8, 32}, {16, 4, 8}, {4, 4, 64}};
+constexpr SplitShape kSplitShapes[] = {{8, 4, 16, 1}, {16, 4, 8, 1},  {4, 4, 32, 1}, {8, 2, 16, 1},
+                                       {16, 2, 8, 1}, {16, 2, 16, 1}, {8, 2, 32, 1}, {16, 2, 8, 2},
+                                       {8, 2, 16, 2}, {16, 2, 16, 2}, {2, 4, 2, 2},  {4, 4, 2, 2}};
 
 Status supports(const AttentionParams& p, int splits) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
@@ -44,20 +50,22 @@ Status supports(const AttentionParams& p, int splits) {
   return Status::ok();
 }
 
-AttentionCandidate make(int cluster, int warps, int splits) {
+AttentionCandidate make(int cluster, int warps, int splits, int stages) {
   AttentionCandidate cand;
   cand.name = splits > 1 ? fmt::format("Attn_DecodeCluster_c{}_w{}_sp{}", cluster, warps, splits)
                          : fmt::format("Attn_DecodeCluster_c{}_w{}", cluster, warps);
+  if (stages > 1) cand.name += fmt::format("_s{}", stages);
   cand.device = DeviceKind::kCuda;
   cand.min_effort = 0;
   cand.info = CandidateInfo{"tunableop", "decode-cluster", {}};
   cand.info.add("cluster", std::to_string(cluster)).add("warps", std::to_string(warps));
   if (splits > 1) cand.info.add("splits", std::to_string(splits));
+  if (stages > 1) cand.info.add("stages", std::to_string(stages));
   cand.supports = [splits](const AttentionParams& p) { return supports(p, splits); };
   cand.workspace_bytes = [cluster, splits](const AttentionParams& p) {
     return decode_cluster_workspace_bytes(flash_args(p, AttentionOperands{}, splits), int(p.head_dim), cluster);
   };
-  cand.run = [cluster, warps, splits](const AttentionParams& p, const AttentionOperands& o) -> Status {
+  cand.run = [cluster, warps, splits, stages](const AttentionParams& p, const AttentionOperands& o) -> Status {
     TUNABLEOP_RETURN_IF_ERROR(supports(p, splits));
     if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
       return Status::unsupported("q, k, v and out must be 16-byte aligned");
@@ -78,8 +86,8 @@ AttentionCandidate make(int cluster, int warps, int splits) {
       tickets = *t;
     }
     auto stream = static_cast<cudaStream_t>(o.stream);
-    const cudaError_t err = p.dtype == DType::kBF16 ? decode_cluster_bf16(a, d, cluster, warps, tickets, stream)
-                                                    : decode_cluster_f16(a, d, cluster, warps, tickets, stream);
+    const cudaError_t err = p.dtype == DType::kBF16 ? decode_cluster_bf16(a, d, cluster, warps, stages, tickets, stream)
+                                                    : decode_cluster_f16(a, d, cluster, warps, stages, tickets, stream);
     return cuda_status(err, "cluster decode attention launch");
   };
   return cand;
@@ -89,8 +97,8 @@ AttentionCandidate make(int cluster, int warps, int splits) {
 
 std::vector<AttentionCandidate> decode_cluster_candidates() {
   std::vector<AttentionCandidate> out;
-  for (auto [c, w] : kShapes) out.push_back(make(c, w, 1));
-  for (const SplitShape& s : kSplitShapes) out.push_back(make(s.cluster, s.warps, s.splits));
+  for (auto [c, w] : kShapes) out.push_back(make(c, w, 1, 1));
+  for (const SplitShape& s : kSplitShapes) out.push_back(make(s.cluster, s.warps, s.splits, s.stages));
   return out;
 }
 

@@ -59,18 +59,21 @@ using flash_detail::mma16816;
 using flash_detail::pack2;
 using flash_detail::smem_addr;
 
-constexpr int kRows = 8;         // query rows per kv head (the mma's n)
-constexpr int kTileKeys = 16;    // keys per warp tile (the mma's m)
-constexpr int kMaxWarps = 8;     // per block
-constexpr int kMaxCluster = 16;  // blocks per cluster (above 8: non-portable cluster size)
-constexpr int kMaxSplits = 256;  // clusters per (sequence, kv head)
+constexpr int kRows = 8;               // query rows per kv head (the mma's n)
+constexpr int kTileKeys = 16;          // keys per warp tile (the mma's m)
+constexpr int kMaxWarps = 8;           // per block
+constexpr int kMaxWarpsTwoStages = 4;  // per block with two stages (d256: 32 KB of tiles a warp)
+constexpr int kMaxCluster = 16;        // blocks per cluster (above 8: non-portable cluster size)
+constexpr int kMaxSplits = 256;        // clusters per (sequence, kv head)
 
 // Shared memory of one block, in bytes from the start of the dynamic buffer.
-template <int D>
+template <int D, int kStages = 1>
 struct Layout {
-  // Per warp: its V tile (16 keys x D, swizzled), later its O partial (8 rows x (D + 4) fp32; the
-  // padding makes the fragment stores conflict-free).
-  static constexpr int kWarpBytes = (kRows * (D + 4) * 4 > kTileKeys * D * 2) ? kRows * (D + 4) * 4 : kTileKeys * D * 2;
+  // Per warp: its V tile (16 keys x D, swizzled; two stages: two K and V tiles), later its O
+  // partial (8 rows x (D + 4) fp32; the padding makes the fragment stores conflict-free).
+  static constexpr int kTileBytes = kTileKeys * D * 2;
+  static constexpr int kTilesBytes = kStages == 1 ? kTileBytes : 2 * kStages * kTileBytes;
+  static constexpr int kWarpBytes = (kRows * (D + 4) * 4 > kTilesBytes) ? kRows * (D + 4) * 4 : kTilesBytes;
   static constexpr int kPtBytes = kRows * kTileKeys * 2;  // per warp: P^T as [row][key]
   static __host__ __device__ constexpr int pt(int warps) { return warps * kWarpBytes; }
   static __host__ __device__ constexpr int ml(int warps) { return pt(warps) + warps * kPtBytes; }  // [warp][row] m, l
@@ -127,11 +130,16 @@ __host__ __device__ constexpr int64_t split_workspace_floats(int splits, int sla
   return split_o_floats(splits, slabs, head_dim) + int64_t(splits) * slabs * cluster * kRows * 2;
 }
 
-template <class T, int D>
+// kStages 1: a warp loads a tile's K into registers and its V into shared memory, then works on
+// it; 2: the K and V of a warp's next tile are in flight (cp.async into a second stage of its
+// buffer) while it works on the current one, K read back from shared memory into the same
+// fragments (rows swizzled so the fragment reads are conflict-free).
+template <class T, int D, int kStages>
 __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArgs a, unsigned* tickets) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
-  using L = Layout<D>;
+  static_assert(kStages == 1 || kStages == 2, "one or two stages");
+  using L = Layout<D, kStages>;
   constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
   constexpr int kC32 = D / 32;    // 32-dim chunks (two mma k-steps) of S^T = K Q^T
   constexpr int kMt = D / 16;     // 16-dim m-tiles of O^T
@@ -210,20 +218,72 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
 
   int tile_first, tile_end;
   share(len, &tile_first, &tile_end);
-  for (int tile = tile_first + warp * csize + rank; tile < tile_end; tile += warps * csize) {
+  // Paged caches (pages of whole 16-key tiles): the same L2 prefetch of the warp's later tiles,
+  // now that the length and the block table can be read (the first tile is loaded at once).
+  if (a.page_size && a.page_size % kTileKeys == 0 && lane < 2) {
+    const T* base = lane == 0 ? kbase : vbase;
+    for (int tile = tile_first + (warp + warps) * csize + rank; tile < tile_end; tile += warps * csize) {
+      const uint32_t bytes = uint32_t(min(kTileKeys, len - tile * kTileKeys) * D * 2);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + row_offset(tile * kTileKeys)), "r"(bytes)
+                   : "memory");
+    }
+  }
+  // A tile's rows into a stage by cp.async, 32 lanes over consecutive 16-byte chunks (whole rows per
+  // instruction), zero-filled past the length: V always (swizzled for ldmatrix.trans), K with two
+  // stages (swizzled for the fragment reads: chunk ^ 4 on odd rows).
+  auto issue_tile = [&](int tile, uint32_t k_dst, uint32_t v_dst) {
     const int j0 = tile * kTileKeys;
-    // V tile: cp.async, 32 lanes over consecutive 16-byte chunks (whole rows per instruction).
 #pragma unroll
     for (int f0 = 0; f0 < kTileKeys * kChunks; f0 += 32) {
       const int f = f0 + lane, kk = f / kChunks, ch = f % kChunks;
       const bool valid = j0 + kk < len;
-      const T* src = valid ? vbase + row_offset(j0 + kk) + ch * 8 : vbase;
-      cp_async16(v_smem + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16), src, valid);
+      const int64_t off = valid ? row_offset(j0 + kk) + ch * 8 : 0;
+      if constexpr (kStages == 2)
+        cp_async16(k_dst + uint32_t((kk * kChunks + (ch ^ ((kk & 1) << 2))) * 16), kbase + off, valid);
+      cp_async16(v_dst + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16), vbase + off, valid);
     }
     cp_async_commit();
-    // K rows gq and gq + 8 into registers (zeros past the length: masked below anyway).
+  };
+  const int tile_step = warps * csize;
+  int tile = tile_first + warp * csize + rank;
+  if constexpr (kStages == 2) {  // stage s: K at v_smem + 2 s kTileBytes, V right after it
+    if (tile < tile_end) {
+      issue_tile(tile, v_smem, v_smem + L::kTileBytes);
+    } else {
+      cp_async_commit();
+    }
+    if (tile + tile_step < tile_end) {
+      issue_tile(tile + tile_step, v_smem + 2 * L::kTileBytes, v_smem + 3 * L::kTileBytes);
+    } else {
+      cp_async_commit();
+    }
+  }
+  for (int it = 0; tile < tile_end; tile += tile_step, ++it) {
+    const int j0 = tile * kTileKeys;
     uint4 ka[kC32], kb[kC32];
-    {
+    uint32_t vs = v_smem;  // this tile's V
+    if constexpr (kStages == 2) {
+      const uint32_t ks = v_smem + uint32_t((it & 1) * 2 * L::kTileBytes);
+      vs = ks + L::kTileBytes;
+      cp_async_wait<1>();  // this tile's group (the next tile's may still be in flight)
+      __syncwarp();        // and the other lanes' copies of it
+      // K rows gq and gq + 8 (same parity: one swizzle) from shared memory.
+      const int sw = (gq & 1) << 2;
+#pragma unroll
+      for (int c = 0; c < kC32; ++c) {
+        const int ch = (4 * c + tq) ^ sw;
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(ka[c].x), "=r"(ka[c].y), "=r"(ka[c].z), "=r"(ka[c].w)
+                     : "r"(ks + uint32_t((gq * kChunks + ch) * 16))
+                     : "memory");
+        asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(kb[c].x), "=r"(kb[c].y), "=r"(kb[c].z), "=r"(kb[c].w)
+                     : "r"(ks + uint32_t(((gq + 8) * kChunks + ch) * 16))
+                     : "memory");
+      }
+    } else {
+      issue_tile(tile, 0, v_smem);
+      // K rows gq and gq + 8 into registers (zeros past the length: masked below anyway).
       const bool va = j0 + gq < len, vb = j0 + gq + 8 < len;
       const T* pa = kbase + (va ? row_offset(j0 + gq) : 0) + 8 * tq;
       const T* pb = kbase + (vb ? row_offset(j0 + gq + 8) : 0) + 8 * tq;
@@ -269,7 +329,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     pt[(2 * tq + 1) * kTileKeys + gq] = flash_detail::from_float<T>(p[1]);
     pt[(2 * tq) * kTileKeys + gq + 8] = flash_detail::from_float<T>(p[2]);
     pt[(2 * tq + 1) * kTileKeys + gq + 8] = flash_detail::from_float<T>(p[3]);
-    cp_async_wait<0>();
+    if constexpr (kStages == 1) cp_async_wait<0>();  // two stages: waited for above
     __syncwarp();
     const uint32_t pb0 = *reinterpret_cast<const uint32_t*>(pt + gq * kTileKeys + 2 * tq);
     const uint32_t pb1 = *reinterpret_cast<const uint32_t*>(pt + gq * kTileKeys + 2 * tq + 8);
@@ -285,14 +345,23 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
           const int ch = 2 * (mt0 + u) + (mat & 1);
-          ldmatrix_x4_trans(va[u], v_smem + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16));
+          ldmatrix_x4_trans(va[u], vs + uint32_t((kk * kChunks + (ch ^ (kk & 7))) * 16));
         }
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) mma16816<T>(o[mt0 + u], va[u], pb0, pb1);
       }
     }
-    __syncwarp();  // the tile and P^T are read before the next tile overwrites them
+    __syncwarp();                  // the tile and P^T are read before the next tile overwrites them
+    if constexpr (kStages == 2) {  // the tile after next into the stage just read
+      if (tile + 2 * tile_step < tile_end) {
+        const uint32_t ks = v_smem + uint32_t((it & 1) * 2 * L::kTileBytes);
+        issue_tile(tile + 2 * tile_step, ks, ks + L::kTileBytes);
+      } else {
+        cp_async_commit();
+      }
+    }
   }
+  if constexpr (kStages == 2) cp_async_wait<0>();  // (empty groups) nothing lands after this point
 
   // The warp's partial: total l per row, O (unnormalised) to shared memory.
   l[0] = sum_over_g(l[0]), l[1] = sum_over_g(l[1]);
@@ -376,27 +445,29 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
       if (x % cols == 0) *reinterpret_cast<float2*>(ws_ml + split * ml_stride + ml_mine + 2 * r) = make_float2(mx, sum);
     }
   }
-  if (splits > 1) __threadfence();  // our partial is visible device-wide before the ticket says so
-  cluster.sync();                   // no block leaves while another still reads its shared memory
+  cluster.sync();  // no block leaves while another still reads its shared memory; our partial is written
   if (splits == 1) return;
 
   // Several splits: a ticket per (kv head, rank); the block with the last one merges this rank's
-  // columns over the splits, in split order.
+  // columns over the splits, in split order. The barrier above orders every thread's partial
+  // before thread 0's fence and ticket (cumulativity); the last block's thread 0 fences again
+  // before the barrier that releases its threads to read.
   __shared__ unsigned last_s;
-  if (tid == 0) last_s = atomicAdd(&tickets[int64_t(bk) * csize + rank], 1u) == unsigned(splits - 1);
+  if (tid == 0) {
+    __threadfence();
+    last_s = atomicAdd(&tickets[int64_t(bk) * csize + rank], 1u) == unsigned(splits - 1);
+    if (last_s) __threadfence();
+  }
   __syncthreads();
   if (!last_s) return;
-  __threadfence();           // the other blocks' partials, published before their tickets
-  constexpr int kBatch = 8;  // loads in flight together
+  // One pass over the splits, kBatch at a time with every load of a batch in flight together
+  // (a running max, the earlier batches rescaled when it grows).
+  constexpr int kBatch = 16;
   for (int x = 4 * tid; x < rows_total * cols; x += 4 * blockDim.x) {
     const int r = x / cols, d = rank * cols + x % cols;
     const float* mlr = ws_ml + ml_mine + 2 * r;
-    float top = -INFINITY;
-#pragma unroll kBatch
-    for (int s = 0; s < splits; ++s) top = fmaxf(top, __ldcg(mlr + s * ml_stride));
-    const float m_use = top == -INFINITY ? 0.f : top;
+    float run_max = -INFINITY, sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    float sum = 0.f;
     for (int s0 = 0; s0 < splits; s0 += kBatch) {
       float4 v[kBatch];
       float2 ml[kBatch];  // the split's max and sum of the row
@@ -408,6 +479,14 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
           ml[u] = __ldcg(reinterpret_cast<const float2*>(mlr + (s0 + u) * ml_stride));
         }
       }
+      float top = run_max;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        if (s0 + u < splits) top = fmaxf(top, ml[u].x);
+      const float m_use = top == -INFINITY ? 0.f : top;
+      const float corr = fast_exp2(run_max - m_use);  // 0 while nothing was seen (acc, sum still 0)
+      acc.x *= corr, acc.y *= corr, acc.z *= corr, acc.w *= corr;
+      sum *= corr;
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         if (s0 + u < splits) {
@@ -417,6 +496,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
           sum = fmaf(wt, ml[u].y, sum);
         }
       }
+      run_max = top;
     }
     store_out(r, d, acc, sum);
   }

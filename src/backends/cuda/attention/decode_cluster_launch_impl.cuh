@@ -8,17 +8,20 @@
 
 namespace tunableop::cuda::decode_cluster_detail {
 
-template <class T, int D>
+template <class T, int D, int kStages>
 cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, unsigned* tickets, cudaStream_t stream) {
-  constexpr auto kernel = decode_cluster_kernel<T, D>;
+  constexpr auto kernel = decode_cluster_kernel<T, D, kStages>;
+  using L = Layout<D, kStages>;
+  constexpr int kWarpsMax = kStages == 1 ? kMaxWarps : kMaxWarpsTwoStages;
+  if (warps > kWarpsMax) return cudaErrorInvalidValue;
   if (cluster > 8) {  // non-portable cluster size: a per-function opt-in
     const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
     if (err != cudaSuccess) return err;
   }
-  const int smem = Layout<D>::bytes(warps);
-  if (smem > 48 * 1024) {  // 8 warps at d256
-    const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(
-        Layout<D>::bytes(kMaxWarps));
+  const int smem = L::bytes(warps);
+  if (smem > 48 * 1024) {  // 8 warps at d256, two stages
+    const cudaError_t err =
+        flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(L::bytes(kWarpsMax));
     if (err != cudaSuccess) return err;
   }
   // A launch without the cluster attribute is a cluster of one block (sm_90), the same kernel.
@@ -40,8 +43,17 @@ cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, unsigned* tic
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
+template <class T, int D>
+cudaError_t launch_stages(const FlashArgs& a, int cluster, int warps, int stages, unsigned* tickets,
+                          cudaStream_t stream) {
+  if (stages == 1) return launch_dim<T, D, 1>(a, cluster, warps, tickets, stream);
+  if (stages == 2) return launch_dim<T, D, 2>(a, cluster, warps, tickets, stream);
+  return cudaErrorInvalidValue;
+}
+
 template <class T>
-cudaError_t launch(const FlashArgs& a, int head_dim, int cluster, int warps, unsigned* tickets, cudaStream_t stream) {
+cudaError_t launch(const FlashArgs& a, int head_dim, int cluster, int warps, int stages, unsigned* tickets,
+                   cudaStream_t stream) {
   if (!decode_cluster_available()) return cudaErrorNotSupported;
   if (warps < 1 || warps > kMaxWarps || (cluster & (cluster - 1)) != 0 || cluster < 1 || cluster > kMaxCluster)
     return cudaErrorInvalidValue;
@@ -49,9 +61,9 @@ cudaError_t launch(const FlashArgs& a, int head_dim, int cluster, int warps, uns
   if (a.splits < 1 || a.splits > kMaxSplits || (a.splits > 1 && (!tickets || !a.workspace)))
     return cudaErrorInvalidValue;
   switch (head_dim) {
-    case 64: return launch_dim<T, 64>(a, cluster, warps, tickets, stream);
-    case 128: return launch_dim<T, 128>(a, cluster, warps, tickets, stream);
-    case 256: return launch_dim<T, 256>(a, cluster, warps, tickets, stream);
+    case 64: return launch_stages<T, 64>(a, cluster, warps, stages, tickets, stream);
+    case 128: return launch_stages<T, 128>(a, cluster, warps, stages, tickets, stream);
+    case 256: return launch_stages<T, 256>(a, cluster, warps, stages, tickets, stream);
   }
   return cudaErrorInvalidValue;
 }

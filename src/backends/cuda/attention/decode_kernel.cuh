@@ -149,7 +149,10 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
   // side by side (independent shuffle chains), then per row one running-max update and one
   // rescale for the whole step. Branch-free over rows and keys (predicates), so the compiler
   // interleaves the rows' chains; keys past the warp's range load as zeros and are masked.
-  constexpr int kKeysPerStep = R >= 32 ? 1 : R >= 16 ? 2 : 4;  // registers: the scores are steps x rows
+  // Registers: the scores are steps x rows, the K/V rows in flight steps x D / 16. One row of at
+  // most 128 dims (Llama's MHA decode) takes 8 keys a step: twice the bytes in flight of 4, half
+  // the dependent round trips per warp.
+  constexpr int kKeysPerStep = R * D <= 128 ? 8 : R >= 32 ? 1 : R >= 16 ? 2 : 4;
   for (int jb = wj0; jb < wj1; jb += kKeysPerStep) {
     Vec kr[kKeysPerStep] = {}, vr[kKeysPerStep] = {};
 #pragma unroll

@@ -161,11 +161,17 @@ TEST(DecodeCluster, SupportRules) {
   }
   // Without an sm_90 device (CI) every problem is refused as unsupported, never an error.
   const bool device = cuda::decode_cluster_available();
+  auto splits_of = [](const std::string& name) {
+    const size_t at = name.find("_sp");
+    return at == std::string::npos ? 1 : std::stoi(name.substr(at + 3));
+  };
   for (int d : {64, 128, 256}) {
     AttentionParams ok = decode_params(d);  // 8 rows on one kv head
+    ok.kv_len = ok.max_seq = 2048;          // 128 tiles of 16 keys: 2 per split for up to 64 splits
     AttentionParams too_many = ok;
     too_many.q_len = 2;  // 16 rows
     for (const auto& c : cands) {
+      ASSERT_LE(splits_of(c.name), 64) << c.name;
       EXPECT_EQ(c.supports(ok).is_ok(), device) << c.name << " d" << d;
       if (!device) {
         EXPECT_TRUE(c.supports(ok).is_unsupported()) << c.name;
@@ -179,11 +185,7 @@ TEST(DecodeCluster, SupportRules) {
   // Split candidates want at least 2 key tiles of 16 per split.
   AttentionParams short_cache = decode_params(128);
   short_cache.kv_len = 63;  // 4 tiles: 2 splits at most
-  for (const auto& c : cands) {
-    const size_t at = c.name.find("_sp");
-    const int splits = at == std::string::npos ? 1 : std::stoi(c.name.substr(at + 3));
-    EXPECT_EQ(c.supports(short_cache).is_ok(), device && splits <= 2) << c.name;
-  }
+  for (const auto& c : cands) EXPECT_EQ(c.supports(short_cache).is_ok(), device && splits_of(c.name) <= 2) << c.name;
   AttentionParams p = decode_params(128);
   p.dtype = DType::kF32;
   for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
