@@ -86,7 +86,7 @@ PREFILL=${A2_PREFILL:-0}
 [ "$PREFILL" = 1 ] && [ "${A2_GATE_TESTS:-1}" = 0 ] && targets="tunableop_cli"
 SDPA=${A2_SDPA:-0}
 GRAPH=${A2_GRAPH:-0}
-[ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ] && targets="tunableop_cli test_llm_cuda"
+[ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ] && targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels"
 [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ] &&
   targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels test_cuda_attention test_cuda_gemm"
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
@@ -128,6 +128,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ]; then
   llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
   llm gemma_ttft_all 25 --model builtin:gemma-2b "${again[@]}" --last-layer all
   gtest llm/test_llm_cuda 150
+  gtest llm/test_llm_cuda_kernels 40
   llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}"
   llm gemma_ttft_all2 25 --model builtin:gemma-2b "${again[@]}" --last-layer all
   ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --print-ids --no-in-context-check)

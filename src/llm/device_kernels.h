@@ -164,8 +164,9 @@ class DeviceKernels {
   // partial sums y [rows, width] across the group (tensor_parallel().all_reduce). One device:
   // nothing to do.
   virtual Status after_row_parallel_linear(void* y, int64_t rows, int64_t width);
-  // out[i] = x[rows[i]] (fp32 rows of width H; `rows` in device memory).
-  virtual Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) = 0;
+  // out[i] = x[rows[i]], rows of row_bytes bytes (a multiple of 4: fp32 residual rows, E qkv
+  // rows); `rows` in device memory.
+  virtual Status gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out) = 0;
   // Index of each row's largest logit, the first one on ties (torch.argmax).
   virtual Status argmax(const void* logits, int64_t rows, int32_t* out) = 0;
   // A projection and its neighbours (see Projection). The default composes the calls above with

@@ -82,6 +82,10 @@ class Model final : public Engine {
     }
     TUNABLEOP_RETURN_IF_ERROR(ensure(next_, size_t(B) * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
+    // The last layer's attention and MLP on each sequence's last row (prefill_outputs_only).
+    TUNABLEOP_RETURN_IF_ERROR(ensure(last_qkv_, size_t(B * c_.qkv_dim()) * esize_));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(last_attn_, size_t(B * c_.q_dim()) * esize_));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(last_pos_, size_t(B) * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
     TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, size_t(B) * 4));
     // A decode step's ids, positions and lengths travel as one upload (one copy instead of three
@@ -154,7 +158,7 @@ class Model final : public Engine {
     const size_t n_rows = static_cast<size_t>(rows), n_seqs = static_cast<size_t>(batch_);
     // The pass's inputs go up from one pinned block: from pageable vectors each copy would cost
     // the host a staging copy before the first kernel can start (TTFT).
-    const size_t host_bytes = n_seqs * 8 + (3 * n_rows + n_seqs) * 4;
+    const size_t host_bytes = n_seqs * 8 + (3 * n_rows + 2 * n_seqs) * 4;
     if (pre_host_.bytes() < host_bytes) {
       pre_host_.reset();
       auto h = dev_->alloc_host(host_bytes);
@@ -163,7 +167,7 @@ class Model final : public Engine {
     }
     int64_t* last = pre_host_.as<int64_t>();
     int32_t* ids = reinterpret_cast<int32_t*>(last + n_seqs);
-    int32_t *seqs = ids + n_rows, *pos = seqs + n_rows, *lens = pos + n_rows;
+    int32_t *seqs = ids + n_rows, *pos = seqs + n_rows, *lens = pos + n_rows, *last_pos = lens + n_seqs;
     bool ragged = false;
     for (int64_t b = 0; b < batch_; ++b) {
       const auto& p = prompts[size_t(b)];
@@ -180,6 +184,7 @@ class Model final : public Engine {
         pos[size_t(b * T + t)] = int32_t(t);
       }
       last[size_t(b)] = b * T + int64_t(p.size()) - 1;
+      last_pos[size_t(b)] = int32_t(p.size()) - 1;
       seq_len_[size_t(b)] = int64_t(p.size());
     }
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), ids, n_rows * 4));
@@ -187,6 +192,7 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos, n_rows * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last, n_seqs * 8));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens, n_seqs * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_pos_.get(), last_pos, n_seqs * 4));
     Pass p = pass(Phase::kPrefill, T, pre_);
     p.ragged = ragged;
     return p;
@@ -373,6 +379,17 @@ class Model final : public Engine {
     return p;
   }
 
+  // A prefill's output rows (each sequence's last real position) as a decode pass over the cache
+  // the prefill filled: one row per sequence at position length - 1 (for the last layer's
+  // attention; prefill_outputs_only).
+  Pass output_rows_pass(const Pass& prefill) const {
+    Pass p = pass(Phase::kDecode, 1, dec_);
+    p.ids = nullptr;
+    p.positions = last_pos_.as<int32_t>();
+    p.seq_lens = prefill.seq_lens;
+    return p;
+  }
+
   // The decode pass reads its ids, positions and lengths from dec_in_ (prepare_decode).
   Pass decode_pass() const {
     Pass p = pass(Phase::kDecode, 1, dec_);
@@ -428,9 +445,10 @@ class Model final : public Engine {
       pr.norm = nullptr;
     };
     // Prefill: nothing reads the last layer's output on rows other than each sequence's last
-    // real one (the cache holds keys and values, computed before it), so that layer's MLP runs
-    // on those rows alone, gathered after its attention block: for a 2048-token prompt, one row
-    // instead of 2048 through its two largest GEMMs (issue 12).
+    // real one (the cache holds keys and values, written by rope_kv before attention), so past
+    // its qkv projection that layer runs on those rows alone, gathered: their attention as a
+    // decode step's (one query against the cache), o, gate_up and down on `batch` rows; for a
+    // 2048-token prompt one row instead of 2048 (issue 12).
     const bool outputs_only = p.phase == Phase::kPrefill && o_.prefill_outputs_only && !w.layers.empty();
     TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
     d.mark("embedding");
@@ -445,26 +463,35 @@ class Model final : public Engine {
       TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
       // Prefill: q and k read and rotated, v read, q written back, k and v into the cache.
       d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
-      TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
-      d.mark("attention", nullptr, 0, false, attention_flops);
-      // The last layer of a prefill: its MLP only on the rows that get logits (outputs_only).
+      // The last layer of a prefill past rope_kv: the output rows only (outputs_only).
       const bool tail = outputs_only && l + 1 == int64_t(w.layers.size());
-      Projection o = proj("o", rows, Q, H, lw.wo);
+      float* mx = x;  // the residual rows the rest of the layer reads and adds to
+      int64_t mrows = rows;
+      const void* attn = a.attn.get();
+      if (tail) {
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.gather_rows(a.qkv.get(), QKV * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_qkv_.get()));
+        d.mark("gather_rows", "qkv");
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.attention(output_rows_pass(p), l, last_qkv_.get(), *cache_, linear_, last_attn_.get()));
+        d.mark("attention", "outputs", 0, false, 4.0 * double(batch_) * double(p.tokens) * double(Q));
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+        d.mark("gather_rows");
+        mx = last_x_.as<float>(), mrows = batch_, attn = last_attn_.get();
+      } else {
+        TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
+        d.mark("attention", nullptr, 0, false, attention_flops);
+      }
+      Projection o = proj("o", mrows, Q, H, lw.wo);
       o.row_parallel = true;
-      o.input = a.attn.get();
+      o.input = attn;
       o.epilogue = Projection::Epilogue::kAddResidual;
       o.y = a.tmp.get();
-      o.residual = x;
+      o.residual = mx;
       if (norm_ahead && !tail) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(o, linear_));
       // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
-      float* mx = x;  // the residual rows the MLP reads and adds to
-      int64_t mrows = rows;
-      if (tail) {
-        TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
-        d.mark("gather_rows");
-        mx = last_x_.as<float>(), mrows = batch_;
-      }
       Projection gate_up = proj("gate_up", mrows, H, 2 * I, lw.w_gate_up);
       normed_input(gate_up, mx, lw.mlp_norm, a.xn.get());
       if (norm_ahead && !tail) normed_ahead(gate_up);
@@ -489,7 +516,8 @@ class Model final : public Engine {
     const float* last = x;
     if (p.phase == Phase::kPrefill) {
       if (!outputs_only) {
-        TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(x, last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
         d.mark("gather_rows");
       }
       last = last_x_.as<float>();
@@ -529,6 +557,7 @@ class Model final : public Engine {
   std::unique_ptr<KvCache> cache_;
   Activations pre_, dec_;
   Buffer last_x_, last_norm_, logits_, next_, last_rows_;  // device
+  Buffer last_qkv_, last_attn_, last_pos_;                 // device: the output rows' last layer
   Buffer logit_parts_;                                     // tensor parallel: this rank's logit columns
   Buffer dec_in_, dec_in_host_, next_host_;                // decode's packed inputs (device, host staging); next ids
   Buffer pre_host_;                                        // prefill's inputs, host staging

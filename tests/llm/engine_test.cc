@@ -242,12 +242,13 @@ TEST(LlmEngine, CountsDistinctProblems) {
     }
     EXPECT_EQ(got, expected);
     EXPECT_EQ(got.size(), op ? 9u : 11u);
-    // 4 at 16 rows (+ 2 attention GEMMs), the last layer's gate_up and down at its 2 output rows,
-    // lm_head at 2 rows
-    EXPECT_EQ(prefill, op ? 7 : 9);
+    // 4 at 16 rows (+ 2 attention GEMMs), the last layer's o, gate_up and down at its 2 output
+    // rows, lm_head at 2 rows
+    EXPECT_EQ(prefill, op ? 8 : 10);
     EXPECT_EQ(decode, 5);
-    // 2 runs x (prefill: 4 (+2) per layer x 2 layers + lm_head; 5 decode steps: 4 x 2 + lm_head)
-    EXPECT_EQ(e.linear().calls(), 2 * (((op ? 4 : 6) * 2 + 1) + 5 * (4 * 2 + 1)));
+    // 2 runs x (prefill: 4 (+2) in the first layer, 4 in the last (its output rows' attention
+    // runs as a decode step's, no GEMMs), lm_head; 5 decode steps: 4 x 2 + lm_head)
+    EXPECT_EQ(e.linear().calls(), 2 * ((op ? 4 : 6) + 4 + 1 + 5 * (4 * 2 + 1)));
     const auto attention = e.linear().attention_problems();
     if (!op) {
       EXPECT_TRUE(attention.empty());
@@ -258,8 +259,8 @@ TEST(LlmEngine, CountsDistinctProblems) {
     EXPECT_EQ(attention[0].params, "b2_q8_k8_h4_kv2_d8_ms48_vk_vq_qs64");
     EXPECT_EQ(attention[1].params, "b2_q1_k48_h4_kv2_d8_vk_qs64");
     EXPECT_EQ(attention[0].op, "AttentionTunableOp_float_causal");
-    EXPECT_EQ(attention[0].calls, 2 * 2);
-    EXPECT_EQ(attention[1].calls, 2 * 5 * 2);
+    EXPECT_EQ(attention[0].calls, 2 * 1);            // the first layer of each prefill
+    EXPECT_EQ(attention[1].calls, 2 * (5 * 2 + 1));  // decode steps, and each prefill's last layer
   }
 }
 
@@ -340,16 +341,17 @@ TEST(LlmEngine, BenchmarkReportsConsistentMetrics) {
   EXPECT_EQ(r->first_sequence.size(), 6u);
   EXPECT_EQ(r->gemm_problems.size(), 9u);
   // Prefill GEMM work: 2 x (non-embedding weights) x 8 padded rows x 2 sequences, less the last
-  // layer's MLP (3 H I weights) on all but the 2 output rows, plus lm_head at 2 rows; attention
-  // apart: 4 x heads x head_dim x the 36 (query, key) pairs of an 8-token causal triangle, per
-  // sequence and layer.
+  // layer's o (q_dim H weights) and MLP (3 H I) on all but the 2 output rows, plus lm_head at 2
+  // rows; attention apart: 4 x heads x head_dim x the 36 (query, key) pairs of an 8-token causal
+  // triangle, per sequence and layer but the last, whose output rows run as decode steps.
   const ModelConfig c = testing::small_gemma();
   const double weights =
       double(c.parameter_count() - c.vocab_size * c.hidden_size - c.hidden_size - c.num_layers * 2 * c.hidden_size);
   const double head = 2.0 * 2 * c.hidden_size * c.vocab_size;
-  const double last_mlp_skipped = 2.0 * 3 * c.hidden_size * c.intermediate_size * (16 - 2);
-  EXPECT_NEAR(r->prefill_gflop * 1e9, 2.0 * weights * 16 - last_mlp_skipped + head, 1.0);
-  EXPECT_NEAR(r->prefill_attention_gflop * 1e9, c.num_layers * 2 * (4.0 * c.num_heads * c.head_dim * 36), 1e-3);
+  const double last_layer_skipped =
+      2.0 * (3 * c.hidden_size * c.intermediate_size + c.q_dim() * c.hidden_size) * (16 - 2);
+  EXPECT_NEAR(r->prefill_gflop * 1e9, 2.0 * weights * 16 - last_layer_skipped + head, 1.0);
+  EXPECT_NEAR(r->prefill_attention_gflop * 1e9, (c.num_layers - 1) * 2 * (4.0 * c.num_heads * c.head_dim * 36), 1e-3);
   EXPECT_EQ(r->weight_bytes, c.parameter_count() * 4);
   EXPECT_NE(format_report(*r).find("Tokens/second: "), std::string::npos);
   EXPECT_NE(report_json(*r).find("\"tokens_per_s\""), std::string::npos);

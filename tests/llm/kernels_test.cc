@@ -139,7 +139,7 @@ TEST(LlmKernels, EmbeddingGatherArgmax) {
   }
   std::vector<int64_t> rows = {2, 0};
   std::vector<float> g(size_t(2 * width));
-  gather_rows(out.data(), width, rows.data(), 2, g.data());
+  gather_rows(out.data(), width * int64_t(sizeof(float)), rows.data(), 2, g.data());
   EXPECT_EQ(g[0], out[size_t(2 * width)]);
   EXPECT_EQ(g[size_t(width)], out[0]);
 

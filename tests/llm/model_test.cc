@@ -60,8 +60,8 @@ class RecordingDevice final : public DeviceKernels {
   Status after_row_parallel_linear(void* y, int64_t rows, int64_t width) override {
     return note("after_row_parallel_linear", [&] { return inner_->after_row_parallel_linear(y, rows, width); });
   }
-  Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
-    return note("gather_rows", [&] { return inner_->gather_rows(x, rows, count, out); });
+  Status gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out) override {
+    return note("gather_rows", [&] { return inner_->gather_rows(x, row_bytes, rows, count, out); });
   }
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {
     return note("argmax", [&] { return inner_->argmax(logits, rows, out); });
@@ -108,16 +108,19 @@ Recorded make_recorded(const ModelConfig& c, const std::string& fail_at = "", in
 // calls in prefill and decode, each projection's rmsnorm before it and its residual add / gated
 // activation / argmax after it, attention one call per layer, the tensor-parallel hook after
 // each row-parallel projection (o and down).
-// A prefill gathers each sequence's last row before the last layer's MLP (outputs_only), or
-// before the lm_head when every row runs every layer.
+// A prefill gathers each sequence's last row of qkv and of the residual stream around the last
+// layer's attention (outputs_only), or of the residual stream before the lm_head when every row
+// runs every layer.
 std::vector<std::string> expected_pass(int64_t layers, bool prefill, bool outputs_only = true) {
   std::vector<std::string> v = {"embedding"};
   for (int64_t l = 0; l < layers; ++l) {
-    for (const char* op : {"rmsnorm", "rope_kv", "attention", "after_row_parallel_linear", "add_residual"}) {
-      v.push_back(op);
-    }
-    if (prefill && outputs_only && l + 1 == layers) v.push_back("gather_rows");
-    for (const char* op : {"rmsnorm", "gated_activation", "after_row_parallel_linear", "add_residual"}) {
+    const bool tail = prefill && outputs_only && l + 1 == layers;
+    for (const char* op : {"rmsnorm", "rope_kv"}) v.push_back(op);
+    if (tail) v.push_back("gather_rows");
+    v.push_back("attention");
+    if (tail) v.push_back("gather_rows");
+    for (const char* op : {"after_row_parallel_linear", "add_residual", "rmsnorm", "gated_activation",
+                           "after_row_parallel_linear", "add_residual"}) {
       v.push_back(op);
     }
   }
@@ -220,7 +223,7 @@ TEST(LlmModel, ProfiledDecodeNamesEachKernel) {
   }
   for (const char* s : {"lm_head.norm", "lm_head.gemm", "lm_head.argmax"}) expected.push_back(s);
   std::vector<std::string> labels;
-  int64_t downs = 0, acts = 0;  // the last layer's MLP runs on the 2 output rows
+  int64_t downs = 0, acts = 0, os = 0;  // the last layer's o and MLP run on the 2 output rows
   for (const ProfileSpan& s : *spans) {
     labels.push_back(s.label);
     EXPECT_GE(s.ms, 0) << s.label;
@@ -270,7 +273,7 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
 
   const int64_t T = 8, rows = 2 * T;  // both prompts padded to 8
   std::vector<std::string> labels;
-  int64_t downs = 0, acts = 0;  // the last layer's MLP runs on the 2 output rows
+  int64_t downs = 0, acts = 0, os = 0;  // the last layer's o and MLP run on the 2 output rows
   for (const ProfileSpan& s : *spans) {
     labels.push_back(s.label);
     EXPECT_GE(s.ms, 0) << s.label;
@@ -299,7 +302,8 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
       EXPECT_EQ(s.bytes, 2 * rows * c.qkv_dim() * 4);
     }
     if (s.label == "o.residual") {
-      EXPECT_EQ(s.bytes, rows * c.hidden_size * 12);
+      const int64_t r_o = ++os == c.num_layers ? 2 : rows;
+      EXPECT_EQ(s.bytes, r_o * c.hidden_size * 12);
     }
     if (s.label == "o.next_norm") {
       EXPECT_EQ(s.bytes, rows * c.hidden_size * 8);
@@ -309,11 +313,16 @@ TEST(LlmModel, ProfiledPrefillNamesEachKernelAndItsWork) {
   EXPECT_EQ(labels[0], "embedding");
   EXPECT_EQ(labels[1], "qkv.norm");
   EXPECT_NE(std::find(labels.begin(), labels.end(), "o.next_norm"), labels.end()) << "the norm ahead of gate_up";
-  // The output rows are gathered once, after the last layer's attention block, before its MLP.
-  const auto gather = std::find(labels.begin(), labels.end(), "gather_rows");
+  // The output rows' qkv are gathered once, before the last layer's attention (on those rows,
+  // as a decode step's), the residual rows after it, before the last o projection.
+  const auto gather = std::find(labels.begin(), labels.end(), "gather_rows.qkv");
   ASSERT_NE(gather, labels.end());
+  EXPECT_EQ(std::count(labels.begin(), labels.end(), "gather_rows.qkv"), 1);
   EXPECT_EQ(std::count(labels.begin(), labels.end(), "gather_rows"), 1);
+  EXPECT_EQ(*(gather + 1), "attention.outputs");
+  EXPECT_EQ(*(gather + 2), "gather_rows");
   EXPECT_EQ(std::count(gather, labels.end(), "attention"), 0);
+  EXPECT_EQ(std::count(gather, labels.end(), "o.gemm"), 1);
   EXPECT_EQ(std::count(gather, labels.end(), "down.gemm"), 1);
   EXPECT_EQ(labels.back(), "lm_head.argmax");
 

@@ -112,8 +112,8 @@ class CpuKernels final : public DeviceKernels {
     cpu::gated_activation(f(gate_up), rows, config().intermediate_size, config().activation, f(out));
     return Status::ok();
   }
-  Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
-    cpu::gather_rows(x, config().hidden_size, rows, count, out);
+  Status gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out) override {
+    cpu::gather_rows(x, row_bytes, rows, count, out);
     return Status::ok();
   }
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {

@@ -226,8 +226,10 @@ void add_inplace(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
-void gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out) {
-  for (int64_t i = 0; i < count; ++i) std::memcpy(out + i * width, x + rows[i] * width, size_t(width) * sizeof(float));
+void gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out) {
+  const auto* src = static_cast<const char*>(x);
+  auto* dst = static_cast<char*>(out);
+  for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i * row_bytes, src + rows[i] * row_bytes, size_t(row_bytes));
 }
 
 void argmax_rows(const float* x, int64_t rows, int64_t width, int32_t* out) {

@@ -59,7 +59,8 @@ void gated_activation(const float* gate_up, int64_t rows, int64_t inter, Activat
 void add_inplace(float* x, const float* y, int64_t n);
 
 // out[i] = x[rows[i]]
-void gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out);
+// out[i] = x[rows[i]], rows of row_bytes bytes.
+void gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out);
 
 // Index of the largest value of each row; the first one on ties (as torch.argmax).
 void argmax_rows(const float* x, int64_t rows, int64_t width, int32_t* out);

@@ -239,8 +239,8 @@ class CudaKernels final : public DeviceKernels {
         cuda::gated_activation(e_, gate_up, rows, config().intermediate_size, act, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
-  Status gather_rows(const float* x, const int64_t* rows, int64_t count, float* out) override {
-    TUNABLEOP_CUDA_TRY(cuda::gather_rows(x, config().hidden_size, rows, count, out, stream_.get()));
+  Status gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out) override {
+    TUNABLEOP_CUDA_TRY(cuda::gather_rows(x, row_bytes, rows, count, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {

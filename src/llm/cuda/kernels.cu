@@ -291,8 +291,11 @@ __global__ void gated_packed_kernel(const E* gate_up, int64_t rows, int64_t inte
   }
 }
 
-__global__ void gather_kernel(const float* x, int64_t width, const int64_t* rows, float* out) {
-  const float* src = x + rows[blockIdx.x] * width;
+// One block per gathered row, `width` words of W (uint32_t, or uint4 where the rows allow).
+template <class W>
+__global__ void gather_kernel(const W* x, int64_t width, const int64_t* rows, W* out) {
+  pdl_enter();
+  const W* src = x + rows[blockIdx.x] * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[blockIdx.x * width + i] = src[i];
 }
 
@@ -503,9 +506,16 @@ cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t 
   });
 }
 
-cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out, cudaStream_t s) {
-  gather_kernel<<<unsigned(count), 256, 0, s>>>(x, width, rows, out);
-  return cudaGetLastError();
+cudaError_t gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out, cudaStream_t s,
+                        bool pdl) {
+  if (row_bytes <= 0 || row_bytes % 4 != 0 || count < 0) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  if (row_bytes % 16 == 0 && aligned(x, 16) && aligned(out, 16)) {
+    return launch(gather_kernel<uint4>, dim3(unsigned(count)), dim3(256), 0, s, pdl, static_cast<const uint4*>(x),
+                  row_bytes / 16, rows, static_cast<uint4*>(out));
+  }
+  return launch(gather_kernel<uint32_t>, dim3(unsigned(count)), dim3(256), 0, s, pdl, static_cast<const uint32_t*>(x),
+                row_bytes / 4, rows, static_cast<uint32_t*>(out));
 }
 
 cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s, bool pdl) {

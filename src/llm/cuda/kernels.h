@@ -79,7 +79,9 @@ cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t s
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
                              cudaStream_t s, bool pdl = false);
 // out[i] = x[rows[i]] (fp32 rows of `width`; rows on the device)
-cudaError_t gather_rows(const float* x, int64_t width, const int64_t* rows, int64_t count, float* out, cudaStream_t s);
+// out[i] = x[rows[i]], rows of row_bytes bytes (a multiple of 4; cudaErrorInvalidValue else).
+cudaError_t gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out, cudaStream_t s,
+                        bool pdl = false);
 // First index of each row's maximum (torch.argmax's tie rule).
 cudaError_t argmax_rows(Elem e, const void* x, int64_t rows, int64_t width, int32_t* out, cudaStream_t s,
                         bool pdl = false);

@@ -289,6 +289,34 @@ TEST(LlmCudaKernels, AddResidualPackedAndScalar) {
   }
 }
 
+// Rows gathered by index: fp32 residual rows and E qkv rows, on the 16-byte path (rows a
+// multiple of 16 bytes) and the 4-byte one; the rows not asked for and the guard stay untouched;
+// a row size that is not a multiple of 4 bytes is refused.
+TEST(LlmCudaKernels, GatherRowsCopiesTheRowsAsked) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : {Elem::kF32, Elem::kBF16}) {
+    for (int64_t width : {int64_t(2560), int64_t(6), int64_t(2)}) {
+      const int64_t rows = 7, row_bytes = width * int64_t(esize(e));
+      const auto x = random_values(e, size_t(rows * width), 21);
+      const std::vector<int64_t> pick = {6, 0, 3};
+      DeviceArray dx(e, x), out(e, pick.size() * size_t(width));
+      int64_t* dpick = nullptr;
+      ASSERT_EQ(cudaMalloc(&dpick, pick.size() * 8), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dpick, pick.data(), pick.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(gather_rows(dx.get(), row_bytes, dpick, int64_t(pick.size()), out.get(), nullptr), cudaSuccess);
+      const auto got = out.read();
+      for (size_t i = 0; i < pick.size(); ++i) {
+        for (int64_t j = 0; j < width; ++j) {
+          ASSERT_EQ(got[i * size_t(width) + size_t(j)], round_to(e, x[size_t(pick[i] * width + j)]))
+              << ename(e) << " width " << width << " row " << i << " at " << j;
+        }
+      }
+      EXPECT_EQ(gather_rows(dx.get(), 6, dpick, 1, out.get(), nullptr), cudaErrorInvalidValue);
+      cudaFree(dpick);
+    }
+  }
+}
+
 // RoPE on q (in place) and k, k and v into the cache, static and paged (pages out of order, a
 // sequence shorter than the pass: its padding rows not stored), head dims on the packed path
 // (64, 128, 256) and off it (6), MHA, GQA and MQA.
