@@ -111,6 +111,24 @@ std::string cudnn_config_tag(const CudnnApi* api, cudnnBackendDescriptor_t cfg, 
   return tag;
 }
 
+bool cudnn_config_nondeterministic(const CudnnApi* api, cudnnBackendDescriptor_t cfg) {
+  CudnnDesc eng_desc(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t eng = eng_desc.get();
+  if (!eng) return false;
+  int64_t count = 0;
+  if (api->get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &eng) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT] = {};
+  if (api->get_attr(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                    &count, notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < count && i < int64_t(CUDNN_NUMERICAL_NOTE_TYPE_COUNT); ++i) {
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return true;
+  }
+  return false;
+}
+
 }  // namespace tunableop::cuda
 
 #endif

@@ -62,6 +62,10 @@ class CudnnDesc {
 // choice (as cudnn-frontend names its plans); `fallback` where cuDNN does not say.
 std::string cudnn_config_tag(const CudnnApi* api, cudnnBackendDescriptor_t cfg, const std::string& fallback);
 
+// Whether the configuration's engine carries cuDNN's NONDETERMINISTIC numerical note (results
+// may differ run to run, e.g. atomics over split keys); false where cuDNN does not say.
+bool cudnn_config_nondeterministic(const CudnnApi* api, cudnnBackendDescriptor_t cfg);
+
 }  // namespace tunableop::cuda
 
 #endif

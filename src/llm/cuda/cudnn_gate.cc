@@ -14,6 +14,7 @@ namespace tunableop::llm::cuda {
 namespace {
 
 using ::tunableop::cuda::cudnn_api;
+using ::tunableop::cuda::cudnn_config_nondeterministic;
 using ::tunableop::cuda::cudnn_config_tag;
 using ::tunableop::cuda::CudnnApi;
 using ::tunableop::cuda::CudnnDesc;
@@ -191,6 +192,7 @@ Status enumerate(const CudnnApi* a, cudnnHandle_t handle, Act act, int64_t rows,
     for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
       std::string tag = cudnn_config_tag(a, got[size_t(i)], std::string(letter) + std::to_string(i));
       if (std::find(tags->begin(), tags->end(), tag) != tags->end()) continue;  // offered by mode A already
+      if (cudnn_config_nondeterministic(a, got[size_t(i)])) continue;           // a kept choice gives the same bits
       cfgs->push_back(got[size_t(i)]);
       tags->push_back(std::move(tag));
     }

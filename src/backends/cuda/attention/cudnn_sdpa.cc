@@ -438,6 +438,13 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
     int rank = 0;
     for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
       std::string tag = cudnn_config_tag(api, got[size_t(i)], fmt::format("{}{}", char(mode + 32), i));
+      // A choice kept in a results file must give the same bits every run (the attention tests
+      // check two runs bit for bit): engines cuDNN notes as nondeterministic are no candidates.
+      if (cudnn_config_nondeterministic(api, got[size_t(i)])) {
+        if (log_configs())
+          std::fprintf(stderr, "cuDNN SDPA %s: %s skipped: nondeterministic\n", pr->signature.c_str(), tag.c_str());
+        continue;
+      }
       bool seen = false;
       for (const auto& c : pr->cfgs) seen = seen || c.tag == tag;
       if (seen) continue;  // the fallback list repeating mode A
