@@ -663,16 +663,9 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
       auto plan = plan_for(api, p, slot, &handle);
       if (!plan.is_ok()) return plan.status();
       const Plan& pl = **plan;
-      void* ws = nullptr;
-      if (pl.workspace > 0) {
-        if (o.workspace && o.workspace_bytes >= size_t(pl.workspace)) {
-          ws = o.workspace;
-        } else {
-          auto scratch = attention_workspace(size_t(pl.workspace), o.stream);
-          if (!scratch.is_ok()) return scratch.status();
-          ws = *scratch;
-        }
-      }
+      auto ws_or = operand_workspace(o, size_t(pl.workspace));
+      if (!ws_or.is_ok()) return ws_or.status();
+      void* ws = *ws_or;
       cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(o.stream));
       if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
       auto pack_or = variant_pack(api, pl, p, o, ws);

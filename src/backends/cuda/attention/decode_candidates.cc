@@ -49,13 +49,9 @@ AttentionCandidate make(int warps, int splits) {
     unsigned* tickets = nullptr;
     const size_t need = flash_workspace_bytes(a, int(p.head_dim));
     if (need > 0) {
-      if (o.workspace && o.workspace_bytes >= need && aligned16(o.workspace)) {
-        a.workspace = o.workspace;
-      } else {
-        auto ws = attention_workspace(need, o.stream);
-        if (!ws.is_ok()) return ws.status();
-        a.workspace = *ws;
-      }
+      auto ws = operand_workspace(o, need);
+      if (!ws.is_ok()) return ws.status();
+      a.workspace = *ws;
       auto t = decode_tickets(size_t(p.batch * p.kv_heads), o.stream);
       if (!t.is_ok()) return t.status();
       tickets = *t;

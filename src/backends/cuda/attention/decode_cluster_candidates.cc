@@ -74,13 +74,9 @@ AttentionCandidate make(int cluster, int warps, int splits, int stages) {
     const int d = int(p.head_dim);
     const size_t need = decode_cluster_workspace_bytes(a, d, cluster);
     if (need > 0) {
-      if (o.workspace && o.workspace_bytes >= need && aligned16(o.workspace)) {
-        a.workspace = o.workspace;
-      } else {
-        auto ws = attention_workspace(need, o.stream);
-        if (!ws.is_ok()) return ws.status();
-        a.workspace = *ws;
-      }
+      auto ws = operand_workspace(o, need);
+      if (!ws.is_ok()) return ws.status();
+      a.workspace = *ws;
       auto t = decode_tickets(size_t(p.batch * p.kv_heads * cluster), o.stream);
       if (!t.is_ok()) return t.status();
       tickets = *t;

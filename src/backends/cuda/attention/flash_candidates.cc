@@ -65,16 +65,9 @@ AttentionCandidate make(const FlashConfig& c, int splits, int min_effort) {
     FlashConfig cfg;
     find_config(c, p.head_dim, &cfg);
     FlashArgs a = flash_args(p, o, splits);
-    const size_t need = flash_workspace_bytes(a, cfg.head_dim);
-    if (need > 0) {
-      if (o.workspace && o.workspace_bytes >= need) {
-        a.workspace = o.workspace;
-      } else {
-        auto ws = attention_workspace(need, o.stream);
-        if (!ws.is_ok()) return ws.status();
-        a.workspace = *ws;
-      }
-    }
+    auto ws = operand_workspace(o, flash_workspace_bytes(a, cfg.head_dim));
+    if (!ws.is_ok()) return ws.status();
+    a.workspace = *ws;
     auto stream = static_cast<cudaStream_t>(o.stream);
     const cudaError_t err =
         p.dtype == DType::kBF16 ? flash_attention_bf16(a, cfg, stream) : flash_attention_f16(a, cfg, stream);

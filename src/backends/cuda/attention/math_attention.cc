@@ -65,13 +65,9 @@ cudaDataType_t data_type(DType t) {
 Status run(const AttentionParams& p, const AttentionOperands& o) {
   TUNABLEOP_RETURN_IF_ERROR(supports(p));
   const Layout l = layout(p);
-  void* ws = o.workspace;
-  if (!ws || o.workspace_bytes < l.total) {
-    auto scratch = attention_workspace(l.total, o.stream);
-    if (!scratch.is_ok()) return scratch.status();
-    ws = *scratch;
-  }
-  char* base = static_cast<char*>(ws);
+  auto ws = operand_workspace(o, l.total);
+  if (!ws.is_ok()) return ws.status();
+  char* base = static_cast<char*>(*ws);
   auto stream = static_cast<cudaStream_t>(o.stream);
   MathArgs a;
   a.elem = p.dtype == DType::kBF16 ? MathElem::kBF16 : p.dtype == DType::kF16 ? MathElem::kF16 : MathElem::kF32;

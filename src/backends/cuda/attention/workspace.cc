@@ -1,6 +1,7 @@
 #include "backends/cuda/attention/workspace.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <utility>
 #include <vector>
@@ -15,6 +16,13 @@ StatusOr<void*> attention_workspace(size_t bytes, void* stream) {
   thread_local RetainedBlocks cache;  // not the GEMM scratch: both may be in use at once
   if (bytes == 0) return static_cast<void*>(nullptr);
   return cache.get(bytes, stream);
+}
+
+StatusOr<void*> operand_workspace(const AttentionOperands& o, size_t bytes) {
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  if (o.workspace && o.workspace_bytes >= bytes && reinterpret_cast<uintptr_t>(o.workspace) % 16 == 0)
+    return o.workspace;
+  return attention_workspace(bytes, o.stream);
 }
 
 StatusOr<unsigned*> decode_tickets(size_t count, void* stream) {

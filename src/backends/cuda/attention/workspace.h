@@ -9,11 +9,16 @@
 
 #include <cstddef>
 
+#include "tunableop/attention.h"
 #include "tunableop/status.h"
 
 namespace tunableop::cuda {
 
 StatusOr<void*> attention_workspace(size_t bytes, void* stream);
+
+// What a candidate needing `bytes` of workspace uses: the caller's (o.workspace) where it holds
+// them and is 16-byte aligned, else attention_workspace on o.stream; null for 0 bytes.
+StatusOr<void*> operand_workspace(const AttentionOperands& o, size_t bytes);
 
 // `count` 32-bit counters, zero when handed out, per (thread, device, stream) and grow-only like
 // the workspace (a captured graph keeps pointing at them): the one-launch decode kernel
