@@ -118,7 +118,8 @@ void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2) {
           // are flagged are no candidates): each run is checked against the reference instead.
           double err = 0;
           EXPECT_TRUE(testing::attention_output_ok(h, out, &err)) << "the second run";
-          if (first != out) std::printf("note: %s: two runs differ in their bits\n", c.name.c_str());
+          if (first != out)
+            std::printf("note: %s %s: two runs differ in their bits\n", c.name.c_str(), testing::describe(h.p).c_str());
         } else {
           EXPECT_TRUE(first == out) << "two runs differ: a race";
         }
