@@ -90,6 +90,7 @@ GRAPH=${A2_GRAPH:-0}
 [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ] &&
   targets="tunableop_cli test_llm_cuda test_llm_cuda_kernels test_cuda_attention test_cuda_gemm"
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
+[ "$PREFILL" = 1 ] && [ "${A2_SPLIT:-0}" = 1 ] && targets="tunableop_cli test_cuda_attention"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -114,12 +115,45 @@ llm() {  # name, timeout, args...
   shift 2
   if [ "$t" = 0 ]; then summary+=("$name: skipped (budget)"); return; fi
   stamp "llm $name"
-  TUNABLEOP_FILENAME="$OUT/engine_results_%d.csv" timeout "$t" "$bin" llm --device cuda "$@" >"$LOGS/$name.txt" 2>&1 ||
+  TUNABLEOP_FILENAME="${A2_RESULTS:-$OUT/engine_results_%d.csv}" timeout "$t" "$bin" llm --device cuda "$@" >"$LOGS/$name.txt" 2>&1 ||
     echo "gpu-attention2: $name exited $? (see logs/$name.txt)"
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
-if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ]; then
+if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_SPLIT:-0}" = 1 ]; then
+  # Attn_Cudnn_SdpaSplit (a long causal prompt as three cuDNN calls side by side + a merge): its
+  # kernel tests; Gemma tuned; then TTFT read back from the results file and from a copy whose
+  # attention lines name cuDNN's unsplit pick instead, interleaved twice, 10 runs each; greedy
+  # ids both ways; Llama the same once; the suite's prefill shapes (every candidate's time) last.
+  gtest backends/cuda/attention/test_cuda_attention 90 'FlashAttention.*Split*:FlashAttention.LongPrompts*:FlashAttention.Cudnn*'
+  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+  unsplit() { sed 's/,Attn_Cudnn_SdpaSplit,/,Attn_Cudnn_Sdpa,/' "$OUT/engine_results_0.csv" >"$OUT/unsplit_results_0.csv"; }
+  unsplit
+  summary+=("gemma attention choices: $(grep -hoE 'AttentionTunableOp[^,]*,[^,]*,[^,]*' "$OUT/engine_results_0.csv" | grep q2048 | tr '\n' ' ')")
+  again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+  for r in 1 2; do
+    llm "gemma_split$r" 25 --model builtin:gemma-2b "${again[@]}"
+    A2_RESULTS="$OUT/unsplit_results_%d.csv" llm "gemma_unsplit$r" 25 --model builtin:gemma-2b "${again[@]}"
+  done
+  ids=(--prompt-len 2048 --max-new-tokens 24 --iterations 1 --warmup 0 --print-ids --no-in-context-check)
+  llm gemma_ids_split 25 --model builtin:gemma-2b "${ids[@]}"
+  A2_RESULTS="$OUT/unsplit_results_%d.csv" llm gemma_ids_unsplit 25 --model builtin:gemma-2b "${ids[@]}"
+  for f in gemma_ids_split gemma_ids_unsplit; do
+    [ -f "$LOGS/$f.txt" ] && summary+=("$f: $(grep -E '^[0-9]+(,[0-9]+)+$' "$LOGS/$f.txt" | tail -1)")
+  done
+  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+  unsplit
+  summary+=("llama attention choices: $(grep -hoE 'AttentionTunableOp[^,]*,[^,]*,[^,]*' "$OUT/engine_results_0.csv" | grep q2048 | tr '\n' ' ')")
+  llm llama_split1 30 --model builtin:llama-2-7b "${again[@]}"
+  A2_RESULTS="$OUT/unsplit_results_%d.csv" llm llama_unsplit1 30 --model builtin:llama-2-7b "${again[@]}"
+  t=$(left 150)
+  if [ "$t" != 0 ]; then
+    stamp "bench --suite attention --only prefill"
+    TUNABLEOP_VERBOSE=2 timeout "$t" "$bin" bench --suite attention --device cuda --only prefill --csv "$OUT/suite.csv" \
+      >"$OUT/suite.md" 2>"$LOGS/suite.log"
+    summary+=("suite (prefill shapes): rc $?")
+  fi
+elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_LAST:-0}" = 1 ]; then
   # The last layer's MLP on the output rows only (the default) vs on every row (--last-layer
   # all): tune once, then TTFT read back both ways, interleaved, 10 runs each; the engine's GPU
   # tests; greedy ids both ways; Llama the same once; then prefill graphs at a short prompt.
@@ -285,7 +319,8 @@ stamp "done"
 # suite's table and CSVs, the plot, the tuned results file and the logs as one archive.
 {
   for s in "${summary[@]}"; do echo "== $s"; done
-  for f in gemma_ttft gemma_ttft_again gemma_ttft_nograph gemma_ttft_all gemma_ttft_again2 gemma_ttft_nograph2 \
+  for f in gemma_split1 gemma_unsplit1 gemma_split2 gemma_unsplit2 llama_split1 llama_unsplit1 \
+    gemma_ttft gemma_ttft_again gemma_ttft_nograph gemma_ttft_all gemma_ttft_again2 gemma_ttft_nograph2 \
     gemma_ttft_all2 gemma_ttft_gate_off llama_ttft llama_ttft_again llama_ttft_nograph llama_ttft_all \
     llama_ttft_gate_off llama_ttft_unfused; do
     [ -f "$LOGS/$f.txt" ] || continue

@@ -6,6 +6,7 @@
 #include "backends/cuda/attention/math_attention.h"
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
 #include "backends/cuda/attention/cudnn_sdpa.h"
+#include "backends/cuda/attention/cudnn_sdpa_split.h"
 #endif
 
 namespace tunableop::cuda {
@@ -18,6 +19,7 @@ std::vector<AttentionCandidate> cuda_attention_candidates() {
   for (auto& c : decode_cluster_candidates()) out.push_back(std::move(c));
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
   for (auto& c : cudnn_sdpa_candidates()) out.push_back(std::move(c));
+  for (auto& c : cudnn_sdpa_split_candidates()) out.push_back(std::move(c));
 #endif
   return out;
 }

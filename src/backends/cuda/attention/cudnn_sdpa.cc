@@ -8,7 +8,8 @@
 //   S = S * scale                          (pointwise MUL, by-value scalar)
 //   causal: row = gen_index(S, axis 2) [+ skv - sq for bottom-right alignment],
 //           col = gen_index(S, axis 3), S = select(row >= col ? S : -inf)
-//   softmax: M = max_k S, E = exp(S - M), Z = sum_k E, P = E / Z (stats log(Z) + M, virtual)
+//   softmax: M = max_k S, E = exp(S - M), Z = sum_k E, P = E / Z (stats log(Z) + M: virtual, or
+//            an fp32 output [b,hq,sq,1] where a caller merges partial attentions)
 //   O = P x V (matmul; P in the storage type)  V [b,hk,skv,d], O [b,hq,sq,d]
 // Q and O are addressed in our [b][s][h][d] rows (strides b: s*row_stride, h: d, s: row_stride)
 // and K, V in the engine's contiguous cache [b][hk][max_seq][d]: no copies.
@@ -49,6 +50,7 @@ enum Uid : int64_t {
   kNegInf,
   kSkv,
   kSq,
+  kStats,
   kVirtual = 100  // virtual tensors count up from here
 };
 
@@ -166,7 +168,8 @@ struct Plan {
   int64_t workspace = 0;
   bool bottom_right = false;  // causal with q_len < kv_len: skv and sq scalars in the pack
   bool causal_mask = false;
-  std::string tag;  // the engine configuration's ("eng8_k3v1...")
+  bool stats = false;  // writes each row's log-sum-exp (kStats)
+  std::string tag;     // the engine configuration's ("eng8_k3v1...")
 };
 
 // The candidates: `Attn_Cudnn_Sdpa` is the first configuration of heuristics mode A that
@@ -205,7 +208,7 @@ struct Problem {
     Status failure = Status::ok();
   };
   std::vector<Config> cfgs;
-  bool bottom_right = false, causal_mask = false;
+  bool bottom_right = false, causal_mask = false, stats = false;
   std::string signature;
   std::vector<std::unique_ptr<StatusOr<std::shared_ptr<Plan>>>> slots =
       std::vector<std::unique_ptr<StatusOr<std::shared_ptr<Plan>>>>(kNumSlots);
@@ -329,9 +332,15 @@ void add_variations(const CudnnApi* api, cudnnBackendDescriptor_t graph, Problem
   }
 }
 
-std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p) {
+std::string problem_key(const AttentionParams& p, bool stats) {
+  return attention_op_signature(p) + "," + attention_params_signature(p) + (stats ? ",stats" : "");
+}
+
+std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle, const AttentionParams& p,
+                                       bool with_stats) {
   auto pr = std::make_unique<Problem>();
-  pr->signature = attention_op_signature(p) + "," + attention_params_signature(p);
+  pr->signature = problem_key(p, with_stats);
+  pr->stats = with_stats;
   GraphBuilder g(api);
   const cudnnDataType_t io = p.dtype == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
@@ -384,7 +393,7 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum);
   auto lg = g.virtual_tensor(f32, r_dims, r_strides);
   g.pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, lg);
-  auto stats = g.virtual_tensor(f32, r_dims, r_strides);
+  auto stats = with_stats ? g.tensor(kStats, f32, r_dims, r_strides, false) : g.virtual_tensor(f32, r_dims, r_strides);
   g.pointwise(CUDNN_POINTWISE_ADD, f32, mx, lg, nullptr, stats);
   auto prob = g.virtual_tensor(io, s_dims, s_strides);
   g.pointwise(CUDNN_POINTWISE_DIV, f32, ex, sum, nullptr, prob);
@@ -493,6 +502,7 @@ Status build_config(const CudnnApi* api, cudnnHandle_t handle, Problem& pr, size
   plan->workspace = ws;
   plan->bottom_right = pr.bottom_right;
   plan->causal_mask = pr.causal_mask;
+  plan->stats = pr.stats;
   plan->tag = c.tag;
   c.plan = std::move(plan);
   return Status::ok();
@@ -534,10 +544,11 @@ struct ThreadState {
   std::map<std::pair<int, std::string>, std::unique_ptr<Problem>> problems;  // nodes never move
   Problem* last = nullptr;
   int last_dev = -1;
+  bool last_stats = false;
   AttentionParams last_params;
 };
 
-StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, int slot,
+StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, int slot, bool stats,
                                          cudnnHandle_t* handle_out) {
   thread_local ThreadState state;
   int dev = 0;
@@ -554,14 +565,14 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
   // The same problem as the last call (the common case: a tuner loop, a decode step) skips
   // formatting the key.
   Problem* pr = nullptr;
-  if (state.last && state.last_dev == dev && state.last_params == p) {
+  if (state.last && state.last_dev == dev && state.last_stats == stats && state.last_params == p) {
     pr = state.last;
   } else {
-    const auto key = std::make_pair(dev, attention_op_signature(p) + "," + attention_params_signature(p));
+    const auto key = std::make_pair(dev, problem_key(p, stats));
     auto it = state.problems.find(key);
-    if (it == state.problems.end()) it = state.problems.emplace(key, build_problem(api, handle, p)).first;
+    if (it == state.problems.end()) it = state.problems.emplace(key, build_problem(api, handle, p, stats)).first;
     pr = it->second.get();
-    state.last = pr, state.last_dev = dev, state.last_params = p;
+    state.last = pr, state.last_dev = dev, state.last_stats = stats, state.last_params = p;
   }
   auto& cached = pr->slots[size_t(slot)];
   if (!cached) cached = std::make_unique<StatusOr<std::shared_ptr<Plan>>>(pick(api, handle, *pr, slot));
@@ -573,7 +584,7 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
 // Scalars passed by value live in the entry, so the pack's host pointers stay valid.
 struct PackEntry {
   const Plan* plan = nullptr;
-  const void* ptrs[5] = {};
+  const void* ptrs[6] = {};
   float scale = 0, neg_inf = 0;
   int32_t skv = 0, sq = 0;
   std::vector<std::unique_ptr<CudnnDesc>> descs;
@@ -581,9 +592,10 @@ struct PackEntry {
 };
 
 StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan& pl, const AttentionParams& p,
-                                                const AttentionOperands& o, void* ws) {
+                                                const CudnnSdpaCall& o) {
   thread_local std::deque<std::unique_ptr<PackEntry>> cache;
-  const void* key[5] = {o.q, o.k, o.v, o.out, ws};
+  void* ws = o.workspace;
+  const void* key[6] = {o.q, o.k, o.v, o.out, o.stats, ws};
   for (const auto& e : cache)
     if (e->plan == &pl && std::equal(std::begin(key), std::end(key), std::begin(e->ptrs))) return e->pack;
   auto e = std::make_unique<PackEntry>();
@@ -595,6 +607,7 @@ StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan&
   std::vector<int64_t> uids = {kQ, kK, kV, kO, kScale};
   std::vector<void*> ptrs = {const_cast<void*>(o.q), const_cast<void*>(o.k), const_cast<void*>(o.v), o.out, &e->scale};
   if (pl.causal_mask) uids.push_back(kNegInf), ptrs.push_back(&e->neg_inf);
+  if (pl.stats) uids.push_back(kStats), ptrs.push_back(o.stats);
   if (pl.bottom_right) {
     uids.push_back(kSkv), ptrs.push_back(&e->skv);
     uids.push_back(kSq), ptrs.push_back(&e->sq);
@@ -624,12 +637,47 @@ Status supports(const AttentionParams& p) {
   return api.is_ok() ? Status::ok() : api.status();
 }
 
+// Runs slot `slot`'s plan on `call`'s pointers (its workspace holds the plan's bytes).
+Status execute(const AttentionParams& p, int slot, const CudnnSdpaCall& call) {
+  if (!aligned16(call.q) || !aligned16(call.k) || !aligned16(call.v) || !aligned16(call.out))
+    return Status::unsupported("q, k, v and out must be 16-byte aligned");
+  const CudnnApi* api = *cudnn_api();
+  cudnnHandle_t handle = nullptr;
+  auto plan = plan_for(api, p, slot, call.stats != nullptr, &handle);
+  if (!plan.is_ok()) return plan.status();
+  const Plan& pl = **plan;
+  if (pl.workspace > 0 && !call.workspace) return Status::internal("cuDNN SDPA: no workspace for the plan");
+  // One handle per thread and device serves every stream: the stream is set before each call.
+  cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(call.stream));
+  if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
+  auto pack_or = variant_pack(api, pl, p, call);
+  if (!pack_or.is_ok()) return pack_or.status();
+  st = api->execute(handle, pl.plan, *pack_or);
+  if (st != CUDNN_STATUS_SUCCESS) return Status::device_error(api->error(st, "execute").message());
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string cudnn_sdpa_availability() {
   auto api = cudnn_api();
   if (!api.is_ok()) return api.status().message();
   return fmt::format("cuDNN {} from {}", (*api)->version, (*api)->path);
+}
+
+Status cudnn_sdpa_supports(const AttentionParams& p) { return supports(p); }
+
+StatusOr<size_t> cudnn_sdpa_workspace(const AttentionParams& p, bool stats) {
+  TUNABLEOP_RETURN_IF_ERROR(supports(p));
+  cudnnHandle_t handle = nullptr;
+  auto plan = plan_for(*cudnn_api(), p, 0, stats, &handle);
+  if (!plan.is_ok()) return plan.status();
+  return size_t((*plan)->workspace);
+}
+
+Status cudnn_sdpa_run(const AttentionParams& p, const CudnnSdpaCall& call) {
+  TUNABLEOP_RETURN_IF_ERROR(supports(p));
+  return execute(p, 0, call);
 }
 
 std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
@@ -651,32 +699,17 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
     c.workspace_bytes = [slot, slot_supports](const AttentionParams& p) -> size_t {
       if (!slot_supports(p).is_ok()) return 0;
       cudnnHandle_t handle = nullptr;
-      auto plan = plan_for(*cudnn_api(), p, slot, &handle);
+      auto plan = plan_for(*cudnn_api(), p, slot, false, &handle);
       return plan.is_ok() ? size_t((*plan)->workspace) : 0;
     };
     c.run = [slot, slot_supports](const AttentionParams& p, const AttentionOperands& o) -> Status {
       TUNABLEOP_RETURN_IF_ERROR(slot_supports(p));
-      if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
-        return Status::unsupported("q, k, v and out must be 16-byte aligned");
-      const CudnnApi* api = *cudnn_api();
       cudnnHandle_t handle = nullptr;
-      auto plan = plan_for(api, p, slot, &handle);
+      auto plan = plan_for(*cudnn_api(), p, slot, false, &handle);
       if (!plan.is_ok()) return plan.status();
-      const Plan& pl = **plan;
-      auto ws_or = operand_workspace(o, size_t(pl.workspace));
-      if (!ws_or.is_ok()) return ws_or.status();
-      void* ws = *ws_or;
-      cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(o.stream));
-      if (st != CUDNN_STATUS_SUCCESS) return api->error(st, "cudnnSetStream");
-      auto pack_or = variant_pack(api, pl, p, o, ws);
-      if (!pack_or.is_ok()) return pack_or.status();
-      cudnnBackendDescriptor_t pack = *pack_or;
-      st = api->execute(handle, pl.plan, pack);
-      if (st != CUDNN_STATUS_SUCCESS) {
-        Status err = api->error(st, "execute");
-        return Status::device_error(err.message());
-      }
-      return Status::ok();
+      auto ws = operand_workspace(o, size_t((*plan)->workspace));
+      if (!ws.is_ok()) return ws.status();
+      return execute(p, slot, CudnnSdpaCall{o.q, o.k, o.v, o.out, nullptr, *ws, o.stream});
     };
     out.push_back(std::move(c));
   }

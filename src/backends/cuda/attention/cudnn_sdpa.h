@@ -23,4 +23,21 @@ std::string cudnn_sdpa_availability();
 
 std::vector<AttentionCandidate> cudnn_sdpa_candidates();
 
+// One SDPA call with cuDNN's own pick (Attn_Cudnn_Sdpa's configuration), for candidates built
+// from several calls (cudnn_sdpa_split.h). `stats`, where not null, receives each query row's
+// log-sum-exp of its scaled, masked scores (natural log, fp32, [b][heads][q_len]): what merging
+// two partial attentions of the same rows needs. The workspace holds cudnn_sdpa_workspace's bytes.
+struct CudnnSdpaCall {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* stats = nullptr;
+  void* workspace = nullptr;
+  void* stream = nullptr;  // cudaStream_t
+};
+Status cudnn_sdpa_supports(const AttentionParams& p);
+StatusOr<size_t> cudnn_sdpa_workspace(const AttentionParams& p, bool stats);
+Status cudnn_sdpa_run(const AttentionParams& p, const CudnnSdpaCall& call);
+
 }  // namespace tunableop::cuda

@@ -14,6 +14,9 @@
 #include <string>
 
 #include "backends/cuda/attention/candidates.h"
+#ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
+#include "backends/cuda/attention/cudnn_sdpa_split.h"
+#endif
 #include "backends/cuda/attention/flash_candidates.h"
 #include "backends/cuda/cuda_testing.h"
 #include "support/attention_testing.h"
@@ -59,8 +62,10 @@ struct DeviceAttention {
   DeviceBuffer q, k, v, table, lens, q_lens, out;
 };
 
-// `min_candidates`: how many must take each shape (fp32: Default alone).
-void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2) {
+// `min_candidates`: how many must take each shape (fp32: Default alone). `shapes`: the shared
+// set by default; `wanted`: which candidates run (all by default).
+void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2, std::vector<AttentionParams> shapes = {},
+                 bool (*wanted)(const std::string&) = nullptr) {
   const auto cands = cuda::cuda_attention_candidates();
   for (const auto& note : cuda::cuda_attention_notes()) std::printf("note: %s\n", note.c_str());
   std::map<std::string, std::string> library_refusals;  // first refusal message per library candidate
@@ -73,13 +78,15 @@ void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2) {
   // TUNABLEOP_ATTENTION_TEST_ONLY=<name>[,<name>...]: only these candidates (sanitizer runs).
   const char* only_env = std::getenv("TUNABLEOP_ATTENTION_TEST_ONLY");
   const std::string only = only_env ? std::string(",") + only_env + "," : "";
-  for (const AttentionParams& shape : testing::attention_test_shapes(dtype, /*long_decode=*/!quick)) {
+  if (shapes.empty()) shapes = testing::attention_test_shapes(dtype, /*long_decode=*/!quick);
+  for (const AttentionParams& shape : shapes) {
     if (quick && shape.head_dim != 128) continue;
     HostAttention h = testing::make_attention_problem(shape, seed++);
     DeviceAttention dev(h);
     int ran = 0;
     for (const auto& c : cands) {
       if (!c.supports(h.p).is_ok()) continue;
+      if (wanted && !wanted(c.name)) continue;
       if (!only.empty() && only.find("," + c.name + ",") == std::string::npos) continue;
       SCOPED_TRACE(c.name + " " + testing::describe(h.p));
       ++ran;
@@ -148,6 +155,109 @@ TEST(FlashAttention, Fp32DefaultAllShapes) {
   check_dtype(DType::kF32, 3000, 1);
 }
 
+// Long single prompts (what Attn_Cudnn_SdpaSplit takes: causal, one sequence, no cached
+// prefix, 512 queries or more): even and odd lengths, MQA from fused qkv rows, GQA, MHA with an
+// output gap; Default, cuDNN's pick and the split (its merge rewrites the rows past the split,
+// so a wrong weight or a missed row shows against the reference and the NaN poison).
+std::vector<AttentionParams> long_prompts(DType dtype) {
+  std::vector<AttentionParams> v;
+  auto add = [&](int64_t n, int64_t h, int64_t kvh, int64_t d, int64_t q_stride = 0, int64_t o_stride = 0,
+                 int64_t max_seq = 0) {
+    AttentionParams p;
+    p.dtype = dtype, p.causal = true, p.batch = 1, p.q_len = p.kv_len = n, p.heads = h, p.kv_heads = kvh;
+    p.head_dim = d, p.q_row_stride = q_stride, p.o_row_stride = o_stride, p.max_seq = max_seq;
+    v.push_back(p);
+  };
+  add(1000, 8, 1, 256, (8 + 2) * 256, 0, 1100);  // Gemma-2B's layout, a cache longer than the prompt
+  add(777, 4, 2, 128);                           // odd: the parts differ in length
+  add(512, 4, 4, 64, 0, 4 * 64 + 8);             // the shortest the split takes, an output gap
+  return v;
+}
+
+bool split_or_pick(const std::string& name) {
+  return name == "Default" || name == "Attn_Cudnn_Sdpa" || name == "Attn_Cudnn_SdpaSplit";
+}
+
+TEST(FlashAttention, LongPromptsSplitAndUnsplitBf16) {
+  TUNABLEOP_REQUIRE_GPU();
+  check_dtype(DType::kBF16, 4000, 1, long_prompts(DType::kBF16), split_or_pick);
+}
+
+TEST(FlashAttention, LongPromptsSplitAndUnsplitFp16) {
+  TUNABLEOP_REQUIRE_GPU();
+  check_dtype(DType::kF16, 5000, 1, long_prompts(DType::kF16), split_or_pick);
+}
+
+// The split forks two side streams from the caller's and joins them back: inside a stream
+// capture (the engine's prefill graphs) that must record as graph edges, and the replay must
+// compute what an eager run does.
+TEST(FlashAttention, CudnnSplitReplaysInACapturedGraph) {
+  TUNABLEOP_REQUIRE_GPU();
+  const AttentionCandidate* split = nullptr;
+  const auto cands = cuda::cuda_attention_candidates();
+  for (const auto& c : cands)
+    if (c.name == "Attn_Cudnn_SdpaSplit") split = &c;
+  if (!split) GTEST_SKIP() << "built without cuDNN's headers";
+  HostAttention h = testing::make_attention_problem(long_prompts(DType::kBF16)[0], 77);
+  DeviceAttention dev(h);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  AttentionOperands o = dev.reset(h);
+  o.stream = stream;
+  Status eager = split->run(h.p, o);  // builds the plans and the side streams, outside capture
+  if (eager.is_unsupported()) GTEST_SKIP() << eager.message();
+  ASSERT_TRUE(eager.is_ok()) << eager.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  o = dev.reset(h);
+  o.stream = stream;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = split->run(h.p, o);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.is_ok()) << captured.to_string();
+  size_t nodes = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_GE(nodes, 4u);  // three attention parts and the merge at least
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<uint8_t> all = dev.read_all();
+  std::vector<uint8_t> out(all.begin() + kGuard, all.end() - kGuard);
+  double err = 0;
+  EXPECT_TRUE(testing::attention_output_ok(h, out, &err)) << "the graph's replay";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+#ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
+TEST(FlashAttention, CudnnSplitTakesLongCausalPromptsOnly) {
+  EXPECT_EQ(cuda::cudnn_sdpa_split_row(2048), 1024);
+  EXPECT_EQ(cuda::cudnn_sdpa_split_row(512), 256);
+  EXPECT_EQ(cuda::cudnn_sdpa_split_row(777), 448);  // 389 rounded up to 64
+  const AttentionCandidate* split = nullptr;
+  const auto cands = cuda::cuda_attention_candidates();
+  for (const auto& c : cands)
+    if (c.name == "Attn_Cudnn_SdpaSplit") split = &c;
+  if (!split) GTEST_SKIP() << "built without cuDNN's headers";
+  AttentionParams p;
+  p.dtype = DType::kBF16, p.q_len = p.kv_len = 2048, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
+  auto refused = [&](AttentionParams q) { return split->supports(q.with_defaults()).is_unsupported(); };
+  AttentionParams q = p;
+  q.causal = false;
+  EXPECT_TRUE(refused(q));
+  q = p, q.batch = 2;
+  EXPECT_TRUE(refused(q));
+  q = p, q.kv_len = 2100;  // a prefill after a cached prefix
+  EXPECT_TRUE(refused(q));
+  q = p, q.q_len = q.kv_len = 511;
+  EXPECT_TRUE(refused(q));
+  q = p, q.page_size = 16;
+  EXPECT_TRUE(refused(q));
+}
+#endif
+
 TEST(FlashAttention, NamesAreUniqueAndRefusalsAreUnsupported) {
   const auto cands = cuda::flash_attention_candidates();
   for (size_t i = 0; i < cands.size(); ++i)
@@ -179,7 +289,7 @@ TEST(FlashAttention, CudnnCandidatesKeepTheirNamesAndSkipDecode) {
   p.dtype = DType::kBF16, p.q_len = 1, p.kv_len = 300, p.heads = 8, p.kv_heads = 1, p.head_dim = 256;
   p = p.with_defaults();
   for (const auto& c : cands) {
-    if (c.name.rfind("Attn_Cudnn_Sdpa", 0) != 0) continue;
+    if (c.name.rfind("Attn_Cudnn_Sdpa", 0) != 0 || c.name == "Attn_Cudnn_SdpaSplit") continue;
     ++cudnn;
     first = first || c.name == "Attn_Cudnn_Sdpa";
     if (c.name != "Attn_Cudnn_Sdpa") {
