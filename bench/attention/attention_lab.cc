@@ -3,7 +3,12 @@
 // (8 heads, 1 kv head, d256) at 512/2048/8192 tokens, decode against 1k/4k/16k caches
 // (contiguous and paged), batch 1 and 8, and against short caches (130 and 251 positions).
 //
-//   attention_lab [--only SUBSTR] [--csv FILE] [--list] [--samples N]
+//   attention_lab [--only SUBSTR] [--cands SUBSTR[,SUBSTR...]] [--csv FILE] [--list] [--samples N]
+//
+// Besides the event-timed loop (what the tuner measures: a candidate whose host work per call
+// exceeds its GPU time is host-bound there), each candidate's host time per call and its GPU time
+// replayed from a CUDA graph of one call per input copy (what the engine's prefill and decode
+// graphs run) are printed.
 //
 // Per shape and candidate: median time per call over `samples` event-timed batches, TFLOP/s
 // (causal: visible keys only, about half the square) and KV-bytes bandwidth (decode's floor:
@@ -15,7 +20,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -59,6 +66,14 @@ std::vector<Shape> shapes() {
   std::vector<Shape> v;
   for (int64_t t : {512, 2048, 8192}) v.push_back({fmt::format("llama2-7b.prefill{}", t), make(1, t, t, 32, 32, 128)});
   for (int64_t t : {512, 2048, 8192}) v.push_back({fmt::format("gemma-2b.prefill{}", t), make(1, t, t, 8, 1, 256)});
+  // The parts Attn_Cudnn_SdpaSplit makes of Gemma's 2048-token prefill: the causal halves and
+  // the rows past the split against the keys before it (not causal); and the square unmasked.
+  v.push_back({"gemma-2b.part-causal1024", make(1, 1024, 1024, 8, 1, 256)});
+  for (int64_t t : {1024, 2048}) {
+    AttentionParams full = make(1, t, t, 8, 1, 256);
+    full.causal = false;
+    v.push_back({fmt::format("gemma-2b.part-full{}", t), full});
+  }
   for (int64_t c : {1024, 4096, 16384}) v.push_back({fmt::format("llama2-7b.decode{}", c), make(1, 1, c, 32, 32, 128)});
   for (int64_t c : {4096, 16384})
     v.push_back({fmt::format("llama2-7b.decode{}.paged64", c), make(1, 1, c, 32, 32, 128, 64)});
@@ -121,7 +136,47 @@ double copy_bandwidth() {
 struct Result {
   std::string shape, cand;
   double ms = 0, tflops = 0, gbps = 0, pct_bw = 0, diff = 0, first_ms = 0;
+  double host_us = 0;   // host time per call in the timed loop
+  double graph_ms = 0;  // per call, replayed from a CUDA graph (0: the capture failed)
 };
+
+// GPU time per call with the host out of the way: `calls` calls captured once, the graph
+// replayed; 0 where the candidate cannot be captured.
+double graph_ms_per_call(const AttentionCandidate& c, const AttentionParams& p, int calls,
+                         const std::function<AttentionOperands(int)>& ops, cudaStream_t stream, cudaEvent_t e0,
+                         cudaEvent_t e1) {
+  cudaGraph_t g = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) return 0;
+  bool ok = true;
+  for (int i = 0; i < calls; ++i) ok = ok && c.run(p, ops(i)).is_ok();
+  if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !ok) {
+    if (g) cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+    cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+    return 0;
+  }
+  CK(cudaGraphLaunch(exec, stream));  // warm
+  std::vector<double> per;
+  for (int smp = 0; smp < 5; ++smp) {
+    const int launches = 10;
+    CK(cudaEventRecord(e0, stream));
+    for (int i = 0; i < launches; ++i) CK(cudaGraphLaunch(exec, stream));
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    per.push_back(double(t) / (launches * calls));
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(g));
+  std::sort(per.begin(), per.end());
+  return per[per.size() / 2];
+}
 
 double rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref) {
   double num = 0, den = 0;
@@ -135,7 +190,7 @@ double rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref
 }
 
 std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandidate>& cands, double bw, int samples,
-                              size_t l2_bytes) {
+                              size_t l2_bytes, const std::string& wanted) {
   const AttentionParams& p = s.p;
   std::mt19937_64 rng(42);
   const size_t q_el = size_t(p.q_span()), kv_el = size_t(p.kv_span()), o_el = size_t(p.o_span());
@@ -169,6 +224,15 @@ std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandida
   std::vector<uint16_t> first_out, cur(o_el);
   for (const auto& c : cands) {
     if (!c.supports(p).is_ok()) continue;
+    if (!wanted.empty()) {  // comma-separated substrings of the names to run
+      bool hit = false;
+      for (size_t at = 0; at <= wanted.size();) {
+        const size_t end = std::min(wanted.find(',', at), wanted.size());
+        hit = hit || (end > at && c.name.find(wanted.substr(at, end - at)) != std::string::npos);
+        at = end + 1;
+      }
+      if (!hit) continue;
+    }
     const size_t need = c.workspace_bytes ? c.workspace_bytes(p) : 0;
     if (need > ws_bytes) {
       if (ws) CK(cudaFree(ws));
@@ -208,10 +272,13 @@ std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandida
     CK(cudaEventSynchronize(e1));
     CK(cudaEventElapsedTime(&est, e0, e1));
     const int reps = std::clamp(int(5.0 / std::max(est / 3.0, 1e-3)), 1, 2000);
-    std::vector<double> per_call;
+    std::vector<double> per_call, host_per_call;
     for (int smp = 0; smp < samples; ++smp) {
       CK(cudaEventRecord(e0, stream));
+      const auto h0 = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) (void)c.run(p, ops(smp * reps + i));
+      host_per_call.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() /
+                              reps);
       CK(cudaEventRecord(e1, stream));
       CK(cudaEventSynchronize(e1));
       float t = 0;
@@ -221,11 +288,17 @@ std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandida
     CK(cudaGetLastError());
     std::sort(per_call.begin(), per_call.end());
     r.ms = per_call[per_call.size() / 2];
+    std::sort(host_per_call.begin(), host_per_call.end());
+    r.host_us = host_per_call[host_per_call.size() / 2];
+    r.graph_ms = graph_ms_per_call(c, p, copies, ops, stream, e0, e1);
     r.tflops = p.flops() / (r.ms * 1e-3) / 1e12;
     r.gbps = p.kv_bytes() / (r.ms * 1e-3) / 1e9;
     r.pct_bw = 100.0 * p.kv_bytes() / (r.ms * 1e-3) / bw;
-    std::fprintf(stderr, "  %-44s %9.4f ms %7.1f TFLOP/s %7.0f GB/s (%5.1f%% of copy bw) diff %.1e first %.1f ms\n",
-                 c.name.c_str(), r.ms, r.tflops, r.gbps, r.pct_bw, r.diff, r.first_ms);
+    std::fprintf(stderr,
+                 "  %-44s %9.4f ms %7.1f TFLOP/s %7.0f GB/s (%5.1f%% of copy bw) diff %.1e first %.1f ms; host %.1f us/call; "
+                 "graph %.4f ms (%.1f TFLOP/s)\n",
+                 c.name.c_str(), r.ms, r.tflops, r.gbps, r.pct_bw, r.diff, r.first_ms, r.host_us, r.graph_ms,
+                 r.graph_ms > 0 ? p.flops() / (r.graph_ms * 1e-3) / 1e12 : 0.0);
     results.push_back(r);
   }
   for (int c = 0; c < copies; ++c) {
@@ -245,13 +318,15 @@ std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandida
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only, csv_path;
+  std::string only, csv_path, wanted;
   bool list = false;
   int samples = 7;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--cands" && i + 1 < argc) {
+      wanted = argv[++i];
     } else if (a == "--csv" && i + 1 < argc) {
       csv_path = argv[++i];
     } else if (a == "--samples" && i + 1 < argc) {
@@ -259,7 +334,7 @@ int main(int argc, char** argv) {
     } else if (a == "--list") {
       list = true;
     } else {
-      std::fprintf(stderr, "usage: attention_lab [--only SUBSTR] [--csv FILE] [--samples N] [--list]\n");
+      std::fprintf(stderr, "usage: attention_lab [--only SUBSTR] [--cands SUBSTR,...] [--csv FILE] [--samples N] [--list]\n");
       return 1;
     }
   }
@@ -285,21 +360,21 @@ int main(int argc, char** argv) {
   const auto cands = tunableop::cuda::cuda_attention_candidates();
 
   std::FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
-  if (csv) std::fprintf(csv, "shape,candidate,ms,tflops,kv_gbps,pct_copy_bw,rel_diff,first_call_ms\n");
+  if (csv) std::fprintf(csv, "shape,candidate,ms,tflops,kv_gbps,pct_copy_bw,rel_diff,first_call_ms,host_us,graph_ms\n");
   std::printf("| shape | best candidate | ms | TFLOP/s | KV GB/s | %% copy bw | best Attn_Flash | ms |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& s : shapes()) {
     if (!only.empty() && s.name.find(only) == std::string::npos) continue;
     std::fprintf(stderr, "%s (%s,%s)\n", s.name.c_str(), tunableop::attention_op_signature(s.p).c_str(),
                  tunableop::attention_params_signature(s.p).c_str());
-    auto res = run_shape(s, cands, bw, samples, size_t(prop.l2CacheSize));
+    auto res = run_shape(s, cands, bw, samples, size_t(prop.l2CacheSize), wanted);
     if (res.empty()) continue;
     const Result* best = nullptr;
     const Result* flash = nullptr;
     for (const auto& r : res) {
       if (csv)
-        std::fprintf(csv, "%s,%s,%.6f,%.2f,%.1f,%.2f,%.3e,%.3f\n", r.shape.c_str(), r.cand.c_str(), r.ms, r.tflops,
-                     r.gbps, r.pct_bw, r.diff, r.first_ms);
+        std::fprintf(csv, "%s,%s,%.6f,%.2f,%.1f,%.2f,%.3e,%.3f,%.2f,%.6f\n", r.shape.c_str(), r.cand.c_str(), r.ms,
+                     r.tflops, r.gbps, r.pct_bw, r.diff, r.first_ms, r.host_us, r.graph_ms);
       if (r.diff > 2e-2) continue;  // a disagreeing output never counts as best
       if (!best || r.ms < best->ms) best = &r;
       if (r.cand.rfind("Attn_Cudnn", 0) != 0 && (!flash || r.ms < flash->ms)) flash = &r;

@@ -542,10 +542,15 @@ StatusOr<std::shared_ptr<Plan>> pick(const CudnnApi* api, cudnnHandle_t handle, 
 struct ThreadState {
   std::map<int, cudnnHandle_t> handles;
   std::map<std::pair<int, std::string>, std::unique_ptr<Problem>> problems;  // nodes never move
-  Problem* last = nullptr;
-  int last_dev = -1;
-  bool last_stats = false;
-  AttentionParams last_params;
+  // The last few problems, newest first: a tuner loop or a decode step repeats one, the split
+  // candidate (cudnn_sdpa_split.cc) cycles through three.
+  struct Recent {
+    Problem* problem = nullptr;
+    int dev = -1;
+    bool stats = false;
+    AttentionParams params;
+  };
+  Recent recent[4];
 };
 
 StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionParams& p, int slot, bool stats,
@@ -565,14 +570,15 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
   // The same problem as the last call (the common case: a tuner loop, a decode step) skips
   // formatting the key.
   Problem* pr = nullptr;
-  if (state.last && state.last_dev == dev && state.last_stats == stats && state.last_params == p) {
-    pr = state.last;
-  } else {
+  for (const auto& r : state.recent)
+    if (!pr && r.problem && r.dev == dev && r.stats == stats && r.params == p) pr = r.problem;
+  if (!pr) {
     const auto key = std::make_pair(dev, problem_key(p, stats));
     auto it = state.problems.find(key);
     if (it == state.problems.end()) it = state.problems.emplace(key, build_problem(api, handle, p, stats)).first;
     pr = it->second.get();
-    state.last = pr, state.last_dev = dev, state.last_stats = stats, state.last_params = p;
+    std::move_backward(std::begin(state.recent), std::end(state.recent) - 1, std::end(state.recent));
+    state.recent[0] = {pr, dev, stats, p};
   }
   auto& cached = pr->slots[size_t(slot)];
   if (!cached) cached = std::make_unique<StatusOr<std::shared_ptr<Plan>>>(pick(api, handle, *pr, slot));
