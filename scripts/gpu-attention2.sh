@@ -125,13 +125,15 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ]; then
   # Issue 12's targets on the machine of the call (they are stated for the H200): Gemma-2B and
   # Llama-2-7B tuned, TTFT(2048) read back from the results file (10 runs each, twice for
   # Gemma), then the attention suite (prefill: TFLOP/s; decode: % of the KV-bytes floor) and
-  # PyTorch's SDPA on the same shapes, with the time left.
-  llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
-  again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
-  llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
-  llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
-  llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
-  llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}"
+  # PyTorch's SDPA on the same shapes, with the time left. A2_TARGETS_TTFT=0: the suite alone.
+  if [ "${A2_TARGETS_TTFT:-1}" = 1 ]; then
+    llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
+    again=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 10 --profile-prefill 3 --no-in-context-check)
+    llm gemma_ttft_again 25 --model builtin:gemma-2b "${again[@]}"
+    llm llama_ttft 110 --model builtin:llama-2-7b "${ttft[@]}"
+    llm llama_ttft_again 30 --model builtin:llama-2-7b "${again[@]}"
+    llm gemma_ttft_again2 25 --model builtin:gemma-2b "${again[@]}"
+  fi
   t=$(left 170)
   if [ "$t" != 0 ]; then
     stamp "bench --suite attention"

@@ -3,12 +3,19 @@
 // decode against 1k, 4k and 16k caches, contiguous and paged), each tuned into a fresh results
 // file, then every candidate timed the way the tuner times (bench_measure.h). Per shape: Default
 // (the math path), the tuned choice, the best single candidate, TFLOP/s (prefill) or the share
-// of the KV-bytes floor (decode: K and V read once at the measured copy bandwidth), tuning time.
+// of the KV-bytes floor (decode: K and V read once at the measured copy bandwidth), tuning time;
+// and where the device replays graphs (CUDA), the chosen candidate replayed from a CUDA graph of
+// one call per input copy: how the engine's decode graph runs it, and how sdpa_bench.py times
+// PyTorch's SDPA (the tuner's back-to-back loop also pays each call's launch).
 // `--shapes-csv FILE` writes the shapes for bench/attention/sdpa_bench.py (PyTorch's SDPA on the
 // same shapes, timed in the same device call by scripts/gpu-attention2.sh).
 #include "bench_attention.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "bench_measure.h"
 #include "cli_support.h"
@@ -59,6 +66,49 @@ std::vector<AttentionShape> attention_shapes(DeviceKind kind) {
 
 bool is_decode(const AttentionParams& p) { return p.q_len <= 16; }
 
+// The time per call of candidate `name` on p, replayed from a graph of one call per input copy;
+// the copies span twice the last-level cache, so no call reads operands another left in it.
+StatusOr<double> replay_ms_per_call(Context& ctx, const AttentionParams& p, const std::string& name, void* stream) {
+  const DeviceRuntime* rt = ctx.runtime();
+  if (!rt || !rt->replay_ms) return Status::unsupported("this device has no graph replay");
+  auto cands = ops::Dispatcher<AttentionOp>::candidates_for(ctx, p, ctx.config().snapshot().policy.search_effort);
+  const AttentionCandidate* c = nullptr;
+  for (const auto& cand : cands)
+    if (cand.name == name) c = &cand;
+  if (!c) return Status::unsupported(name + " is not a candidate here");
+  const size_t set_bytes =
+      size_t(p.q_span() + 2 * p.kv_span() + p.o_span()) * dtype_size(p.dtype) + 1;
+  const size_t copies = std::clamp<size_t>(2 * rt->last_level_cache_bytes() / set_bytes + 1, 1, 16);
+  std::vector<std::unique_ptr<ops::OpBuffers<AttentionOp>>> sets;
+  for (size_t i = 0; i < copies; ++i) {
+    auto b = ops::OpBuffers<AttentionOp>::random(ctx, p, 11 + i, stream);
+    if (!b.is_ok()) return b.status();
+    sets.push_back(std::move(*b));
+  }
+  const size_t ws_bytes = c->workspace_bytes ? c->workspace_bytes(p) : 0;
+  void* ws = nullptr;
+  if (ws_bytes) {
+    auto m = rt->alloc(ws_bytes);
+    if (!m.is_ok()) return m.status();
+    ws = *m;
+  }
+  auto body = [&]() -> Status {
+    for (const auto& set : sets) {
+      AttentionOperands o = set->operands();
+      o.stream = stream, o.workspace = ws, o.workspace_bytes = ws_bytes;
+      TUNABLEOP_RETURN_IF_ERROR(c->run(p, o));
+    }
+    return Status::ok();
+  };
+  // One round outside the capture first: plans, counters and scratch are made there.
+  Status st = body();
+  if (st.is_ok()) st = rt->synchronize(stream);
+  StatusOr<double> ms = st.is_ok() ? rt->replay_ms(body, stream) : StatusOr<double>(st);
+  if (ws) rt->free(ws);
+  if (!ms.is_ok()) return ms.status();
+  return *ms / double(copies);
+}
+
 }  // namespace
 
 int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* stream) {
@@ -89,8 +139,10 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
              ctx.device().to_string(), ceil->copy_gbs, ceil->gemm_gflops / 1e3, ceil->gemm_shape, ceil->gemm_solution);
   fmt::print(
       "| shape | signature | Default ms | tuned ms | chosen | speedup | TFLOP/s | % KV-bytes floor | best single | "
-      "tuning s |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  std::string csv = "shape,params,default_ms,tuned_ms,chosen,best_ms,best_name,tflops,pct_kv_floor,tuning_ms\n";
+      "tuning s | chosen, graph ms | graph: TFLOP/s or % floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::string csv =
+      "shape,params,default_ms,tuned_ms,chosen,best_ms,best_name,tflops,pct_kv_floor,tuning_ms,graph_ms,graph_tflops,"
+      "graph_pct_kv_floor\n";
   for (const auto& s : shapes) {
     auto rep = AttentionDispatch::tune(ctx, s.p, /*retune=*/true, stream);
     if (!rep.is_ok()) return fail(rep.status());
@@ -111,12 +163,27 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
     // plus written per second).
     const double kv_floor_ms = s.p.kv_bytes() / (ceil->copy_gbs * 1e9) * 1e3;
     const double pct = tuned > 0 ? 100 * kv_floor_ms / tuned : 0;
-    fmt::print("| {} | {} | {:.4f} | {:.4f} | {} | {:.2f}x | {:.1f} | {} | {:.4f} ({}) | {:.2f} |\n", s.name,
+    // Skipped quietly where the device has no graphs; a candidate that cannot be captured says why.
+    double graph = 0;
+    std::string graph_cell = "-";
+    if (ctx.runtime() && ctx.runtime()->replay_ms) {
+      auto g = replay_ms_per_call(ctx, s.p, chosen, stream);
+      if (g.is_ok() && *g > 0) {
+        graph = *g;
+        graph_cell = is_decode(s.p) ? fmt::format("{:.0f}%", 100 * kv_floor_ms / graph)
+                                    : fmt::format("{:.1f}", s.p.flops() / (graph * 1e-3) / 1e12);
+      } else if (!g.is_ok()) {
+        graph_cell = "not captured: " + g.status().message();
+      }
+    }
+    fmt::print("| {} | {} | {:.4f} | {:.4f} | {} | {:.2f}x | {:.1f} | {} | {:.4f} ({}) | {:.2f} | {} | {} |\n", s.name,
                attention_params_signature(s.p), def, tuned, chosen, tuned > 0 ? def / tuned : 0, tflops,
-               is_decode(s.p) ? fmt::format("{:.0f}%", pct) : "-", best, best_name, rep->winner.tuning_ms / 1e3);
+               is_decode(s.p) ? fmt::format("{:.0f}%", pct) : "-", best, best_name, rep->winner.tuning_ms / 1e3,
+               graph > 0 ? fmt::format("{:.4f}", graph) : "-", graph_cell);
     std::fflush(stdout);
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", s.name, attention_params_signature(s.p), def, tuned, chosen,
-                       best, best_name, tflops, pct, rep->winner.tuning_ms);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.name, attention_params_signature(s.p), def, tuned,
+                       chosen, best, best_name, tflops, pct, rep->winner.tuning_ms, graph,
+                       graph > 0 ? s.p.flops() / (graph * 1e-3) / 1e12 : 0, graph > 0 ? 100 * kv_floor_ms / graph : 0);
     // Written after every shape (replaced whole, never half-written): a shape that fails later
     // keeps the rows before it.
     if (!a.csv.empty()) {

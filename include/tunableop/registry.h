@@ -46,6 +46,11 @@ struct DeviceRuntime {
   std::function<StatusOr<double>(DType dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
                                  int64_t batch, int64_t stride_c, void* stream)>
       relative_error;
+  // Optional: `body` (which enqueues calls on `stream`) captured once into a graph and replayed;
+  // returns the median milliseconds per replay. What a caller that runs an op from a CUDA graph
+  // (the engine's decode step, PyTorch's benchmarks) pays, without per-launch host work. Unset
+  // (CPU): not offered.
+  std::function<StatusOr<double>(const std::function<Status()>& body, void* stream)> replay_ms;
 };
 
 // One "Validator,KEY,VALUE" line source. Value() is evaluated when a results file is opened.

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <vector>
 
 #include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/compare_launch.h"
@@ -58,6 +61,46 @@ Status recover_device() {
                   "later GPU work in this process will fail, restart it",
                   cudaGetErrorName(again), cudaGetErrorString(again), cudaGetErrorName(last)));
 }
+
+namespace {
+
+// Captures `body` on `stream` once, replays the graph (one warm-up, then 5 samples of 10
+// replays timed with events) and returns the median milliseconds per replay.
+StatusOr<double> replay_graph_ms(const std::function<Status()>& body, cudaStream_t stream) {
+  if (!stream) return Status::unsupported("graph replay needs a stream of its own (not the legacy default stream)");
+  cudaGraph_t graph = nullptr;
+  TUNABLEOP_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status st = body();
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!st.is_ok() || end != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a failed capture is not sticky
+    return st.is_ok() ? cuda_status(end, "cudaStreamEndCapture") : st;
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return cuda_status(e, "cudaGraphInstantiate");
+  }
+  EventTimer timer(stream);
+  std::vector<double> ms;
+  e = cudaGraphLaunch(exec, stream);
+  for (int s = 0; s < 5 && e == cudaSuccess; ++s) {
+    timer.start();
+    for (int i = 0; i < 10 && e == cudaSuccess; ++i) e = cudaGraphLaunch(exec, stream);
+    const double t = timer.stop_ms();
+    if (e == cudaSuccess && timer.last_error() != cudaSuccess) e = timer.last_error();
+    ms.push_back(t / 10);
+  }
+  cudaGraphExecDestroy(exec);
+  if (e != cudaSuccess) return cuda_status(e, "cudaGraphLaunch");
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
 
 DeviceRuntime make_cuda_runtime() {
   DeviceRuntime rt;
@@ -128,6 +171,9 @@ DeviceRuntime make_cuda_runtime() {
   rt.set_device = [](int ordinal) -> Status {
     TUNABLEOP_CUDA_TRY(cudaSetDevice(ordinal));
     return Status::ok();
+  };
+  rt.replay_ms = [](const std::function<Status()>& body, void* stream) -> StatusOr<double> {
+    return replay_graph_ms(body, static_cast<cudaStream_t>(stream));
   };
   // Non-blocking: benchmarks must not serialise against the legacy default stream.
   rt.create_stream = []() -> void* {
