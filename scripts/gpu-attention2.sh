@@ -92,6 +92,7 @@ GRAPH=${A2_GRAPH:-0}
 [ "$PREFILL" = 1 ] && [ "$SDPA" = 1 ] && targets="$targets test_cuda_attention"
 [ "$PREFILL" = 1 ] && [ "${A2_SPLIT:-0}" = 1 ] && targets="tunableop_cli test_cuda_attention attention_lab"
 [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ] && targets="tunableop_cli"
+[ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ] && targets="tunableop_cli test_cuda_attention attention_lab"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -121,7 +122,26 @@ llm() {  # name, timeout, args...
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
-if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ]; then
+if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
+  # Decode attention at 4k+ (issue 12): the attention op's tests (every candidate vs fp64), the
+  # kernel lab on Llama's 4k and Gemma's 16k decode (event-timed loop, host time, graph replay)
+  # for the candidates the suite picks, then the suite's decode shapes (tuned; graph column).
+  gtest backends/cuda/attention/test_cuda_attention 150 'FlashAttention.*:Decode*'
+  for shape in llama2-7b.decode4096 gemma-2b.decode16384; do
+    stamp "attention_lab --only $shape"
+    timeout "$(left 60)" "$BUILD/bench/attention/attention_lab" --only "$shape" --samples 9 \
+      --cands "${A2_LAB_CANDS-SplitKv_q64_k64_w4_s3_sp8,DecodeOneLaunch_w8_sp8,Attn_Cudnn_Sdpa,DecodeCluster_c16_w2_sp16_s2,DecodeCluster_c8_w4_sp16}" \
+      >>"$OUT/lab.md" 2>>"$LOGS/lab.log"
+  done
+  while IFS= read -r l; do summary+=("lab: $l"); done < <(grep -E "^[a-z]|  Attn_" "$LOGS/lab.log" | cut -c1-230)
+  t=$(left 150)
+  if [ "$t" != 0 ]; then
+    stamp "bench --suite attention --only decode"
+    timeout "$t" "$bin" bench --suite attention --device cuda --only decode --csv "$OUT/suite.csv" \
+      >"$OUT/suite.md" 2>"$LOGS/suite.log"
+    summary+=("suite (decode shapes): rc $?")
+  fi
+elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ]; then
   # Issue 12's targets on the machine of the call (they are stated for the H200): Gemma-2B and
   # Llama-2-7B tuned, TTFT(2048) read back from the results file (10 runs each, twice for
   # Gemma), then the attention suite (prefill: TFLOP/s; decode: % of the KV-bytes floor) and

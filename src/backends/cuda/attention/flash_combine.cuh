@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kCombineThreads) flash_combine_kernel(FlashArg
   __shared__ float4 partial[kGroups][kLanes];
   __shared__ float scratch[kCombineThreads / 32];
   grid_dependency_wait();
+  grid_dependents_launch();  // the next kernel waits for our writes in its turn
 
   const int tid = threadIdx.x;
   const int bk = int(blockIdx.x / unsigned(rows_total)), row = int(blockIdx.x % unsigned(rows_total));

@@ -108,8 +108,11 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Programmatic dependent launch (sm_90): the split kernel lets the combine kernel launch early;
-// the combine waits for the split kernel's completion before reading anything.
+// Programmatic dependent launch (sm_90): a kernel launched with it may start while the one before
+// it in the stream finishes, and waits (griddepcontrol.wait) for that one's completion and
+// memory before reading anything; the one before lets it launch (launch_dependents) once all
+// its own blocks are running. The split kernel lets the combine kernel launch early, and the
+// combine lets the next call's kernel launch early in turn.
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -164,6 +167,10 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
   const uint32_t q_smem = smem_addr(smem);
   const uint32_t k_smem = q_smem + G::kQBytes;
   const uint32_t v_smem = k_smem + STAGES * G::kKvBytes;
+
+  // Launched with programmatic dependent launch (flash_launch_impl.cuh): q, this step's K/V rows
+  // and the lengths come from the previous kernel, so nothing is read before it has finished.
+  grid_dependency_wait();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = a.heads / a.kv_heads;

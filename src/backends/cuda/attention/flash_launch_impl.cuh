@@ -70,9 +70,21 @@ cudaError_t launch_flash(const FlashArgs& a, cudaStream_t stream) {
   cudaError_t err = allow_smem<kernel>(G::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int rows_total = a.q_len * (a.heads / a.kv_heads);
-  const dim3 grid(unsigned((rows_total + BM - 1) / BM), unsigned(a.batch * a.kv_heads), unsigned(a.splits));
-  kernel<<<grid, G::kThreads, G::kSmemBytes, stream>>>(a);
-  err = cudaGetLastError();
+  // With programmatic dependent launch where the GPU has it: the kernel's launch overlaps the
+  // previous kernel's last blocks (the kernel waits for that one's writes before reading).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned((rows_total + BM - 1) / BM), unsigned(a.batch * a.kv_heads), unsigned(a.splits));
+  cfg.blockDim = dim3(G::kThreads, 1, 1);
+  cfg.dynamicSmemBytes = G::kSmemBytes;
+  cfg.stream = stream;
+  const bool pdl = device_has_pdl();
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  err = cudaLaunchKernelEx(&cfg, kernel, a);
+  if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess || a.splits <= 1) return err;
   return launch_combine<T, D>(a, rows_total, stream);
 }
