@@ -44,6 +44,16 @@
 # attention problem, each plan built, the tuner's attention timings in the summary), then the
 # attention kernel tests of the cuDNN candidates (bf16, every shape vs fp64) before the gate's
 # tests (A2_GATE_TESTS=0 skips those and their build).
+#
+# With A2_FAST=1 A2_PREFILL=1 (session 8; docs/results/attention/stage10-h200.md):
+# A2_TARGETS=1: issue 12's targets on the machine of the call (TTFT of both models tuned and
+#   read back, then the attention suite with its graph-replay column and PyTorch's SDPA;
+#   A2_TARGETS_TTFT=0 runs the suite alone).
+# A2_SPLIT=1: Attn_Cudnn_SdpaSplit: the kernel lab (A2_LAB_ONLY, A2_LAB_CANDS), its tests, the
+#   TTFT with the 2048-token attention forced split and unsplit (A2_RESULTS_IN=<results file>
+#   skips the tuning).
+# A2_DECODE=1: decode at 4k+: the attention tests, the lab on Llama 4k and Gemma 16k decode, the
+#   suite's decode shapes.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

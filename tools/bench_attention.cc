@@ -76,8 +76,7 @@ StatusOr<double> replay_ms_per_call(Context& ctx, const AttentionParams& p, cons
   for (const auto& cand : cands)
     if (cand.name == name) c = &cand;
   if (!c) return Status::unsupported(name + " is not a candidate here");
-  const size_t set_bytes =
-      size_t(p.q_span() + 2 * p.kv_span() + p.o_span()) * dtype_size(p.dtype) + 1;
+  const size_t set_bytes = size_t(p.q_span() + 2 * p.kv_span() + p.o_span()) * dtype_size(p.dtype) + 1;
   const size_t copies = std::clamp<size_t>(2 * rt->last_level_cache_bytes() / set_bytes + 1, 1, 16);
   std::vector<std::unique_ptr<ops::OpBuffers<AttentionOp>>> sets;
   for (size_t i = 0; i < copies; ++i) {

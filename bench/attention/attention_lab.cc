@@ -22,9 +22,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -294,11 +294,12 @@ std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandida
     r.tflops = p.flops() / (r.ms * 1e-3) / 1e12;
     r.gbps = p.kv_bytes() / (r.ms * 1e-3) / 1e9;
     r.pct_bw = 100.0 * p.kv_bytes() / (r.ms * 1e-3) / bw;
-    std::fprintf(stderr,
-                 "  %-44s %9.4f ms %7.1f TFLOP/s %7.0f GB/s (%5.1f%% of copy bw) diff %.1e first %.1f ms; host %.1f us/call; "
-                 "graph %.4f ms (%.1f TFLOP/s)\n",
-                 c.name.c_str(), r.ms, r.tflops, r.gbps, r.pct_bw, r.diff, r.first_ms, r.host_us, r.graph_ms,
-                 r.graph_ms > 0 ? p.flops() / (r.graph_ms * 1e-3) / 1e12 : 0.0);
+    std::fprintf(
+        stderr,
+        "  %-44s %9.4f ms %7.1f TFLOP/s %7.0f GB/s (%5.1f%% of copy bw) diff %.1e first %.1f ms; host %.1f us/call; "
+        "graph %.4f ms (%.1f TFLOP/s)\n",
+        c.name.c_str(), r.ms, r.tflops, r.gbps, r.pct_bw, r.diff, r.first_ms, r.host_us, r.graph_ms,
+        r.graph_ms > 0 ? p.flops() / (r.graph_ms * 1e-3) / 1e12 : 0.0);
     results.push_back(r);
   }
   for (int c = 0; c < copies; ++c) {
@@ -334,7 +335,8 @@ int main(int argc, char** argv) {
     } else if (a == "--list") {
       list = true;
     } else {
-      std::fprintf(stderr, "usage: attention_lab [--only SUBSTR] [--cands SUBSTR,...] [--csv FILE] [--samples N] [--list]\n");
+      std::fprintf(stderr,
+                   "usage: attention_lab [--only SUBSTR] [--cands SUBSTR,...] [--csv FILE] [--samples N] [--list]\n");
       return 1;
     }
   }

@@ -28,9 +28,9 @@ std::vector<std::string> split(const std::string& line, char sep) {
 
 TEST(BenchAttention, CpuSuiteLeavesTheGraphColumnsEmpty) {
   TempDir dir;
-  CliRun r = run_cli({"bench", "--suite", "attention", "--device", "cpu", "--only", "tiny.decode1024", "--csv",
-                      dir.file("suite.csv")},
-                     {.env = {"TUNABLEOP_FILENAME=" + dir.file("r%d.csv")}, .timeout_s = 300});
+  CliRun r = run_cli(
+      {"bench", "--suite", "attention", "--device", "cpu", "--only", "tiny.decode1024", "--csv", dir.file("suite.csv")},
+      {.env = {"TUNABLEOP_FILENAME=" + dir.file("r%d.csv")}, .timeout_s = 300});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("| chosen, graph ms | graph: TFLOP/s or % floor |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tiny.decode1024 |"), std::string::npos) << r.out;

@@ -10,7 +10,7 @@
 namespace tunableop::cuda {
 
 struct AttentionMergeArgs {
-  bool bf16 = true;  // else fp16
+  bool bf16 = true;                           // else fp16
   int64_t rows = 0, heads = 0, head_dim = 0;  // head_dim a multiple of 8
   void* out = nullptr;                        // partial a in, the merged rows out: [rows][out_row_stride]
   int64_t out_row_stride = 0;                 // elements, a multiple of 8; out 16-byte aligned

@@ -139,8 +139,8 @@ Status run(const AttentionParams& p, const AttentionOperands& o) {
   // B first: its tiles all read h keys, the longest, so they should take SMs first.
   Status st = cudnn_sdpa_run(s.b, CudnnSdpaCall{q + q_off, k, v, ws + lay.part, lse_b, ws + lay.ws_b, sides.side[0]});
   if (st.is_ok())
-    st = cudnn_sdpa_run(s.c, CudnnSdpaCall{q + q_off, k + kv_off, v + kv_off, out + o_off, lse_c, ws + lay.ws_c,
-                                           sides.side[1]});
+    st = cudnn_sdpa_run(
+        s.c, CudnnSdpaCall{q + q_off, k + kv_off, v + kv_off, out + o_off, lse_c, ws + lay.ws_c, sides.side[1]});
   if (st.is_ok()) st = cudnn_sdpa_run(s.a, CudnnSdpaCall{q, k, v, out, nullptr, ws + lay.ws_a, main});
   // The side streams join back even after a failure: a capture in progress must not be left
   // with dangling forks.
