@@ -132,6 +132,16 @@ llm() {  # name, timeout, args...
 }
 ttft=(--prompt-len 2048 --max-new-tokens 1 --compare --iterations 5 --profile-prefill 3)
 
+suite_decode() {  # seconds wanted: the attention suite's decode shapes (tuned; graph column)
+  local t
+  t=$(left "$1")
+  if [ "$t" = 0 ]; then summary+=("suite (decode shapes): skipped (budget)"); return; fi
+  stamp "bench --suite attention --only decode"
+  timeout "$t" "$bin" bench --suite attention --device cuda --only decode --csv "$OUT/suite.csv" \
+    >"$OUT/suite.md" 2>"$LOGS/suite.log"
+  summary+=("suite (decode shapes): rc $?")
+}
+
 if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
   # Decode attention at 4k+ (issue 12): the attention op's tests (every candidate vs fp64), the
   # kernel lab on Llama's 4k and Gemma's 16k decode (event-timed loop, host time, graph replay)
@@ -144,13 +154,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
       >>"$OUT/lab.md" 2>>"$LOGS/lab.log"
   done
   while IFS= read -r l; do summary+=("lab: $l"); done < <(grep -E "^[a-z]|  Attn_" "$LOGS/lab.log" | cut -c1-230)
-  t=$(left 150)
-  if [ "$t" != 0 ]; then
-    stamp "bench --suite attention --only decode"
-    timeout "$t" "$bin" bench --suite attention --device cuda --only decode --csv "$OUT/suite.csv" \
-      >"$OUT/suite.md" 2>"$LOGS/suite.log"
-    summary+=("suite (decode shapes): rc $?")
-  fi
+  suite_decode 150
 elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ]; then
   # Issue 12's targets on the machine of the call (they are stated for the H200): Gemma-2B and
   # Llama-2-7B tuned, TTFT(2048) read back from the results file (10 runs each, twice for
@@ -266,15 +270,7 @@ elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "$GRAPH" = 1 ]; then
   llm llama_ttft_nograph 30 --model builtin:llama-2-7b "${again[@]}" --no-prefill-graph
   # Then, with what is left, the suite's decode shapes (issue 12's "decode >= 80% of the
   # KV-bytes floor at 4k+", last measured in stage 2).
-  t=$(left 120)
-  if [ "$t" != 0 ]; then
-    stamp "bench --suite attention --only decode"
-    timeout "$t" "$bin" bench --suite attention --device cuda --only decode --csv "$OUT/suite.csv" \
-      >"$OUT/suite.md" 2>"$LOGS/suite.log"
-    summary+=("suite (decode shapes): rc $?")
-  else
-    summary+=("suite (decode shapes): skipped (budget)")
-  fi
+  suite_decode 120
 elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ]; then
   if [ "$SDPA" = 1 ]; then
     TUNABLEOP_CUDNN_SDPA_LOG=1 TUNABLEOP_VERBOSE=2 llm gemma_ttft 80 --model builtin:gemma-2b "${ttft[@]}"
