@@ -567,8 +567,8 @@ StatusOr<std::shared_ptr<Plan>> plan_for(const CudnnApi* api, const AttentionPar
     }
   }
   *handle_out = handle;
-  // The same problem as the last call (the common case: a tuner loop, a decode step) skips
-  // formatting the key.
+  // One of the last few problems (the common case: a tuner loop, a decode step, the split's
+  // parts) skips formatting the key.
   Problem* pr = nullptr;
   for (const auto& r : state.recent)
     if (!pr && r.problem && r.dev == dev && r.stats == stats && r.params == p) pr = r.problem;
