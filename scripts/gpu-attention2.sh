@@ -146,7 +146,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
   # Decode attention at 4k+ (issue 12): the attention op's tests (every candidate vs fp64), the
   # kernel lab on Llama's 4k and Gemma's 16k decode (event-timed loop, host time, graph replay)
   # for the candidates the suite picks, then the suite's decode shapes (tuned; graph column).
-  gtest backends/cuda/attention/test_cuda_attention 150 'FlashAttention.*:Decode*'
+  gtest backends/cuda/attention/test_cuda_attention 220 'FlashAttention.*:Decode*'
   for shape in llama2-7b.decode4096 gemma-2b.decode16384; do
     stamp "attention_lab --only $shape"
     timeout "$(left 60)" "$BUILD/bench/attention/attention_lab" --only "$shape" --samples 9 \
