@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backends/cuda/attention/candidates.h"
+#include "backends/cuda/runtime.h"
 #include "ops/attention/params.h"
 #include "tunableop/half.h"
 
@@ -141,41 +142,17 @@ struct Result {
 };
 
 // GPU time per call with the host out of the way: `calls` calls captured once, the graph
-// replayed; 0 where the candidate cannot be captured.
+// replayed (the runtime's replay, as `bench --suite attention` times it); 0 where the candidate
+// cannot be captured.
 double graph_ms_per_call(const AttentionCandidate& c, const AttentionParams& p, int calls,
-                         const std::function<AttentionOperands(int)>& ops, cudaStream_t stream, cudaEvent_t e0,
-                         cudaEvent_t e1) {
-  cudaGraph_t g = nullptr;
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) return 0;
-  bool ok = true;
-  for (int i = 0; i < calls; ++i) ok = ok && c.run(p, ops(i)).is_ok();
-  if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !ok) {
-    if (g) cudaGraphDestroy(g);
-    (void)cudaGetLastError();
-    return 0;
-  }
-  cudaGraphExec_t exec = nullptr;
-  if (cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
-    cudaGraphDestroy(g);
-    (void)cudaGetLastError();
-    return 0;
-  }
-  CK(cudaGraphLaunch(exec, stream));  // warm
-  std::vector<double> per;
-  for (int smp = 0; smp < 5; ++smp) {
-    const int launches = 10;
-    CK(cudaEventRecord(e0, stream));
-    for (int i = 0; i < launches; ++i) CK(cudaGraphLaunch(exec, stream));
-    CK(cudaEventRecord(e1, stream));
-    CK(cudaEventSynchronize(e1));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    per.push_back(double(t) / (launches * calls));
-  }
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(g));
-  std::sort(per.begin(), per.end());
-  return per[per.size() / 2];
+                         const std::function<AttentionOperands(int)>& ops, cudaStream_t stream) {
+  auto ms = tunableop::cuda::replay_graph_ms(
+      [&]() -> tunableop::Status {
+        for (int i = 0; i < calls; ++i) TUNABLEOP_RETURN_IF_ERROR(c.run(p, ops(i)));
+        return tunableop::Status::ok();
+      },
+      stream);
+  return ms.is_ok() ? *ms / calls : 0;
 }
 
 double rel_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& ref) {
@@ -290,7 +267,7 @@ std::vector<Result> run_shape(const Shape& s, const std::vector<AttentionCandida
     r.ms = per_call[per_call.size() / 2];
     std::sort(host_per_call.begin(), host_per_call.end());
     r.host_us = host_per_call[host_per_call.size() / 2];
-    r.graph_ms = graph_ms_per_call(c, p, copies, ops, stream, e0, e1);
+    r.graph_ms = graph_ms_per_call(c, p, copies, ops, stream);
     r.tflops = p.flops() / (r.ms * 1e-3) / 1e12;
     r.gbps = p.kv_bytes() / (r.ms * 1e-3) / 1e9;
     r.pct_bw = 100.0 * p.kv_bytes() / (r.ms * 1e-3) / bw;

@@ -62,10 +62,6 @@ Status recover_device() {
                   cudaGetErrorName(again), cudaGetErrorString(again), cudaGetErrorName(last)));
 }
 
-namespace {
-
-// Captures `body` on `stream` once, replays the graph (one warm-up, then 5 samples of 10
-// replays timed with events) and returns the median milliseconds per replay.
 StatusOr<double> replay_graph_ms(const std::function<Status()>& body, cudaStream_t stream) {
   if (!stream) return Status::unsupported("graph replay needs a stream of its own (not the legacy default stream)");
   cudaGraph_t graph = nullptr;
@@ -99,8 +95,6 @@ StatusOr<double> replay_graph_ms(const std::function<Status()>& body, cudaStream
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
-
-}  // namespace
 
 DeviceRuntime make_cuda_runtime() {
   DeviceRuntime rt;

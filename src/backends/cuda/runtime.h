@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
+
 #include "tunableop/registry.h"
 #include "tunableop/timer.h"
 
@@ -33,6 +35,11 @@ class EventTimer : public Timer {
 };
 
 DeviceRuntime make_cuda_runtime();
+
+// Captures `body` on `stream` once, replays the graph (one warm-up, then 5 samples of 10
+// replays timed with events) and returns the median milliseconds per replay: DeviceRuntime::
+// replay_ms on CUDA, and the attention lab's graph column.
+StatusOr<double> replay_graph_ms(const std::function<Status()>& body, cudaStream_t stream);
 
 // Clears a recoverable error; a sticky one (illegal address, ...) cannot be cleared inside the
 // process and is reported as such.

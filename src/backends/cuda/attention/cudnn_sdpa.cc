@@ -643,15 +643,12 @@ Status supports(const AttentionParams& p) {
   return api.is_ok() ? Status::ok() : api.status();
 }
 
-// Runs slot `slot`'s plan on `call`'s pointers (its workspace holds the plan's bytes).
-Status execute(const AttentionParams& p, int slot, const CudnnSdpaCall& call) {
+// Runs plan `pl` (from plan_for, with its handle) on `call`'s pointers (its workspace holds the
+// plan's bytes).
+Status execute(const CudnnApi* api, cudnnHandle_t handle, const Plan& pl, const AttentionParams& p,
+               const CudnnSdpaCall& call) {
   if (!aligned16(call.q) || !aligned16(call.k) || !aligned16(call.v) || !aligned16(call.out))
     return Status::unsupported("q, k, v and out must be 16-byte aligned");
-  const CudnnApi* api = *cudnn_api();
-  cudnnHandle_t handle = nullptr;
-  auto plan = plan_for(api, p, slot, call.stats != nullptr, &handle);
-  if (!plan.is_ok()) return plan.status();
-  const Plan& pl = **plan;
   if (pl.workspace > 0 && !call.workspace) return Status::internal("cuDNN SDPA: no workspace for the plan");
   // One handle per thread and device serves every stream: the stream is set before each call.
   cudnnStatus_t st = api->set_stream(handle, static_cast<cudaStream_t>(call.stream));
@@ -683,7 +680,11 @@ StatusOr<size_t> cudnn_sdpa_workspace(const AttentionParams& p, bool stats) {
 
 Status cudnn_sdpa_run(const AttentionParams& p, const CudnnSdpaCall& call) {
   TUNABLEOP_RETURN_IF_ERROR(supports(p));
-  return execute(p, 0, call);
+  const CudnnApi* api = *cudnn_api();
+  cudnnHandle_t handle = nullptr;
+  auto plan = plan_for(api, p, 0, call.stats != nullptr, &handle);
+  if (!plan.is_ok()) return plan.status();
+  return execute(api, handle, **plan, p, call);
 }
 
 std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
@@ -710,12 +711,13 @@ std::vector<AttentionCandidate> cudnn_sdpa_candidates() {
     };
     c.run = [slot, slot_supports](const AttentionParams& p, const AttentionOperands& o) -> Status {
       TUNABLEOP_RETURN_IF_ERROR(slot_supports(p));
+      const CudnnApi* api = *cudnn_api();
       cudnnHandle_t handle = nullptr;
-      auto plan = plan_for(*cudnn_api(), p, slot, false, &handle);
+      auto plan = plan_for(api, p, slot, false, &handle);
       if (!plan.is_ok()) return plan.status();
       auto ws = operand_workspace(o, size_t((*plan)->workspace));
       if (!ws.is_ok()) return ws.status();
-      return execute(p, slot, CudnnSdpaCall{o.q, o.k, o.v, o.out, nullptr, *ws, o.stream});
+      return execute(api, handle, **plan, p, CudnnSdpaCall{o.q, o.k, o.v, o.out, nullptr, *ws, o.stream});
     };
     out.push_back(std::move(c));
   }
