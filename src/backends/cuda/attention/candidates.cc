@@ -2,6 +2,7 @@
 
 #include "backends/cuda/attention/decode_candidates.h"
 #include "backends/cuda/attention/decode_cluster_candidates.h"
+#include "backends/cuda/attention/decode_stream_candidates.h"
 #include "backends/cuda/attention/flash_candidates.h"
 #include "backends/cuda/attention/math_attention.h"
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
@@ -17,6 +18,7 @@ std::vector<AttentionCandidate> cuda_attention_candidates() {
   for (auto& c : flash_attention_candidates()) out.push_back(std::move(c));
   for (auto& c : decode_attention_candidates()) out.push_back(std::move(c));
   for (auto& c : decode_cluster_candidates()) out.push_back(std::move(c));
+  for (auto& c : decode_stream_candidates()) out.push_back(std::move(c));
 #ifdef TUNABLEOP_HAVE_CUDNN_HEADERS
   for (auto& c : cudnn_sdpa_candidates()) out.push_back(std::move(c));
   for (auto& c : cudnn_sdpa_split_candidates()) out.push_back(std::move(c));

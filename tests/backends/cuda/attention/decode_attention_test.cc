@@ -1,13 +1,15 @@
-// The decode candidates (Attn_DecodeOneLaunch_*, Attn_DecodeCluster_*) beyond the all-candidates
+// The decode candidates (Attn_DecodeOneLaunch_*, Attn_DecodeCluster_*, Attn_DecodeStream_*) beyond the all-candidates
 // check of flash_attention_test.cc: their support rules, and that a captured CUDA graph replays
 // them correctly again and again (the one-launch kernel's last block of each kv head and the
 // split cluster kernel's last block of each (kv head, rank) reset their ticket counters: a
 // counter left non-zero would make the next replay combine too early or never; the cluster
-// kernel of one split keeps nothing between launches).
+// kernel of one split and the streaming kernel keep nothing between launches, but the streaming
+// kernel's ring barriers must start each launch afresh).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,8 @@
 #include "backends/cuda/attention/decode_candidates.h"
 #include "backends/cuda/attention/decode_cluster_candidates.h"
 #include "backends/cuda/attention/decode_cluster_launch.h"
+#include "backends/cuda/attention/decode_stream_candidates.h"
+#include "backends/cuda/attention/decode_stream_launch.h"
 #include "backends/cuda/cuda_testing.h"
 #include "support/attention_testing.h"
 
@@ -208,6 +212,95 @@ TEST(DecodeCluster, GraphReplaysMatchTheEagerRun) {
   AttentionParams long_cache = gemma_decode_for_replay();
   long_cache.kv_len = 4200, long_cache.max_seq = 4224;
   check_graph_replay(cands, long_cache, 11);
+}
+
+// One sequence's decode against a contiguous cache of `kv_len` positions, `rows` query rows per kv head.
+AttentionParams stream_params(int64_t head_dim, int64_t heads, int64_t kv_heads, int64_t kv_len, int64_t q_len = 1) {
+  AttentionParams p;
+  p.dtype = DType::kBF16, p.batch = 1, p.q_len = q_len, p.kv_len = kv_len, p.heads = heads, p.kv_heads = kv_heads;
+  p.head_dim = head_dim;
+  return p.with_defaults();
+}
+
+// The configuration a streaming candidate's name spells: Attn_DecodeStream_c<C>_k<K>_s<S>_w<W>[_sp<P>].
+cuda::DecodeStreamConfig stream_config(const std::string& name) {
+  auto field = [&](const char* tag) { return std::stoi(name.substr(name.find(tag) + std::strlen(tag))); };
+  cuda::DecodeStreamConfig c;
+  c.cluster = field("_c"), c.keys = field("_k"), c.stages = field("_s"), c.warps = field("_w");
+  c.splits = name.find("_sp") == std::string::npos ? 1 : field("_sp");
+  return c;
+}
+
+TEST(DecodeStream, SupportRules) {
+  const auto cands = cuda::decode_stream_candidates();
+  ASSERT_FALSE(cands.empty());
+  for (size_t i = 0; i < cands.size(); ++i) {
+    EXPECT_EQ(cands[i].name.rfind("Attn_DecodeStream_c", 0), 0u) << cands[i].name;
+    for (size_t j = i + 1; j < cands.size(); ++j) EXPECT_NE(cands[i].name, cands[j].name);
+  }
+  // Without an sm_90 device (CI) every problem is refused as unsupported, never an error.
+  const bool device = cuda::decode_cluster_available();
+  for (int d : {64, 128, 256}) {
+    const AttentionParams ok = stream_params(d, 32, 32, 4096);  // Llama-2-7B's: one row per kv head
+    for (const auto& c : cands) {
+      // A ring of more than 227 KB (the deep ones at d256) is refused as unsupported too.
+      const bool fits = cuda::decode_stream_smem_bytes(stream_config(c.name), d, 1, 2) <= 227 * 1024;
+      EXPECT_EQ(c.supports(ok).is_ok(), device && fits) << c.name << " d" << d;
+      if (!device || !fits) {
+        EXPECT_TRUE(c.supports(ok).is_unsupported()) << c.name;
+      }
+      // Several clusters per kv head keep their partials in the workspace.
+      EXPECT_EQ(c.workspace_bytes(ok) > 0, stream_config(c.name).splits > 1) << c.name;
+    }
+    // Rows (q_len x group) in registers: at most 4, and at most 512 row dims.
+    const AttentionParams four = stream_params(d, 64, 16, 4096);  // group 4
+    for (const auto& c : cands) {                                 // d256: 1024 row dims (d64, d128: every ring fits)
+      EXPECT_EQ(c.supports(four).is_ok(), device && d <= 128) << c.name << " d" << d;
+      if (d == 256) {
+        EXPECT_TRUE(c.supports(four).is_unsupported()) << c.name;
+      }
+    }
+    const AttentionParams eight = stream_params(d, 64, 16, 4096, 2);  // 8 rows
+    for (const auto& c : cands) EXPECT_TRUE(c.supports(eight).is_unsupported()) << c.name << " d" << d;
+  }
+  // Every block of the kv head's clusters wants at least one chunk of keys.
+  const AttentionParams short_cache = stream_params(128, 8, 8, 100);  // 4 chunks of 32
+  for (const auto& c : cands) {
+    const cuda::DecodeStreamConfig config = stream_config(c.name);
+    const bool enough = (100 + config.keys - 1) / config.keys >= config.cluster * config.splits;
+    EXPECT_EQ(c.supports(short_cache).is_ok(), device && enough) << c.name;
+  }
+  AttentionParams p = stream_params(128, 8, 8, 4096);
+  p.dtype = DType::kF32;
+  for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+  p = stream_params(96, 8, 8, 4096);
+  for (const auto& c : cands) EXPECT_TRUE(c.supports(p).is_unsupported()) << c.name;
+}
+
+TEST(DecodeStream, GraphReplaysMatchTheEagerRun) {
+  TUNABLEOP_REQUIRE_GPU();
+  if (!cuda::decode_cluster_available()) GTEST_SKIP() << "bulk copies and clusters need an sm_90 device";
+  const auto cands = cuda::decode_stream_candidates();
+  // Llama-2-7B's decode: one row per kv head, q from the fused qkv row, a static cache longer
+  // than the longest sequence, a tail chunk shorter than the rest.
+  AttentionParams llama;
+  llama.batch = 2, llama.q_len = 1, llama.kv_len = 1000, llama.max_seq = 1040, llama.heads = 32;
+  llama.kv_heads = 32, llama.head_dim = 128, llama.var_kv_len = true, llama.q_row_stride = 3 * 32 * 128;
+  check_graph_replay(cands, llama, 12);
+  // fp16, two queries on GQA 2 (4 rows), pages of 16 out of order: a chunk is several copies.
+  AttentionParams paged;
+  paged.dtype = DType::kF16, paged.batch = 3, paged.q_len = 2, paged.kv_len = 700, paged.heads = 8;
+  paged.kv_heads = 4, paged.head_dim = 128, paged.page_size = 16, paged.var_kv_len = true;
+  check_graph_replay(cands, paged, 13);
+  // d256 with two rows (GQA 2), pages of 64; d64 with one row, pages of 256.
+  AttentionParams wide;
+  wide.batch = 2, wide.q_len = 1, wide.kv_len = 1500, wide.heads = 4, wide.kv_heads = 2, wide.head_dim = 256;
+  wide.page_size = 64, wide.var_kv_len = true;
+  check_graph_replay(cands, wide, 14);
+  AttentionParams narrow;
+  narrow.batch = 2, narrow.q_len = 1, narrow.kv_len = 3000, narrow.heads = 4, narrow.kv_heads = 4;
+  narrow.head_dim = 64, narrow.page_size = 256, narrow.var_kv_len = true;
+  check_graph_replay(cands, narrow, 15);
 }
 
 }  // namespace
