@@ -67,10 +67,12 @@ std::vector<AttentionShape> attention_shapes(DeviceKind kind) {
 bool is_decode(const AttentionParams& p) { return p.q_len <= 16; }
 
 // The time per call of candidate `name` on p, replayed from a graph of at least 32 calls cycling
-// through input copies that span twice the last-level cache, so no call reads operands another
-// left in it, and the gap between two graph launches is spread over many calls (as in the
-// engine's decode graph, and as sdpa_bench.py times PyTorch: one graph of many calls). With one
-// call per copy, a 4k-token Llama decode (two copies) carried half a launch gap per call.
+// through input copies that together hold at least four times the last-level cache (at most 8
+// copies), so no call finds operands another left in it, and the gap between two graph launches
+// is spread over many calls: as sdpa_bench.py times PyTorch and attention_lab our kernels, and as
+// the engine's decode graph runs. Before 2026-11-24 (stage 11) this was one call per copy and
+// copies spanning twice the cache: a 4k-token Llama decode (two 67 MB copies, 60 MB of L2)
+// carried half a launch gap per call.
 StatusOr<double> replay_ms_per_call(Context& ctx, const AttentionParams& p, const std::string& name, void* stream) {
   const DeviceRuntime* rt = ctx.runtime();
   if (!rt || !rt->replay_ms) return Status::unsupported("this device has no graph replay");
@@ -80,7 +82,7 @@ StatusOr<double> replay_ms_per_call(Context& ctx, const AttentionParams& p, cons
     if (cand.name == name) c = &cand;
   if (!c) return Status::unsupported(name + " is not a candidate here");
   const size_t set_bytes = size_t(p.q_span() + 2 * p.kv_span() + p.o_span()) * dtype_size(p.dtype) + 1;
-  const size_t copies = std::clamp<size_t>(2 * rt->last_level_cache_bytes() / set_bytes + 1, 1, 16);
+  const size_t copies = std::clamp<size_t>((4 * rt->last_level_cache_bytes() + set_bytes - 1) / set_bytes, 1, 8);
   std::vector<std::unique_ptr<ops::OpBuffers<AttentionOp>>> sets;
   for (size_t i = 0; i < copies; ++i) {
     auto b = ops::OpBuffers<AttentionOp>::random(ctx, p, 11 + i, stream);
