@@ -214,7 +214,7 @@ TEST(DecodeCluster, GraphReplaysMatchTheEagerRun) {
   check_graph_replay(cands, long_cache, 11);
 }
 
-// One sequence's decode against a contiguous cache of `kv_len` positions, `rows` query rows per kv head.
+// One sequence's decode: q_len queries on heads / kv_heads query heads per kv head, a contiguous cache.
 AttentionParams stream_params(int64_t head_dim, int64_t heads, int64_t kv_heads, int64_t kv_len, int64_t q_len = 1) {
   AttentionParams p;
   p.dtype = DType::kBF16, p.batch = 1, p.q_len = q_len, p.kv_len = kv_len, p.heads = heads, p.kv_heads = kv_heads;
