@@ -17,12 +17,13 @@
 // 32 kv heads; docs/results/attention/stage11-h200.md), while clusters of 2 fill all 132 SMs.
 //
 // Consumer warps: chunk i is warp i % W's (S a multiple of W: a slot is always the same warp's;
-// the ring holds S / W of each warp's chunks in flight), 16 keys a step; lane (kq, j) = (lane / 8, lane % 8) takes keys
-// kq, kq + 4, kq + 8, kq + 12 of the step and the 16-byte pieces j, j + 8, ... of their rows (the 8 lanes of a key read
-// 128 contiguous bytes per load: no bank conflicts; four keys a lane: four independent chains, so a step costs about
-// one key's latency). Per row: dot products over the lane's dims and 3 shuffles per key, a warp-wide running max (2
-// shuffles), exp2, and O += p V on the lane's dims; CUDA cores, not tensor cores: at 1-4 rows the work is bytes. Keys
-// past the chunk's end (the tail chunk) are never read from shared memory.
+// the ring holds S / W of each warp's chunks in flight), 16 keys a step. Lane (kq, j) = (lane / 8,
+// lane % 8) takes keys kq, kq + 4, kq + 8, kq + 12 of the step and the 16-byte pieces j, j + 8, ...
+// of their rows: the 8 lanes of a key read 128 contiguous bytes per load (no bank conflicts), and
+// four keys a lane are four independent chains, so a step costs about one key's latency. Per row:
+// dot products over the lane's dims and 3 shuffles per key, a warp-wide running max (2 shuffles),
+// exp2, and O += p V on the lane's dims; CUDA cores, not tensor cores: at 1-4 rows the work is
+// bytes. Keys past the chunk's end (the tail chunk) are never read from shared memory.
 //
 // Then in a fixed order (the same bits run to run): the lanes' partials are summed over the
 // warp's keys (shuffles), the block's warps merged through shared memory, the cluster
