@@ -46,16 +46,11 @@ AttentionCandidate make(int warps, int splits) {
     if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
       return Status::unsupported("q, k, v and out must be 16-byte aligned");
     FlashArgs a = flash_args(p, o, splits);
-    unsigned* tickets = nullptr;
     const size_t need = flash_workspace_bytes(a, int(p.head_dim));
-    if (need > 0) {
-      auto ws = operand_workspace(o, need);
-      if (!ws.is_ok()) return ws.status();
-      a.workspace = *ws;
-      auto t = decode_tickets(size_t(p.batch * p.kv_heads), o.stream);
-      if (!t.is_ok()) return t.status();
-      tickets = *t;
-    }
+    auto scratch = split_scratch(o, need, size_t(p.batch * p.kv_heads));
+    if (!scratch.is_ok()) return scratch.status();
+    a.workspace = scratch->workspace;
+    unsigned* tickets = scratch->tickets;
     auto stream = static_cast<cudaStream_t>(o.stream);
     const int d = int(p.head_dim);
     const cudaError_t err = p.dtype == DType::kBF16 ? decode_attention_bf16(a, d, warps, tickets, stream)

@@ -70,17 +70,12 @@ AttentionCandidate make(int cluster, int warps, int splits, int stages) {
     if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
       return Status::unsupported("q, k, v and out must be 16-byte aligned");
     FlashArgs a = flash_args(p, o, splits);
-    unsigned* tickets = nullptr;
     const int d = int(p.head_dim);
     const size_t need = decode_cluster_workspace_bytes(a, d, cluster);
-    if (need > 0) {
-      auto ws = operand_workspace(o, need);
-      if (!ws.is_ok()) return ws.status();
-      a.workspace = *ws;
-      auto t = decode_tickets(size_t(p.batch * p.kv_heads * cluster), o.stream);
-      if (!t.is_ok()) return t.status();
-      tickets = *t;
-    }
+    auto scratch = split_scratch(o, need, size_t(p.batch * p.kv_heads * cluster));
+    if (!scratch.is_ok()) return scratch.status();
+    a.workspace = scratch->workspace;
+    unsigned* tickets = scratch->tickets;
     auto stream = static_cast<cudaStream_t>(o.stream);
     const cudaError_t err = p.dtype == DType::kBF16 ? decode_cluster_bf16(a, d, cluster, warps, stages, tickets, stream)
                                                     : decode_cluster_f16(a, d, cluster, warps, stages, tickets, stream);

@@ -44,4 +44,15 @@ StatusOr<unsigned*> decode_tickets(size_t count, void* stream) {
   return static_cast<unsigned*>(blocks.back().get());
 }
 
+StatusOr<SplitScratch> split_scratch(const AttentionOperands& o, size_t bytes, size_t counters) {
+  SplitScratch s;
+  if (bytes == 0) return s;
+  auto ws = operand_workspace(o, bytes);
+  if (!ws.is_ok()) return ws.status();
+  auto t = decode_tickets(counters, o.stream);
+  if (!t.is_ok()) return t.status();
+  s.workspace = *ws, s.tickets = *t;
+  return s;
+}
+
 }  // namespace tunableop::cuda

@@ -21,10 +21,18 @@ StatusOr<void*> attention_workspace(size_t bytes, void* stream);
 StatusOr<void*> operand_workspace(const AttentionOperands& o, size_t bytes);
 
 // `count` 32-bit counters, zero when handed out, per (thread, device, stream) and grow-only like
-// the workspace (a captured graph keeps pointing at them): the one-launch decode kernel
-// (decode_kernel.cuh) draws tickets from them and leaves them at zero when it ends, so every
+// the workspace (a captured graph keeps pointing at them): the split decode kernels (one-launch,
+// cluster, streaming) draw tickets from them and leave them at zero when they end, so every
 // launch and every graph replay finds them zeroed. Allocated (and zeroed on `stream`) on
 // the first use with that count (stream-ordered), which must not be inside a stream capture.
 StatusOr<unsigned*> decode_tickets(size_t count, void* stream);
+
+// What a split decode candidate whose last block merges the splits needs: `bytes` of workspace
+// (operand_workspace) and `counters` tickets (decode_tickets); both null when `bytes` is 0.
+struct SplitScratch {
+  void* workspace = nullptr;
+  unsigned* tickets = nullptr;
+};
+StatusOr<SplitScratch> split_scratch(const AttentionOperands& o, size_t bytes, size_t counters);
 
 }  // namespace tunableop::cuda
