@@ -48,9 +48,9 @@ using flash_detail::grid_dependents_launch;
 using flash_detail::pack2;
 using flash_detail::smem_addr;
 
-constexpr int kMaxWarps = 8;     // consumer warps per block (plus one producer warp)
-constexpr int kMaxStages = 16;   // chunks in the ring
-constexpr int kMaxCluster = 16;  // blocks per cluster (above 8: non-portable cluster size)
+constexpr int kMaxWarps = 8;    // consumer warps per block (plus one producer warp)
+constexpr int kMaxStages = 16;  // chunks in the ring
+constexpr int kMaxCluster = 8;  // blocks per cluster (the portable maximum)
 constexpr int kMaxSmem = 227 * 1024;
 constexpr int kKeysPerLane = 4;  // a consumer warp takes 16 keys a step
 
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
 
   // Merge the cluster's blocks for this block's columns and write them (one split) or put them in
   // the workspace (several); every remote read of a thread is issued before its merge.
-  const int cols = D / csize;  // csize divides D (cluster sizes are powers of two <= 16)
+  const int cols = D / csize;  // csize divides D (cluster sizes are powers of two <= 8)
   const int slabs = int(gridDim.y);
   float* ws_o = static_cast<float*>(a.workspace);  // splits > 1 only
   float* ws_ml = ws_o + split_o_floats(splits, slabs, kRows, D);

@@ -16,7 +16,7 @@ namespace tunableop::cuda {
 // their accumulators live in registers.
 constexpr int kDecodeStreamMaxRowDims = 512;
 
-// One launch shape: `cluster` blocks per kv head (2-16, a power of two), each a ring of `stages`
+// One launch shape: `cluster` blocks per kv head (2-8, a power of two), each a ring of `stages`
 // chunks of `keys` keys (2-16 stages; keys a multiple of 16), chunk i worked on by consumer warp
 // i % `warps` (1-8), one producer warp beside them. `stages` a multiple of `warps`: each slot of
 // the ring is always the same warp's, so a warp waiting for a slot's next phase has seen the one

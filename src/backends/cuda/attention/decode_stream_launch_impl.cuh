@@ -13,10 +13,6 @@ cudaError_t launch_rows(const FlashArgs& a, const DecodeStreamConfig& c, unsigne
   constexpr auto kernel = decode_stream_kernel<T, D, kRows>;
   cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(kMaxSmem);
   if (err != cudaSuccess) return err;
-  if (c.cluster > 8) {  // non-portable cluster size: a per-function opt-in
-    err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
-    if (err != cudaSuccess) return err;
-  }
   const Layout layout{D, kRows, c.keys, c.stages, c.warps, int(sizeof(T))};
   if (layout.bytes() > kMaxSmem) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr[2];
