@@ -54,6 +54,9 @@
 #   skips the tuning).
 # A2_DECODE=1: decode at 4k+: the attention tests, the lab on Llama 4k and Gemma 16k decode, the
 #   suite's decode shapes.
+# A2_FLOOR=1 (session 10): bench/attention/read_floor (the fastest read of each decode shape's K
+#   and V), then the 8k prefills in the suite and in PyTorch's SDPA timed both ways, with the SM
+#   clock and power logged.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -103,6 +106,7 @@ GRAPH=${A2_GRAPH:-0}
 [ "$PREFILL" = 1 ] && [ "${A2_SPLIT:-0}" = 1 ] && targets="tunableop_cli test_cuda_attention attention_lab"
 [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ] && targets="tunableop_cli"
 [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ] && targets="tunableop_cli test_cuda_attention attention_lab"
+[ "$PREFILL" = 1 ] && [ "${A2_FLOOR:-0}" = 1 ] && targets="tunableop_cli read_floor"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -155,6 +159,63 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
   done
   while IFS= read -r l; do summary+=("lab: $l"); done < <(grep -E "^[a-z]|  Attn_" "$LOGS/lab.log" | cut -c1-230)
   suite_decode 150
+elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_FLOOR:-0}" = 1 ]; then
+  # Session 10: (1) bench/attention/read_floor, the fastest a kernel can read each decode shape's
+  # K and V from a graph (what bounds the decode target); (2) the 8k prefills' graph column
+  # against PyTorch's SDPA timed both ways (sdpa_bench.py's default ~5 ms bursts and
+  # SDPA_BENCH_REGIME=suite, the suite's 32+ calls x 10 replays), the SM clock and power logged
+  # every 100 ms throughout (clocks.csv; phases.txt marks each step).
+  clock_fields=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
+  nvidia-smi --query-gpu=$clock_fields --format=csv,noheader -lms 100 >"$LOGS/clocks.csv" 2>"$LOGS/clocks.err" &
+  smi=$!
+  sleep 1
+  if ! kill -0 "$smi" 2>/dev/null; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 100 \
+      >"$LOGS/clocks.csv" 2>>"$LOGS/clocks.err" &
+    smi=$!
+  fi
+  phase() { echo "$(date -u +'%Y/%m/%d %H:%M:%S.%3N') $1" >>"$LOGS/phases.txt"; }
+  phase read_floor
+  stamp "read_floor"
+  timeout "$(left 120)" "$BUILD/bench/attention/read_floor" >"$OUT/read_floor.md" 2>"$LOGS/read_floor.log"
+  summary+=("read_floor: rc $?")
+  phase suite_prefill8192
+  stamp "bench --suite attention --only prefill8192"
+  timeout "$(left 90)" "$bin" bench --suite attention --device cuda --only prefill8192 --csv "$OUT/suite.csv" \
+    --shapes-csv "$LOGS/shapes.csv" >"$OUT/suite.md" 2>"$LOGS/suite.log"
+  summary+=("suite: rc $?")
+  for regime in burst suite; do
+    phase "sdpa_$regime"
+    stamp "pytorch sdpa ($regime)"
+    SDPA_BENCH_REGIME=$regime timeout "$(left 60)" python3 bench/attention/sdpa_bench.py "$LOGS/shapes.csv" \
+      "$OUT/sdpa_$regime.csv" 2>"$LOGS/sdpa_$regime.log"
+    summary+=("sdpa ($regime): rc $?")
+    while IFS= read -r l; do summary+=("sdpa $regime: $l"); done < <(grep -E "default|cudnn" "$OUT/sdpa_$regime.csv")
+  done
+  phase end
+  kill "$smi" 2>/dev/null
+  # Per step: the median and lowest SM clock and the median and highest power while it ran.
+  while IFS= read -r l; do summary+=("clocks: $l"); done < <(python3 - "$LOGS/phases.txt" "$LOGS/clocks.csv" <<'PY'
+import statistics, sys
+from datetime import datetime
+fmt = "%Y/%m/%d %H:%M:%S.%f"
+phases = [(datetime.strptime(l[:23], fmt), l[24:].strip()) for l in open(sys.argv[1])]
+rows = []
+for l in open(sys.argv[2]):
+    f = [x.strip() for x in l.split(",")]
+    try:
+        rows.append((datetime.strptime(f[0], fmt), float(f[1].split()[0]), float(f[2].split()[0]), f[4] if len(f) > 4 else ""))
+    except (ValueError, IndexError):
+        pass
+for (t0, name), (t1, _) in zip(phases, phases[1:]):
+    r = [x for x in rows if t0 <= x[0] < t1]
+    if r:
+        clk, pw = [x[1] for x in r], [x[2] for x in r]
+        reasons = sorted({x[3] for x in r})
+        print(f"{name}: SM clock median {statistics.median(clk):.0f} MHz, min {min(clk):.0f}; power median "
+              f"{statistics.median(pw):.0f} W, max {max(pw):.0f}; reasons {' '.join(reasons)[:80]}")
+PY
+  )
 elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ]; then
   # Issue 12's targets on the machine of the call (they are stated for the H200): Gemma-2B and
   # Llama-2-7B tuned, TTFT(2048) read back from the results file (10 runs each, twice for
@@ -402,3 +463,4 @@ echo
 cat "$OUT/summary.txt"
 [ -f "$OUT/suite.md" ] && cat "$OUT/suite.md"
 [ -f "$OUT/sdpa.csv" ] && grep -E "default" "$OUT/sdpa.csv"
+[ -f "$OUT/read_floor.md" ] && cat "$OUT/read_floor.md"
