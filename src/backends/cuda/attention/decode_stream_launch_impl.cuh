@@ -2,6 +2,7 @@
 // the grid is (cluster x splits, batch x kv heads) with clusters of (cluster, 1, 1).
 #pragma once
 
+#include "backends/cuda/attention/decode_launch_knobs.h"
 #include "backends/cuda/attention/decode_stream_kernel.cuh"
 #include "backends/cuda/attention/decode_stream_launch.h"
 #include "backends/cuda/attention/flash_launch_impl.cuh"  // device_has_pdl, set_attribute_once
@@ -15,7 +16,7 @@ cudaError_t launch_rows(const FlashArgs& a, const DecodeStreamConfig& c, unsigne
   if (err != cudaSuccess) return err;
   const Layout layout{D, kRows, c.keys, c.stages, c.warps, int(sizeof(T))};
   if (layout.bytes() > kMaxSmem) return cudaErrorInvalidValue;
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[3];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   attr[1].id = cudaLaunchAttributeClusterDimension;
@@ -25,10 +26,15 @@ cudaError_t launch_rows(const FlashArgs& a, const DecodeStreamConfig& c, unsigne
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(c.cluster * a.splits), unsigned(a.batch * a.kv_heads), 1);
   cfg.blockDim = dim3(unsigned(32 * (c.warps + 1)), 1, 1);
-  cfg.dynamicSmemBytes = size_t(layout.bytes());
+  cfg.dynamicSmemBytes = size_t(layout.bytes() > decode_smem_floor_knob() ? layout.bytes() : decode_smem_floor_knob());
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
+  if (decode_cluster_policy_knob()) {
+    attr[2].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+    attr[2].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicy(decode_cluster_policy_knob());
+    cfg.numAttrs = 3;
+  }
   err = cudaLaunchKernelEx(&cfg, kernel, a, c.keys, c.stages, tickets);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
