@@ -53,7 +53,7 @@
 #   TTFT with the 2048-token attention forced split and unsplit (A2_RESULTS_IN=<results file>
 #   skips the tuning).
 # A2_DECODE=1: decode at 4k+: the attention tests, the lab on Llama 4k and Gemma 16k decode, the
-#   suite's decode shapes.
+#   suite's decode shapes (A2_LAB_SHAPES: the lab's shapes, A2_LAB_CANDS: its candidates).
 # A2_FLOOR=1 (session 10): bench/attention/read_floor (the fastest read of each decode shape's K
 #   and V), then the 8k prefills in the suite and in PyTorch's SDPA timed both ways, with the SM
 #   clock and power logged.
@@ -154,7 +154,7 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
   # kernel lab on Llama's 4k and Gemma's 16k decode (event-timed loop, host time, graph replay)
   # for the candidates the suite picks, then the suite's decode shapes (tuned; graph column).
   gtest backends/cuda/attention/test_cuda_attention 220 'FlashAttention.*:Decode*'
-  for shape in llama2-7b.decode4096 gemma-2b.decode16384; do
+  for shape in ${A2_LAB_SHAPES:-llama2-7b.decode4096 gemma-2b.decode16384}; do
     stamp "attention_lab --only $shape"
     timeout "$(left 60)" "$BUILD/bench/attention/attention_lab" --only "$shape" --samples 9 \
       --cands "${A2_LAB_CANDS-SplitKv_q64_k64_w4_s3_sp8,DecodeOneLaunch_w8_sp8,Attn_Cudnn_Sdpa,DecodeCluster_c16_w2_sp16_s2,DecodeCluster_c8_w4_sp16}" \

@@ -23,7 +23,7 @@ cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, unsigned* tic
   const int smem = L::bytes(warps) > floor ? L::bytes(warps) : floor;
   if (smem > 48 * 1024) {  // 8 warps at d256, two stages (or the lab's floor)
     const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(
-        floor ? 227 * 1024 : L::bytes(kWarpsMax));
+        floor > L::bytes(kWarpsMax) ? floor : L::bytes(kWarpsMax));
     if (err != cudaSuccess) return err;
   }
   // A launch without the cluster attribute is a cluster of one block (sm_90), the same kernel.

@@ -44,9 +44,8 @@ cudaError_t launch_dim(const FlashArgs& a, const DecodeStreamConfig& c, unsigned
   switch (decode_stream_rows(a.q_len * (a.heads / a.kv_heads))) {
     case 1: return launch_rows<T, D, 1>(a, c, tickets, stream);
     case 2: return launch_rows<T, D, 2>(a, c, tickets, stream);
-    case 4:
-      if constexpr (4 * D <= kDecodeStreamMaxRowDims) return launch_rows<T, D, 4>(a, c, tickets, stream);
-      break;
+    case 4: return launch_rows<T, D, 4>(a, c, tickets, stream);
+    case 8: return launch_rows<T, D, 8>(a, c, tickets, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -59,7 +58,7 @@ cudaError_t launch(const FlashArgs& a, int head_dim, const DecodeStreamConfig& c
   if (!pow2 || c.warps < 1 || c.warps > kMaxWarps || c.stages < 2 || c.stages > kMaxStages || c.keys < 16 ||
       c.keys % 16 != 0 || c.stages % c.warps != 0)
     return cudaErrorInvalidValue;
-  if (a.q_len * (a.heads / a.kv_heads) * head_dim > kDecodeStreamMaxRowDims) return cudaErrorInvalidValue;
+  if (a.q_len * (a.heads / a.kv_heads) > kDecodeStreamMaxRows) return cudaErrorInvalidValue;
   if (a.splits < 1 || a.splits > 256 || (a.splits > 1 && (!tickets || !a.workspace))) return cudaErrorInvalidValue;
   switch (head_dim) {
     case 64: return launch_dim<T, 64>(a, c, tickets, stream);
