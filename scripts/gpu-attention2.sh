@@ -57,8 +57,6 @@
 # A2_FLOOR=1 (session 10): bench/attention/read_floor (the fastest read of each decode shape's K
 #   and V), then the 8k prefills in the suite and in PyTorch's SDPA timed both ways, with the SM
 #   clock and power logged.
-# A2_KNOBS=1 (session 10): the kernel lab on Gemma 4k/16k and Llama 4k decode under the cluster
-#   launch knobs (decode_launch_knobs.h; A2_KNOB_SETTINGS="tag:policy:floor_kb ...").
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -109,7 +107,6 @@ GRAPH=${A2_GRAPH:-0}
 [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ] && targets="tunableop_cli"
 [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ] && targets="tunableop_cli test_cuda_attention attention_lab"
 [ "$PREFILL" = 1 ] && [ "${A2_FLOOR:-0}" = 1 ] && targets="tunableop_cli read_floor"
-[ "$PREFILL" = 1 ] && [ "${A2_KNOBS:-0}" = 1 ] && targets="attention_lab"
 # shellcheck disable=SC2086
 ninja -C "$BUILD" -j 16 -k 0 $targets >"$LOGS/build.log" 2>&1 ||
   { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-attention2: build failures"; }
@@ -162,42 +159,6 @@ if [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_DECODE:-0}" = 1 ]; then
   done
   while IFS= read -r l; do summary+=("lab: $l"); done < <(grep -E "^[a-z]|  Attn_" "$LOGS/lab.log" | cut -c1-230)
   suite_decode 150
-elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_KNOBS:-0}" = 1 ]; then
-  # Session 10: where the cluster decode kernels' blocks land. The kernel lab on Gemma's 4k and
-  # 16k and Llama's 4k decode with the launch knobs of decode_launch_knobs.h: the default, a
-  # cluster's blocks spread over distinct SMs, and a shared-memory floor that caps blocks per SM.
-  gemma_cands=${A2_GEMMA_CANDS:-DecodeCluster_c8_w4_sp16,DecodeCluster_c16_w2_sp16_s2,DecodeCluster_c8_w2_sp16_s2,DecodeCluster_c4_w4_sp32,Attn_Cudnn_Sdpa}
-  llama_cands=${A2_LLAMA_CANDS:-DecodeStream_c2_k16_s12_w4_sp4,DecodeStream_c2_k16_s6_w3_sp8,SplitKv_q64_k64_w4_s3_sp8}
-  for setting in ${A2_KNOB_SETTINGS:-default:: spread:spread: floor100::100 floor120::120}; do
-    tag=${setting%%:*} rest=${setting#*:}
-    pol=${rest%%:*} kb=${rest#*:}
-    for shape in gemma-2b.decode4096 gemma-2b.decode16384 llama2-7b.decode4096; do
-      cands=$gemma_cands
-      [[ $shape == llama* ]] && cands=$llama_cands
-      stamp "lab $tag $shape"
-      TUNABLEOP_DECODE_CLUSTER_POLICY=$pol TUNABLEOP_DECODE_SMEM_FLOOR_KB=$kb timeout "$(left 40)" \
-        "$BUILD/bench/attention/attention_lab" --only "$shape" --samples 7 --cands "$cands" \
-        --csv "$LOGS/lab_${tag}_$shape.csv" >/dev/null 2>>"$LOGS/lab.log"
-    done
-  done
-  while IFS= read -r l; do summary+=("knobs: $l"); done < <(python3 - "$LOGS" <<'PY'
-import csv, glob, os, sys
-rows = {}
-tags = []
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "lab_*.csv"))):
-    tag = os.path.basename(f)[4:].split("_")[0]
-    if tag not in tags:
-        tags.append(tag)
-    for r in csv.DictReader(open(f)):
-        if "." in r["shape"][r["shape"].find("decode"):]:
-            continue  # b8 / paged shapes the substring also matched
-        rows.setdefault((r["shape"], r["candidate"]), {})[tag] = (float(r["ms"]) * 1e3, float(r["graph_ms"]) * 1e3)
-print("shape | candidate | " + " | ".join(f"{t} loop/graph us" for t in tags))
-for (shape, cand), v in sorted(rows.items()):
-    cells = [f"{v[t][0]:.1f}/{v[t][1]:.1f}" if t in v else "-" for t in tags]
-    print(f"{shape} | {cand} | " + " | ".join(cells))
-PY
-  )
 elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_FLOOR:-0}" = 1 ]; then
   # Session 10: (1) bench/attention/read_floor, the fastest a kernel can read each decode shape's
   # K and V from a graph (what bounds the decode target); (2) the 8k prefills' graph column
@@ -280,6 +241,16 @@ elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_TARGETS:-0}" = 1 ]; then
     stamp "pytorch sdpa"
     timeout "$t" python3 bench/attention/sdpa_bench.py "$LOGS/shapes.csv" "$OUT/sdpa.csv" 2>"$LOGS/sdpa.log"
     summary+=("sdpa: rc $?")
+  fi
+  # PyTorch again as the suite's graph column runs (32+ calls a graph, 10 replays back to back: at
+  # an 8k prefill the GPU reaches its power cap and the clock drops, session 10), its default and
+  # cuDNN only: compare the graph column with this, the tuned (loop) column with the one above.
+  t=$(left 60)
+  if [ "$t" != 0 ] && [ -f "$LOGS/shapes.csv" ]; then
+    stamp "pytorch sdpa (suite regime)"
+    SDPA_BENCH_REGIME=suite SDPA_BENCH_BACKENDS=cudnn timeout "$t" python3 bench/attention/sdpa_bench.py \
+      "$LOGS/shapes.csv" "$OUT/sdpa_suite.csv" 2>"$LOGS/sdpa_suite.log"
+    summary+=("sdpa (suite regime): rc $?")
   fi
 elif [ "$FAST" = 1 ] && [ "$PREFILL" = 1 ] && [ "${A2_SPLIT:-0}" = 1 ]; then
   # Attn_Cudnn_SdpaSplit (a long causal prompt as three cuDNN calls side by side + a merge): the
@@ -502,4 +473,5 @@ echo
 cat "$OUT/summary.txt"
 [ -f "$OUT/suite.md" ] && cat "$OUT/suite.md"
 [ -f "$OUT/sdpa.csv" ] && grep -E "default" "$OUT/sdpa.csv"
+[ -f "$OUT/sdpa_suite.csv" ] && grep -E "default" "$OUT/sdpa_suite.csv" | sed "s/^/suite regime: /"
 [ -f "$OUT/read_floor.md" ] && cat "$OUT/read_floor.md"

@@ -10,7 +10,8 @@ accepts the inputs. Q is a [b, h, s, d] view of our [b][s][h][d] rows and K/V ar
 paged cache: paged shapes are skipped. Decode (one query) runs with is_causal=False, which is
 the same function (PyTorch aligns its causal mask top-left). Inputs rotate through copies
 larger than the L2; calls are replayed from a CUDA graph (no Python overhead in the time);
-median over event-timed batches.
+median over event-timed batches. SDPA_BENCH_REGIME=suite times as the suite's graph column does
+(see REGIME below); SDPA_BENCH_BACKENDS limits the forced backends.
 """
 import csv
 import os
@@ -37,6 +38,8 @@ def flops(b, q, k, h, d, causal):
 # captures about 5 ms of calls and replays the graph once per sample: at a 0.9 ms prefill that is
 # 5 calls, against the suite's 32 x 10 back to back, a different power and clock regime.
 REGIME = os.environ.get("SDPA_BENCH_REGIME", "burst")
+# SDPA_BENCH_BACKENDS=cudnn,flash: only these forced backends after the default (all when unset).
+ONLY = [x for x in os.environ.get("SDPA_BENCH_BACKENDS", "").split(",") if x]
 
 
 def time_calls(fn, sets, samples=7):
@@ -142,6 +145,8 @@ def main():
         rows = [(f"default:{picked}", None)]
         for name, backend in BACKENDS:
             if name == "math" and b * h * q * k > 2**31:
+                continue
+            if ONLY and name not in ONLY:
                 continue
             rows.append((name, backend))
         for name, backend in rows:

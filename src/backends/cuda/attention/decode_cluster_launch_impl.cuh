@@ -4,7 +4,6 @@
 
 #include "backends/cuda/attention/decode_cluster_kernel.cuh"
 #include "backends/cuda/attention/decode_cluster_launch.h"
-#include "backends/cuda/attention/decode_launch_knobs.h"
 #include "backends/cuda/attention/flash_launch_impl.cuh"  // device_has_pdl, set_attribute_once
 
 namespace tunableop::cuda::decode_cluster_detail {
@@ -19,15 +18,14 @@ cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, unsigned* tic
     const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
     if (err != cudaSuccess) return err;
   }
-  const int floor = decode_smem_floor_knob();
-  const int smem = L::bytes(warps) > floor ? L::bytes(warps) : floor;
-  if (smem > 48 * 1024) {  // 8 warps at d256, two stages (or the lab's floor)
-    const cudaError_t err = flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(
-        floor > L::bytes(kWarpsMax) ? floor : L::bytes(kWarpsMax));
+  const int smem = L::bytes(warps);
+  if (smem > 48 * 1024) {  // 8 warps at d256, two stages
+    const cudaError_t err =
+        flash_detail::set_attribute_once<kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(L::bytes(kWarpsMax));
     if (err != cudaSuccess) return err;
   }
   // A launch without the cluster attribute is a cluster of one block (sm_90), the same kernel.
-  cudaLaunchAttribute attr[3];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   attr[1].id = cudaLaunchAttributeClusterDimension;
@@ -41,11 +39,6 @@ cudaError_t launch_dim(const FlashArgs& a, int cluster, int warps, unsigned* tic
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = cluster > 1 ? 2 : 1;
-  if (cluster > 1 && decode_cluster_policy_knob()) {
-    attr[2].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-    attr[2].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicy(decode_cluster_policy_knob());
-    cfg.numAttrs = 3;
-  }
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a, tickets);
   return err != cudaSuccess ? err : cudaGetLastError();
 }

@@ -4,7 +4,7 @@
 
 namespace tunableop::cuda {
 
-int decode_stream_rows(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 0; }
+int decode_stream_rows(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 0; }
 
 size_t decode_stream_smem_bytes(const DecodeStreamConfig& c, int head_dim, int rows, int elem_bytes) {
   const decode_stream_detail::Layout layout{head_dim, decode_stream_rows(rows), c.keys, c.stages, c.warps, elem_bytes};

@@ -27,24 +27,15 @@ namespace {
 constexpr DecodeStreamConfig kConfigs[] = {{2, 16, 12, 4, 4}, {2, 32, 6, 3, 4}, {2, 16, 12, 6, 4},
                                            {2, 32, 6, 6, 4},  {2, 16, 6, 3, 8}, {2, 32, 8, 4, 1}};
 
-// For many rows on few kv heads (Gemma-2B's decode: 8 rows of its one kv head, d256): the whole
-// GPU on one kv head, 120-240 blocks, so each block's share of a 4k-16k cache is in flight at once
-// (a 16-key chunk is 16 KB at d256), and clusters of 4-8 so the last blocks merge only 8-30
-// partials. Offered only above 4 rows: on Llama's 32 kv heads they would be thousands of blocks.
-constexpr DecodeStreamConfig kManyRowConfigs[] = {{8, 16, 4, 4, 15}, {8, 16, 8, 4, 15}, {4, 16, 4, 4, 30},
-                                                  {8, 16, 4, 4, 30}, {8, 32, 4, 4, 8},  {8, 16, 4, 4, 4}};
-constexpr int kManyRows = 5;  // the fewest rows per kv head the configurations above are offered for
-
-Status supports(const AttentionParams& p, const DecodeStreamConfig& c, int min_rows) {
+Status supports(const AttentionParams& p, const DecodeStreamConfig& c) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
     return Status::unsupported("head_dim 64, 128 or 256 only");
   const int64_t rows = p.q_len * p.group();
-  if (rows > kDecodeStreamMaxRows)
-    return Status::unsupported(fmt::format("{} query rows per kv head (at most {})", rows, kDecodeStreamMaxRows));
-  if (rows < min_rows)
-    return Status::unsupported(fmt::format("{} query rows per kv head (this shape is for {} or more)", rows, min_rows));
+  if (decode_stream_rows(int(std::min<int64_t>(rows, 1 << 20))) == 0 || rows * p.head_dim > kDecodeStreamMaxRowDims)
+    return Status::unsupported(
+        fmt::format("{} query rows per kv head at d{} (at most 4, and 512 row dims)", rows, p.head_dim));
   if (p.q_row_stride % 8 || p.o_row_stride % 8) return Status::unsupported("row strides must be multiples of 8");
   if (p.batch * p.kv_heads > 65535) return Status::unsupported("batch * kv_heads > 65535 (grid y)");
   if (p.kv_len > (int64_t(1) << 30) || p.pages_per_seq > (1 << 30)) return Status::unsupported("lengths beyond 2^30");
@@ -57,7 +48,7 @@ Status supports(const AttentionParams& p, const DecodeStreamConfig& c, int min_r
   return Status::ok();
 }
 
-AttentionCandidate make(const DecodeStreamConfig& c, int min_rows) {
+AttentionCandidate make(const DecodeStreamConfig& c) {
   AttentionCandidate cand;
   cand.name = fmt::format("Attn_DecodeStream_c{}_k{}_s{}_w{}", c.cluster, c.keys, c.stages, c.warps);
   if (c.splits > 1) cand.name += fmt::format("_sp{}", c.splits);
@@ -67,12 +58,12 @@ AttentionCandidate make(const DecodeStreamConfig& c, int min_rows) {
   cand.info.add("cluster", std::to_string(c.cluster)).add("keys", std::to_string(c.keys));
   cand.info.add("stages", std::to_string(c.stages)).add("warps", std::to_string(c.warps));
   if (c.splits > 1) cand.info.add("splits", std::to_string(c.splits));
-  cand.supports = [c, min_rows](const AttentionParams& p) { return supports(p, c, min_rows); };
+  cand.supports = [c](const AttentionParams& p) { return supports(p, c); };
   cand.workspace_bytes = [c](const AttentionParams& p) {
     return decode_stream_workspace_bytes(flash_args(p, AttentionOperands{}, c.splits), int(p.head_dim), c.cluster);
   };
-  cand.run = [c, min_rows](const AttentionParams& p, const AttentionOperands& o) -> Status {
-    TUNABLEOP_RETURN_IF_ERROR(supports(p, c, min_rows));
+  cand.run = [c](const AttentionParams& p, const AttentionOperands& o) -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(supports(p, c));
     if (!aligned16(o.q) || !aligned16(o.k) || !aligned16(o.v) || !aligned16(o.out))
       return Status::unsupported("q, k, v and out must be 16-byte aligned");
     FlashArgs a = flash_args(p, o, c.splits);
@@ -94,8 +85,7 @@ AttentionCandidate make(const DecodeStreamConfig& c, int min_rows) {
 
 std::vector<AttentionCandidate> decode_stream_candidates() {
   std::vector<AttentionCandidate> out;
-  for (const DecodeStreamConfig& c : kConfigs) out.push_back(make(c, 1));
-  for (const DecodeStreamConfig& c : kManyRowConfigs) out.push_back(make(c, kManyRows));
+  for (const DecodeStreamConfig& c : kConfigs) out.push_back(make(c));
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Streaming decode attention: bulk-copy (TMA) loads of large K/V chunks through a deep ring,
 // for decode with few query rows per kv head against caches of megabytes (Llama-2-7B's MHA:
-// one row per kv head, 32 kv heads, 4k-16k positions; Gemma-2B's MQA: 8 rows of one kv head).
+// one row per kv head, 32 kv heads, 4k-16k positions).
 //
 // Why: at 4k positions Llama's decode reads 67 MB, 17 us at the copy rate, and the split-KV
 // flash kernel spends ~5 us more per call: the first loads, the drain, and a combine kernel
@@ -17,16 +17,13 @@
 // 32 kv heads; docs/results/attention/stage11-h200.md), while clusters of 2 fill all 132 SMs.
 //
 // Consumer warps: chunk i is warp i % W's (S a multiple of W: a slot is always the same warp's;
-// the ring holds S / W of each warp's chunks in flight). At most 512 row dims (rows x head dim;
-// Llama: 1 x 128) 16 keys a step: lane (kq, j) = (lane / 8, lane % 8) takes keys kq, kq + 4,
-// kq + 8, kq + 12 of the step and the 16-byte pieces j, j + 8, ... of their rows: the 8 lanes of a
-// key read 128 contiguous bytes per load (no bank conflicts), and four keys a lane are four
-// independent chains, so a step costs about one key's latency. Above 512 (Gemma-2B: 8 x 256) the
-// D / 8 lanes of a key take one piece each (4 keys a step at d256), so a lane holds 8 floats of
-// each row, not 32. Per row: dot products over the lane's dims and log2(lanes of a key) shuffles
-// per key, a warp-wide running max, exp2, and O += p V on the lane's dims; CUDA cores, not tensor
-// cores: the work is bytes. Keys past the chunk's end (the tail chunk) are never read from
-// shared memory.
+// the ring holds S / W of each warp's chunks in flight), 16 keys a step. Lane (kq, j) = (lane / 8,
+// lane % 8) takes keys kq, kq + 4, kq + 8, kq + 12 of the step and the 16-byte pieces j, j + 8, ...
+// of their rows: the 8 lanes of a key read 128 contiguous bytes per load (no bank conflicts), and
+// four keys a lane are four independent chains, so a step costs about one key's latency. Per row:
+// dot products over the lane's dims and 3 shuffles per key, a warp-wide running max (2 shuffles),
+// exp2, and O += p V on the lane's dims; CUDA cores, not tensor cores: at 1-4 rows the work is
+// bytes. Keys past the chunk's end (the tail chunk) are never read from shared memory.
 //
 // Then in a fixed order (the same bits run to run): the lanes' partials are summed over the
 // warp's keys (shuffles), the block's warps merged through shared memory, the cluster
@@ -55,9 +52,7 @@ constexpr int kMaxWarps = 8;    // consumer warps per block (plus one producer w
 constexpr int kMaxStages = 16;  // chunks in the ring
 constexpr int kMaxCluster = 8;  // blocks per cluster (the portable maximum)
 constexpr int kMaxSmem = 227 * 1024;
-// Keys a lane scores side by side: 4 (16 keys a step at 8 lanes a key), 2 where a lane holds 8
-// rows (their scores would not fit the registers beside the rows and accumulators).
-__host__ __device__ constexpr int stream_keys_per_lane(int rows) { return rows < 8 ? 4 : 2; }
+constexpr int kKeysPerLane = 4;  // a consumer warp takes 16 keys a step
 
 // Floats of the split workspace: per (split, sequence x kv head) the cluster's merged partial
 // [kRows][D], then per (split, sequence x kv head, rank) the rows' max and sum [kRows][2].
@@ -176,24 +171,14 @@ __device__ __forceinline__ float4 merge_running(int count, Load load, float* mx,
   return acc;
 }
 
-// Lanes that share one key's row: 8 (four keys side by side in a warp), or for many row dims
-// (Gemma-2B: 8 rows at d256) every lane takes one 16-byte piece of a row (D / 8 lanes a key), so
-// a lane's query rows and accumulators stay at rows x 8 floats each.
-__host__ __device__ constexpr int stream_lanes_per_key(int rows, int d) { return rows * d <= 512 ? 8 : d / 8; }
-
 // kRows: query rows per kv head the instance holds (rows past q_len * group are padding).
 template <class T, int D, int kRows>
 __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
     decode_stream_kernel(FlashArgs a, int keys, int stages, unsigned* tickets) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
-  constexpr int kLanes = stream_lanes_per_key(kRows, D);  // lanes of one key
-  constexpr int kGroups = 32 / kLanes;                    // keys side by side in a warp
-  constexpr int kKeysPerLane = stream_keys_per_lane(kRows);
-  constexpr int kStep = kGroups * kKeysPerLane;  // keys a warp takes a step (Llama 16, Gemma 2)
-  constexpr int kU = D / (8 * kLanes);           // 16-byte pieces of a row per lane
-  constexpr int kE = 8 * kU;                     // elements of a row per lane
-  static_assert(kU >= 1 && kE * kRows <= 64, "a lane holds at most 64 floats of rows");
+  constexpr int kU = D / 64;  // 16-byte pieces of a row per lane
+  constexpr int kE = 8 * kU;  // elements of a row per lane
   extern __shared__ __align__(128) unsigned char smem[];
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -253,7 +238,7 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
   const int count = end - first;
 
   // The consumers' running state (the producer warp leaves it untouched).
-  const int kq = lane / kLanes, j = lane % kLanes;
+  const int kq = lane >> 3, j = lane & 7;
   float o[kRows][kE], m[kRows], l[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -300,7 +285,7 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         float f[8];
-        widen8<T>(real ? *reinterpret_cast<const uint4*>(src + 8 * (j + kLanes * u)) : make_uint4(0, 0, 0, 0), f);
+        widen8<T>(real ? *reinterpret_cast<const uint4*>(src + 8 * (j + 8 * u)) : make_uint4(0, 0, 0, 0), f);
 #pragma unroll
         for (int e = 0; e < 8; ++e) q[r][8 * u + e] = f[e] * scale_log2;
       }
@@ -313,18 +298,18 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
       const int j0 = (first + i) * keys, n = min(keys, len - j0);
       const unsigned char* ks = smem + L.ring() + s * L.stage_bytes();
       const unsigned char* vs = ks + keys * row_bytes;
-      for (int k0 = 0; k0 < n; k0 += kStep) {  // warp-uniform: the shuffles see every lane
+      for (int k0 = 0; k0 < n; k0 += 4 * kKeysPerLane) {  // warp-uniform: the shuffles see every lane
         float sc[kKeysPerLane][kRows];
 #pragma unroll
         for (int t = 0; t < kKeysPerLane; ++t) {
-          const int kk = k0 + kq + kGroups * t;
+          const int kk = k0 + kq + 4 * t;
 #pragma unroll
           for (int r = 0; r < kRows; ++r) sc[t][r] = 0.f;
           if (kk < n) {  // the tail chunk's rows past n were never written
 #pragma unroll
             for (int u = 0; u < kU; ++u) {
               float f[8];
-              widen8<T>(*reinterpret_cast<const uint4*>(ks + kk * row_bytes + 16 * (j + kLanes * u)), f);
+              widen8<T>(*reinterpret_cast<const uint4*>(ks + kk * row_bytes + 16 * (j + 8 * u)), f);
 #pragma unroll
               for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -339,16 +324,16 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
 #pragma unroll
           for (int t = 0; t < kKeysPerLane; ++t) {
             float x = sc[t][r];
-#pragma unroll
-            for (int off = 1; off < kLanes; off *= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-            const int kk = k0 + kq + kGroups * t;
+            x += __shfl_xor_sync(0xffffffffu, x, 1);
+            x += __shfl_xor_sync(0xffffffffu, x, 2);
+            x += __shfl_xor_sync(0xffffffffu, x, 4);
+            const int kk = k0 + kq + 4 * t;
             const bool vis = kk < n && r < rows_real && (!a.causal || j0 + kk <= pos0 + r / group);
             sc[t][r] = vis ? x : -INFINITY;
             top = fmaxf(top, sc[t][r]);
           }
-#pragma unroll
-          for (int off = kLanes; off < 32; off *= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, off));
-          const float mx = fmaxf(m[r], top);
+          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 8));
+          const float mx = fmaxf(m[r], fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 16)));
           const float m_use = mx == -INFINITY ? 0.f : mx;  // a row with no key yet stays at 0
           const float corr = fast_exp2(m[r] - m_use);      // 0 while m = -inf
           float sum = 0.f;
@@ -361,12 +346,12 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
         }
 #pragma unroll
         for (int t = 0; t < kKeysPerLane; ++t) {
-          const int kk = k0 + kq + kGroups * t;
+          const int kk = k0 + kq + 4 * t;
           if (kk < n) {
 #pragma unroll
             for (int u = 0; u < kU; ++u) {
               float f[8];
-              widen8<T>(*reinterpret_cast<const uint4*>(vs + kk * row_bytes + 16 * (j + kLanes * u)), f);
+              widen8<T>(*reinterpret_cast<const uint4*>(vs + kk * row_bytes + 16 * (j + 8 * u)), f);
 #pragma unroll
               for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -378,14 +363,15 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
       __syncwarp();  // every lane is done with the stage
       if (lane == 0) mbar_arrive(empty(s));
     }
-    // The warp's partial: sums over the lanes of its keys (lanes j, j + kLanes, ...).
+    // The warp's partial: sums over the lanes of its keys (lanes j, j + 8, j + 16, j + 24).
 #pragma unroll
-    for (int off = kLanes; off < 32; off *= 2) {
+    for (int r = 0; r < kRows; ++r) {
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 8);
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 16);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], off);
-#pragma unroll
-        for (int e = 0; e < kE; ++e) o[r][e] += __shfl_xor_sync(0xffffffffu, o[r][e], off);
+      for (int e = 0; e < kE; ++e) {
+        o[r][e] += __shfl_xor_sync(0xffffffffu, o[r][e], 8);
+        o[r][e] += __shfl_xor_sync(0xffffffffu, o[r][e], 16);
       }
     }
   }
@@ -397,7 +383,7 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
       for (int r = 0; r < kRows; ++r) {
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
-          float* at = wp + r * D + 8 * (j + kLanes * u);
+          float* at = wp + r * D + 8 * (j + 8 * u);
           *reinterpret_cast<float4*>(at) = make_float4(o[r][8 * u], o[r][8 * u + 1], o[r][8 * u + 2], o[r][8 * u + 3]);
           *reinterpret_cast<float4*>(at + 4) =
               make_float4(o[r][8 * u + 4], o[r][8 * u + 5], o[r][8 * u + 6], o[r][8 * u + 7]);

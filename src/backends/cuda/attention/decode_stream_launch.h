@@ -12,9 +12,9 @@
 
 namespace tunableop::cuda {
 
-// Query rows per kv head (q_len * heads / kv_heads) the kernels take: the rows and their
-// accumulators live in registers (8 floats of each a lane above 512 row dims).
-constexpr int kDecodeStreamMaxRows = 8;
+// Query rows per kv head (q_len * heads / kv_heads) times head dim the kernels take: the rows and
+// their accumulators live in registers.
+constexpr int kDecodeStreamMaxRowDims = 512;
 
 // One launch shape: `cluster` blocks per kv head (2-8, a power of two), each a ring of `stages`
 // chunks of `keys` keys (2-16 stages; keys a multiple of 16), chunk i worked on by consumer warp
@@ -29,7 +29,7 @@ struct DecodeStreamConfig {
 // Shared memory one block of `config` takes (fails the launch above 227 KB).
 size_t decode_stream_smem_bytes(const DecodeStreamConfig& config, int head_dim, int rows, int elem_bytes);
 
-// Rows the instance for `rows` query rows per kv head holds (1, 2, 4 or 8; 0: too many).
+// Rows the instance for `rows` query rows per kv head holds (1, 2 or 4; 0: too many).
 int decode_stream_rows(int rows);
 
 // Bytes of workspace a launch with args.splits > 1 needs (0 for one split).

@@ -2,7 +2,6 @@
 // the grid is (cluster x splits, batch x kv heads) with clusters of (cluster, 1, 1).
 #pragma once
 
-#include "backends/cuda/attention/decode_launch_knobs.h"
 #include "backends/cuda/attention/decode_stream_kernel.cuh"
 #include "backends/cuda/attention/decode_stream_launch.h"
 #include "backends/cuda/attention/flash_launch_impl.cuh"  // device_has_pdl, set_attribute_once
@@ -16,7 +15,7 @@ cudaError_t launch_rows(const FlashArgs& a, const DecodeStreamConfig& c, unsigne
   if (err != cudaSuccess) return err;
   const Layout layout{D, kRows, c.keys, c.stages, c.warps, int(sizeof(T))};
   if (layout.bytes() > kMaxSmem) return cudaErrorInvalidValue;
-  cudaLaunchAttribute attr[3];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   attr[1].id = cudaLaunchAttributeClusterDimension;
@@ -26,15 +25,10 @@ cudaError_t launch_rows(const FlashArgs& a, const DecodeStreamConfig& c, unsigne
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(c.cluster * a.splits), unsigned(a.batch * a.kv_heads), 1);
   cfg.blockDim = dim3(unsigned(32 * (c.warps + 1)), 1, 1);
-  cfg.dynamicSmemBytes = size_t(layout.bytes() > decode_smem_floor_knob() ? layout.bytes() : decode_smem_floor_knob());
+  cfg.dynamicSmemBytes = size_t(layout.bytes());
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  if (decode_cluster_policy_knob()) {
-    attr[2].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-    attr[2].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicy(decode_cluster_policy_knob());
-    cfg.numAttrs = 3;
-  }
   err = cudaLaunchKernelEx(&cfg, kernel, a, c.keys, c.stages, tickets);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
@@ -44,8 +38,9 @@ cudaError_t launch_dim(const FlashArgs& a, const DecodeStreamConfig& c, unsigned
   switch (decode_stream_rows(a.q_len * (a.heads / a.kv_heads))) {
     case 1: return launch_rows<T, D, 1>(a, c, tickets, stream);
     case 2: return launch_rows<T, D, 2>(a, c, tickets, stream);
-    case 4: return launch_rows<T, D, 4>(a, c, tickets, stream);
-    case 8: return launch_rows<T, D, 8>(a, c, tickets, stream);
+    case 4:
+      if constexpr (4 * D <= kDecodeStreamMaxRowDims) return launch_rows<T, D, 4>(a, c, tickets, stream);
+      break;
   }
   return cudaErrorInvalidValue;
 }
@@ -58,7 +53,7 @@ cudaError_t launch(const FlashArgs& a, int head_dim, const DecodeStreamConfig& c
   if (!pow2 || c.warps < 1 || c.warps > kMaxWarps || c.stages < 2 || c.stages > kMaxStages || c.keys < 16 ||
       c.keys % 16 != 0 || c.stages % c.warps != 0)
     return cudaErrorInvalidValue;
-  if (a.q_len * (a.heads / a.kv_heads) > kDecodeStreamMaxRows) return cudaErrorInvalidValue;
+  if (a.q_len * (a.heads / a.kv_heads) * head_dim > kDecodeStreamMaxRowDims) return cudaErrorInvalidValue;
   if (a.splits < 1 || a.splits > 256 || (a.splits > 1 && (!tickets || !a.workspace))) return cudaErrorInvalidValue;
   switch (head_dim) {
     case 64: return launch_dim<T, 64>(a, c, tickets, stream);

@@ -231,10 +231,6 @@ cuda::DecodeStreamConfig stream_config(const std::string& name) {
   return c;
 }
 
-// Whether the candidate of `config` is offered at `rows` rows per kv head: the shapes for many rows
-// on few kv heads (clusters of 4-8, decode_stream_candidates.cc) only from 5 rows up.
-bool offered(const cuda::DecodeStreamConfig& config, int rows) { return rows >= 5 || config.cluster == 2; }
-
 TEST(DecodeStream, SupportRules) {
   const auto cands = cuda::decode_stream_candidates();
   ASSERT_FALSE(cands.empty());
@@ -248,8 +244,7 @@ TEST(DecodeStream, SupportRules) {
     const AttentionParams ok = stream_params(d, 32, 32, 4096);  // Llama-2-7B's: one row per kv head
     for (const auto& c : cands) {
       // A ring of more than 227 KB (the deep ones at d256) is refused as unsupported too.
-      const bool fits = cuda::decode_stream_smem_bytes(stream_config(c.name), d, 1, 2) <= 227 * 1024 &&
-                        offered(stream_config(c.name), 1);
+      const bool fits = cuda::decode_stream_smem_bytes(stream_config(c.name), d, 1, 2) <= 227 * 1024;
       EXPECT_EQ(c.supports(ok).is_ok(), device && fits) << c.name << " d" << d;
       if (!device || !fits) {
         EXPECT_TRUE(c.supports(ok).is_unsupported()) << c.name;
@@ -257,28 +252,22 @@ TEST(DecodeStream, SupportRules) {
       // Several clusters per kv head keep their partials in the workspace.
       EXPECT_EQ(c.workspace_bytes(ok) > 0, stream_config(c.name).splits > 1) << c.name;
     }
-    // Rows (q_len x group) in registers: up to 8 (above 512 row dims a lane takes 8 dims of each).
-    for (int64_t q_len : {1, 2}) {
-      const AttentionParams many = stream_params(d, 64, 16, 4096, q_len);  // group 4: 4 or 8 rows
-      const int rows = int(4 * q_len);
-      for (const auto& c : cands) {
-        const cuda::DecodeStreamConfig config = stream_config(c.name);
-        const bool fits = cuda::decode_stream_smem_bytes(config, d, rows, 2) <= 227 * 1024;
-        const bool for_rows = offered(config, rows);
-        EXPECT_EQ(c.supports(many).is_ok(), device && fits && for_rows) << c.name << " d" << d << " rows " << rows;
-        if (!device || !fits || !for_rows) {
-          EXPECT_TRUE(c.supports(many).is_unsupported()) << c.name;
-        }
+    // Rows (q_len x group) in registers: at most 4, and at most 512 row dims.
+    const AttentionParams four = stream_params(d, 64, 16, 4096);  // group 4
+    for (const auto& c : cands) {                                 // d256: 1024 row dims (d64, d128: every ring fits)
+      EXPECT_EQ(c.supports(four).is_ok(), device && d <= 128) << c.name << " d" << d;
+      if (d == 256) {
+        EXPECT_TRUE(c.supports(four).is_unsupported()) << c.name;
       }
     }
-    const AttentionParams sixteen = stream_params(d, 64, 16, 4096, 4);  // 16 rows
-    for (const auto& c : cands) EXPECT_TRUE(c.supports(sixteen).is_unsupported()) << c.name << " d" << d;
+    const AttentionParams eight = stream_params(d, 64, 16, 4096, 2);  // 8 rows
+    for (const auto& c : cands) EXPECT_TRUE(c.supports(eight).is_unsupported()) << c.name << " d" << d;
   }
   // Every block of the kv head's clusters wants at least one chunk of keys.
   const AttentionParams short_cache = stream_params(128, 8, 8, 100);  // 4 chunks of 32
   for (const auto& c : cands) {
     const cuda::DecodeStreamConfig config = stream_config(c.name);
-    const bool enough = (100 + config.keys - 1) / config.keys >= config.cluster * config.splits && offered(config, 1);
+    const bool enough = (100 + config.keys - 1) / config.keys >= config.cluster * config.splits;
     EXPECT_EQ(c.supports(short_cache).is_ok(), device && enough) << c.name;
   }
   AttentionParams p = stream_params(128, 8, 8, 4096);
@@ -312,12 +301,6 @@ TEST(DecodeStream, GraphReplaysMatchTheEagerRun) {
   narrow.batch = 2, narrow.q_len = 1, narrow.kv_len = 3000, narrow.heads = 4, narrow.kv_heads = 4;
   narrow.head_dim = 64, narrow.page_size = 256, narrow.var_kv_len = true;
   check_graph_replay(cands, narrow, 15);
-  // Gemma-2B's decode: 8 rows of one kv head at d256 (a lane takes one 16-byte piece of a row),
-  // a length that leaves a tail chunk, q from the fused qkv row.
-  AttentionParams gemma;
-  gemma.batch = 1, gemma.q_len = 1, gemma.kv_len = 5000, gemma.max_seq = 5100, gemma.heads = 8, gemma.kv_heads = 1;
-  gemma.head_dim = 256, gemma.var_kv_len = true, gemma.q_row_stride = (8 + 2) * 256;
-  check_graph_replay(cands, gemma, 16);
 }
 
 }  // namespace
