@@ -30,13 +30,13 @@ constexpr std::pair<int, int> kShapes[] = {{1, 4}, {1, 8}, {2, 4}, {2, 8},  {4, 
 struct SplitShape {
   int cluster, warps, splits, stages;
 };
-// Session 10 (stage12-h200.md): Gemma's decode is far from what reading its K and V takes; with
-// 4 warps of two stages a block holds 128 KB of tiles in flight (one block an SM), so 15 clusters
-// of 8 or 30 of 4 (as many as fit at once at that size), and 30 clusters of single-stage blocks.
-constexpr SplitShape kSplitShapes[] = {{8, 4, 16, 1}, {16, 4, 8, 1},  {4, 4, 32, 1}, {8, 2, 16, 1},
-                                       {16, 2, 8, 1}, {16, 2, 16, 1}, {8, 2, 32, 1}, {16, 2, 8, 2},
-                                       {8, 2, 16, 2}, {16, 2, 16, 2}, {2, 4, 2, 2},  {4, 4, 2, 2},
-                                       {8, 4, 15, 2}, {4, 4, 30, 2},  {8, 4, 30, 1}, {4, 4, 30, 1}};
+// {8, 4, 15, 2} (session 10, stage12-h200.md): 4 warps of two stages hold 128 KB of Gemma's tiles
+// in flight, one block an SM, 15 clusters of 8 (all that fit at once at that size): Gemma's 4k
+// decode 10.2 us against 10.8 on the H200. 30 clusters of 4 (two stages or one) and 30 of 8 (one)
+// were slower and are not offered.
+constexpr SplitShape kSplitShapes[] = {{8, 4, 16, 1},  {16, 4, 8, 1}, {4, 4, 32, 1}, {8, 2, 16, 1}, {16, 2, 8, 1},
+                                       {16, 2, 16, 1}, {8, 2, 32, 1}, {16, 2, 8, 2}, {8, 2, 16, 2}, {16, 2, 16, 2},
+                                       {2, 4, 2, 2},   {4, 4, 2, 2},  {8, 4, 15, 2}};
 
 Status supports(const AttentionParams& p, int splits) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
