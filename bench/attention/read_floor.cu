@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda_common/pdl.cuh"
+
 namespace {
 
 #define CHECK(x)                                                                                    \
@@ -34,25 +36,14 @@ namespace {
     }                                                                                               \
   } while (0)
 
-__device__ __forceinline__ void dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void dependents_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // Block b reads the b-th contiguous share of src (n16 16-byte words), kUnroll loads in flight per
 // thread, folds them into one word and writes it to partials[b]. With merge, the block that draws
 // the last ticket folds every partial into *out and puts the ticket back to 0 for the next call.
 template <int kUnroll>
 __global__ void read_kernel(const uint4* __restrict__ src, size_t n16, unsigned* partials, unsigned* ticket,
                             unsigned* out, int merge) {
-  dependency_wait();
-  dependents_launch();
+  tunableop::cuda::pdl_wait();
+  tunableop::cuda::pdl_launch_dependents();
   const size_t share = (n16 + gridDim.x - 1) / gridDim.x;
   const size_t begin = blockIdx.x * share, end = begin + share < n16 ? begin + share : n16;
   unsigned acc = 0;
@@ -92,8 +83,8 @@ __global__ void read_kernel(const uint4* __restrict__ src, size_t n16, unsigned*
 }
 
 __global__ void empty_kernel() {
-  dependency_wait();
-  dependents_launch();
+  tunableop::cuda::pdl_wait();
+  tunableop::cuda::pdl_launch_dependents();
 }
 
 struct Config {
@@ -107,21 +98,33 @@ struct Buffers {
 };
 
 void launch(const Buffers& b, int copy, const Config& c, bool merge, bool pdl, cudaStream_t s) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(c.blocks));
-  cfg.blockDim = dim3(unsigned(c.threads));
-  cfg.stream = s;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  const dim3 grid(unsigned(c.blocks)), block(unsigned(c.threads));
   const uint4* src = b.copies[size_t(copy)];
-  if (c.unroll == 4) {
-    CHECK(cudaLaunchKernelEx(&cfg, read_kernel<4>, src, b.n16, b.partials, b.ticket, b.out, int(merge)));
-  } else {
-    CHECK(cudaLaunchKernelEx(&cfg, read_kernel<8>, src, b.n16, b.partials, b.ticket, b.out, int(merge)));
+  CHECK(tunableop::cuda::launch(c.unroll == 4 ? read_kernel<4> : read_kernel<8>, grid, block, 0, s, pdl, src, b.n16,
+                                b.partials, b.ticket, b.out, int(merge)));
+}
+
+// Median of the event-timed milliseconds of `enqueue(stream)` over `reps` runs after `skip`
+// untimed ones.
+template <typename Enqueue>
+float median_ms(int skip, int reps, Enqueue enqueue, cudaStream_t s) {
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < skip + reps; ++r) {
+    CHECK(cudaEventRecord(e0, s));
+    enqueue(s);
+    CHECK(cudaEventRecord(e1, s));
+    CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK(cudaEventElapsedTime(&t, e0, e1));
+    if (r >= skip) ms.push_back(t);
   }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 // Median time per call over 7 replays of a graph of `calls` calls made by add(i, stream).
@@ -133,53 +136,25 @@ double graph_us_per_call(int calls, Add add, cudaStream_t s) {
   CHECK(cudaStreamEndCapture(s, &g));
   cudaGraphExec_t exec;
   CHECK(cudaGraphInstantiate(&exec, g, 0));
-  CHECK(cudaGraphLaunch(exec, s));
-  CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(e0, s));
-    CHECK(cudaGraphLaunch(exec, s));
-    CHECK(cudaEventRecord(e1, s));
-    CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
+  const float ms = median_ms(
+      1, 7, [&](cudaStream_t st) { CHECK(cudaGraphLaunch(exec, st)); }, s);
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaGraphDestroy(g));
-  return 1e3 * double(ms[ms.size() / 2]) / calls;
+  return 1e3 * double(ms) / calls;
 }
 
 // Copy bandwidth as the suite measures it (measure_ceilings, tools/bench_measure.cc): bytes read +
-// written by a device copy of max(256 MB, 2 x L2), median of 6.
+// written by a device copy of max(256 MB, 2 x L2), median of 6 after one.
 double copy_gbs(cudaStream_t s, size_t l2) {
   const size_t bytes = std::max<size_t>(size_t(256) << 20, 2 * l2);
   void *a = nullptr, *b = nullptr;
   CHECK(cudaMalloc(&a, bytes));
   CHECK(cudaMalloc(&b, bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 7; ++r) {
-    CHECK(cudaEventRecord(e0, s));
-    CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-    CHECK(cudaEventRecord(e1, s));
-    CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    if (r > 0) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  const float ms = median_ms(
+      1, 6, [&](cudaStream_t st) { CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st)); }, s);
   CHECK(cudaFree(a));
   CHECK(cudaFree(b));
-  return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3) / 1e9;
+  return 2.0 * double(bytes) / (double(ms) * 1e-3) / 1e9;
 }
 
 struct Best {
@@ -209,27 +184,16 @@ int main() {
   const int sms = prop.multiProcessorCount;
 
   // A graph launch per node with nothing to do: the least a call can cost.
-  const double empty_us = graph_us_per_call(
-      32, [](int, cudaStream_t st) { empty_kernel<<<1, 32, 0, st>>>(); }, s);
-  const double empty_pdl_us = graph_us_per_call(
-      32,
-      [](int, cudaStream_t st) {
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr.val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(1);
-        cfg.blockDim = dim3(32);
-        cfg.stream = st;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        CHECK(cudaLaunchKernelEx(&cfg, empty_kernel));
-      },
-      s);
+  auto empty_us = [&](bool pdl) {
+    return graph_us_per_call(
+        32, [&](int, cudaStream_t st) { CHECK(tunableop::cuda::launch(empty_kernel, dim3(1), dim3(32), 0, st, pdl)); },
+        s);
+  };
+  const double empty_plain_us = empty_us(false), empty_pdl_us = empty_us(true);
   std::printf(
       "%s, %d SMs, L2 %zu MB; copy %.1f GB/s (read + write); empty kernel in a graph: %.2f us, %.2f us "
       "with PDL\n\n",
-      prop.name, sms, l2 >> 20, gbs, empty_us, empty_pdl_us);
+      prop.name, sms, l2 >> 20, gbs, empty_plain_us, empty_pdl_us);
 
   // K and V bytes of the suite's decode shapes (bf16): batch x keys x kv heads x head dim x 2 x 2.
   const std::vector<Shape> shapes = {{"gemma-2b.decode1024", size_t(1024) * 256 * 4},
