@@ -241,7 +241,9 @@ int main() {
     const Best read = best_of(cold, false, false), merged = best_of(cold, true, false), pdl = best_of(cold, true, true),
                warm = best_of(suite, true, true);
     auto cell = [&](const Best& x) {
-      return std::to_string(x.us).substr(0, 5) + " us, " + std::to_string(int(100 * floor_us / x.us + 0.5)) + "%";
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%.2f us, %.0f%%", x.us, 100 * floor_us / x.us);
+      return std::string(buf);
     };
     std::printf("| %s | %.1f | %.2f | %zu / %zu | %s | %s | %s | %s | %d x %d threads, %d loads |\n", sh.name.c_str(),
                 double(sh.bytes) / 1048576.0, floor_us, cold, suite, cell(read).c_str(), cell(merged).c_str(),

@@ -60,12 +60,7 @@ def time_calls(fn, sets, samples=7):
     reps = max(1, min(200, int(5.0 / max(start.elapsed_time(stop) / 3, 1e-3))))
     graph = None
     try:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for i in range(reps):
-                fn(*sets[i % len(sets)])
-        graph.replay()
-        torch.cuda.synchronize()
+        graph = capture(fn, sets, reps)
     except Exception as e:  # noqa: BLE001 - fall back to eager timing
         print(f"    (graph capture failed: {type(e).__name__}; eager timing)", file=sys.stderr)
         graph = None
@@ -84,18 +79,24 @@ def time_calls(fn, sets, samples=7):
     return statistics.median(per_call)
 
 
-def time_calls_as_suite(fn, sets):
-    """Median ms per call as the suite's graph column times it (no eager fallback)."""
-    calls = len(sets) * -(-32 // len(sets))
-    for i in range(len(sets)):
-        fn(*sets[i])
-    torch.cuda.synchronize()
+def capture(fn, sets, calls):
+    """A CUDA graph of `calls` calls cycling through the input sets, replayed once (warm)."""
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for i in range(calls):
             fn(*sets[i % len(sets)])
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def time_calls_as_suite(fn, sets):
+    """Median ms per call as the suite's graph column times it (no eager fallback)."""
+    calls = len(sets) * -(-32 // len(sets))
+    for i in range(len(sets)):
+        fn(*sets[i])
+    torch.cuda.synchronize()
+    graph = capture(fn, sets, calls)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     per_call = []
     for _ in range(5):
