@@ -33,7 +33,9 @@ set(TUNABLEOP_LAYER_ALLOW_llm tunableop/ ops/ llm/ cuda_common/)
 # shares the CUDA backend's per-thread cuBLAS handles.
 set(TUNABLEOP_LAYER_ALLOW_interpose tunableop/ ops/ interpose/ backends/register_all.h cuda_common/
   backends/cuda/common/)
-set(TUNABLEOP_LAYER_ALLOW_cli tunableop/ ops/ llm/)
+# The server: the engine and its text library below it; no backend, no core internals.
+set(TUNABLEOP_LAYER_ALLOW_serve tunableop/ llm/ serve/)
+set(TUNABLEOP_LAYER_ALLOW_cli tunableop/ ops/ llm/ serve/)
 
 # tunableop_layer(<target> <layer> FILES <files...>): checks <files> against the rules of
 # <layer> before <target> builds. Writes the rules to ${CMAKE_BINARY_DIR}/layers/<layer>.cmake

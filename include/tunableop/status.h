@@ -18,6 +18,8 @@ enum class StatusCode {
   kNumericsMismatch,  // a candidate computed a wrong result
   kDeviceError,       // a CUDA (or other device) call failed
   kInternal,
+  kResourceExhausted,  // a bounded queue or pool is full: try again later (HTTP 429)
+  kUnavailable,        // the service is not taking work now: starting or shutting down (HTTP 503)
 };
 
 const char* status_code_name(StatusCode code);
@@ -36,6 +38,8 @@ class [[nodiscard]] Status {
   static Status numerics(std::string m) { return {StatusCode::kNumericsMismatch, std::move(m)}; }
   static Status device_error(std::string m) { return {StatusCode::kDeviceError, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::kOk; }
   bool is_unsupported() const { return code_ == StatusCode::kUnsupported; }

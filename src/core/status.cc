@@ -13,6 +13,8 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kNumericsMismatch: return "numerics mismatch";
     case StatusCode::kDeviceError: return "device error";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

@@ -1,0 +1,76 @@
+#include "serve/request.h"
+
+#include <algorithm>
+
+namespace tunableop::serve {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+void Channel::push(int32_t token) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    pending_.push_back(token);
+  }
+  cv_.notify_all();
+}
+
+void Channel::finish(FinishReason reason, Status error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    reason_ = reason;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+Channel::Update Channel::take(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [this] { return finished_ || !pending_.empty(); });
+  Update u;
+  u.tokens.swap(pending_);
+  // The end is reported once every token before it has been taken.
+  u.finished = finished_;
+  u.reason = reason_;
+  u.error = error_;
+  return u;
+}
+
+void Channel::cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+}
+
+bool Channel::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+Histogram Histogram::latency() {
+  Histogram h;
+  h.bounds = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2,
+              0.3,   0.5,    0.75,  1.0,  1.5,   2.0,  2.5,   5.0,  7.5,  10.0, 20.0,  30.0, 60.0};
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
+void Histogram::observe(double seconds) {
+  const size_t i = size_t(std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin());
+  if (counts.size() != bounds.size() + 1) counts.assign(bounds.size() + 1, 0);
+  ++counts[i];
+  sum += seconds;
+  ++count;
+}
+
+}  // namespace tunableop::serve
