@@ -4,6 +4,8 @@
 #include <chrono>
 #include <vector>
 
+#include "tunableop/half.h"
+
 namespace tunableop::llm {
 
 namespace {
@@ -18,7 +20,23 @@ StatusOr<std::unique_ptr<KvCache>> DeviceKernels::make_kv_cache(const KvCacheOpt
     PagedKvCache::Geometry g;
     g.n_kv_heads = config_.num_kv_heads, g.head_dim = config_.head_dim, g.page_size = o.page_size;
     g.layers = config_.num_layers, g.max_batch = max_batch, g.max_seq = max_seq, g.elem_bytes = elem;
-    g.pages = o.pages > 0 ? o.pages : max_batch * g.pages_per_seq();
+    // Default: every sequence at full length, and the page a continuous batch's padding rows
+    // write (PagedKvCache::scratch_page).
+    g.pages = o.pages > 0 ? o.pages : max_batch * g.pages_per_seq() + 1;
+    if (o.pages == 0 && o.fill_free_memory_less > 0) {
+      const int64_t page_bytes = 2 * g.layers * g.page_elems() * int64_t(elem);
+      auto free = free_memory_bytes();
+      if (!free.is_ok()) return free.status();
+      const int64_t fit = (*free - o.fill_free_memory_less) / page_bytes;
+      if (fit < g.pages_per_seq() + 1) {
+        return Status::invalid_argument(
+            "the KV cache does not fit: " + std::to_string(*free >> 20) + " MiB free, " +
+            std::to_string(o.fill_free_memory_less >> 20) + " MiB kept for the passes, one sequence of " +
+            std::to_string(max_seq) + " positions needs " + std::to_string(((g.pages_per_seq() + 1) * page_bytes) >> 20) +
+            " MiB (a shorter --max-seq, or fewer layers)");
+      }
+      g.pages = std::min(g.pages, fit);
+    }
     auto k = alloc(PagedKvCache::pool_bytes(g));
     if (!k.is_ok()) return k.status();
     auto v = alloc(PagedKvCache::pool_bytes(g));
@@ -91,7 +109,35 @@ Status DeviceKernels::after_row_parallel_linear(void* y, int64_t rows, int64_t w
   return tp_.world > 1 ? tp_.all_reduce(y, y, rows * width) : Status::ok();
 }
 
-Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step) { return step(); }
+StatusOr<int64_t> DeviceKernels::free_memory_bytes() {
+  return Status::unsupported("this device does not report its free memory");
+}
+
+Status DeviceKernels::sample(const void* logits, int64_t rows, const SamplingRow* params, int32_t* out) {
+  const int64_t V = config_.vocab_size;
+  std::vector<SamplingRow> host_params(static_cast<size_t>(rows));
+  TUNABLEOP_RETURN_IF_ERROR(download(host_params.data(), params, host_params.size() * sizeof(SamplingRow)));
+  std::vector<float> row(static_cast<size_t>(V));
+  std::vector<uint16_t> raw(dtype() == DType::kF32 ? 0 : size_t(V));
+  std::vector<int32_t> next(static_cast<size_t>(rows));
+  const size_t esize = dtype_size(dtype());
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* src = static_cast<const char*>(logits) + size_t(r * V) * esize;
+    if (dtype() == DType::kF32) {
+      TUNABLEOP_RETURN_IF_ERROR(download(row.data(), src, size_t(V) * 4));
+    } else {
+      TUNABLEOP_RETURN_IF_ERROR(download(raw.data(), src, size_t(V) * 2));
+      for (size_t i = 0; i < raw.size(); ++i)
+        row[i] = dtype() == DType::kBF16 ? to_float(bf16{raw[i]}) : to_float(fp16{raw[i]});
+    }
+    auto t = sample_row(row, host_params[size_t(r)]);
+    if (!t.is_ok()) return t.status();
+    next[size_t(r)] = *t;
+  }
+  return upload(out, next.data(), next.size() * sizeof(int32_t));
+}
+
+Status DeviceKernels::run_decode_step(int64_t, LinearOp&, const std::function<Status()>& step, bool) { return step(); }
 
 Status DeviceKernels::run_prefill(const Pass&, LinearOp&, const std::function<Status()>& pass) { return pass(); }
 

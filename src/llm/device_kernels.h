@@ -24,6 +24,7 @@
 #include "llm/kv_cache.h"
 #include "llm/linear_op.h"
 #include "llm/profile.h"
+#include "llm/sampling.h"
 #include "tunableop/gemm.h"
 #include "tunableop/status.h"
 
@@ -45,6 +46,14 @@ struct Pass {
   const int32_t* seq_lens = nullptr;
   // Prefill: some prompt is shorter than `tokens` (attention then takes per-sequence lengths).
   bool ragged = false;
+  // Continuous batching (model_slots.h): the paged block table this pass's sequence indices read,
+  // [sequences][pages_per_seq], device memory; null: the cache's own (sequence = slot).
+  const int32_t* block_table = nullptr;
+  // A prefill over a cached prefix (chunked prefill): sequence b's queries are its last
+  // q_lens[b] positions of seq_lens[b] (device memory), and kv_len (>= every seq_lens[b]) is the
+  // attention's key length. Null / 0: a prefill from position 0 (q_lens = seq_lens, kv_len = tokens).
+  const int32_t* q_lens = nullptr;
+  int64_t kv_len = 0;
 };
 
 // The weights as a device holds them (element type E; fused layout of weights.h).
@@ -139,6 +148,8 @@ class DeviceKernels {
   virtual StatusOr<Buffer> alloc_host(size_t bytes) = 0;  // host staging (pinned on CUDA)
   virtual Status upload(void* dst, const void* src, size_t bytes) = 0;
   virtual Status download(void* dst, const void* src, size_t bytes) = 0;
+  // Device memory free now (CUDA: cudaMemGetInfo); Unsupported where the device does not say.
+  virtual StatusOr<int64_t> free_memory_bytes();
   // The cache rope_kv and attention work with; default: a static or paged cache (per `o`)
   // from alloc() and, for the paged one's block table, alloc_host() and upload().
   virtual StatusOr<std::unique_ptr<KvCache>> make_kv_cache(const KvCacheOptions& o, int64_t max_batch, int64_t max_seq);
@@ -169,6 +180,10 @@ class DeviceKernels {
   virtual Status gather_rows(const void* x, int64_t row_bytes, const int64_t* rows, int64_t count, void* out) = 0;
   // Index of each row's largest logit, the first one on ties (torch.argmax).
   virtual Status argmax(const void* logits, int64_t rows, int32_t* out) = 0;
+  // out[r] = the token sampling.h's algorithm chooses from row r of the logits under rows[r]
+  // (device memory, like out). Default: the logits and parameters to the host, sample_row(), the
+  // tokens back (devices whose copies are cheap: the CPU's).
+  virtual Status sample(const void* logits, int64_t rows, const SamplingRow* params, int32_t* out);
   // A projection and its neighbours (see Projection). The default composes the calls above with
   // `linear` (rmsnorm, linear, after_row_parallel_linear, add_residual | gated_activation |
   // argmax); a device overrides it to run fused kernels where they are faster.
@@ -176,7 +191,10 @@ class DeviceKernels {
 
   // --- How a decode step runs: the default calls `step`; the CUDA device captures it once per
   // (batch, TunableOp on/off) as a graph and replays it, crediting `linear` with its GEMMs.
-  virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step);
+  // `slot_table`: the step reads a slot pass's own block table (Engine::decode_slots), a graph
+  // of its own beside the plain decode step's.
+  virtual Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
+                                 bool slot_table = false);
 
   // --- How a prefill pass runs: the default calls `pass`; the CUDA device captures the pass of
   // each (batch, padded length, ragged, TunableOp on/off) after its first, eager run and replays

@@ -16,6 +16,7 @@
 #include "llm/linear_op.h"
 #include "llm/profile.h"
 #include "llm/random_model.h"
+#include "llm/sampling.h"
 #include "llm/weights.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
@@ -125,6 +126,54 @@ class Engine {
   // Kernel choices the device made by measurement (fused decode projections), one per line;
   // empty when it made none.
   virtual std::string kernel_choices() const = 0;
+
+  // --- Continuous batching (the server's runtime, serve/runtime.h; paged KV cache only). A
+  // sequence lives in a slot (0 .. max_batch - 1) from its first prefill chunk until
+  // release_slot(); any set of slots can run in one step, in any order. prefill()/decode() and
+  // the slot calls must not be mixed on one engine.
+  struct SlotChunk {
+    int64_t slot = 0;
+    const int32_t* tokens = nullptr;  // host memory
+    int64_t count = 0;
+  };
+  bool slots_supported() const { return kv_cache_stats().kind == KvCacheKind::kPaged; }
+  // One prefill pass over chunks of several sequences (packed back to back, no padding between
+  // them): chunk i's tokens go to its slot's cache after what the slot holds already, and
+  // next[i] is the token chosen after its last one (sampling[i]: how; null: greedy). A slot
+  // appears at most once.
+  virtual Status prefill_slots(const std::vector<SlotChunk>& chunks, const SamplingRow* sampling,
+                               std::vector<int32_t>* next) {
+    (void)chunks, (void)sampling, (void)next;
+    return Status::unsupported("this engine does not run slots");
+  }
+  // One decode step: tokens[i] appended to slots[i] (each slot at most once), next[i] chosen after it.
+  virtual Status decode_slots(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens,
+                              const SamplingRow* sampling, std::vector<int32_t>* next) {
+    (void)slots, (void)tokens, (void)sampling, (void)next;
+    return Status::unsupported("this engine does not run slots");
+  }
+  // The slot's sequence ended: its pages go back to the pool and its length to 0.
+  virtual void release_slot(int64_t slot) { (void)slot; }
+  // Positions the slot's sequence holds.
+  virtual int64_t slot_length(int64_t slot) const {
+    (void)slot;
+    return 0;
+  }
+  // The batch sizes decode_slots() pads a step to (one CUDA graph and one set of GEMM problems
+  // each), ascending, the last max_batch.
+  virtual std::vector<int64_t> decode_buckets() const { return {options().max_batch}; }
+  // KV pages the slots can use (the pool less what the engine keeps for padding rows).
+  virtual int64_t slot_pages() const { return 0; }
+  // The device stream the engine's work is queued on (CUDA; null on the CPU): where work that must
+  // not overlap a step (tuning between steps) goes.
+  virtual void* stream() const { return nullptr; }
+  // Runs the passes the slot calls will run, on padding rows only, so that everything they
+  // choose or capture on first use (tuned GEMMs and attention, fused projections, CUDA graphs)
+  // happens now: decode at every bucket, prefill at each of `prefill_rows` (packed rows).
+  virtual Status warm_up_slots(const std::vector<int64_t>& prefill_rows) {
+    (void)prefill_rows;
+    return Status::ok();
+  }
 };
 
 // Rounds n up to a multiple of m (m >= 1).

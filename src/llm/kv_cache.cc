@@ -93,6 +93,14 @@ Status PagedKvCache::reserve(int64_t seq, int64_t positions) {
                  (need - first) * sizeof(int32_t));
 }
 
+int32_t PagedKvCache::scratch_page() {
+  if (scratch_ < 0 && !free_.empty()) {
+    scratch_ = free_.back();
+    free_.pop_back();
+  }
+  return scratch_;
+}
+
 void PagedKvCache::release(int64_t seq) {
   if (seq < 0 || seq >= g_.max_batch) return;
   int32_t* row = table_host_.as<int32_t>() + seq * g_.pages_per_seq();
@@ -109,6 +117,7 @@ KvCacheStats PagedKvCache::stats() const {
   s.kind = KvCacheKind::kPaged;
   s.page_size = g_.page_size;
   s.pages = g_.pages;
+  s.free_pages = int64_t(free_.size());
   s.allocated = bytes();
   s.in_use = (g_.pages - int64_t(free_.size())) * page_bytes_all_layers();
   s.peak_in_use = peak_pages_ * page_bytes_all_layers();

@@ -22,6 +22,10 @@ struct KvCacheOptions {
   KvCacheKind kind = KvCacheKind::kStatic;
   int64_t page_size = 64;  // paged: positions per page
   int64_t pages = 0;       // paged: pages in the pool; 0 -> max_batch full-length sequences
+  // Paged, pages == 0 only: at most the pages the device's free memory holds less this many
+  // bytes (what a server sets: the pool fills the GPU beside the weights and the passes'
+  // buffers, as vLLM's gpu_memory_utilization does); 0: no limit.
+  int64_t fill_free_memory_less = 0;
   Status validate() const;
 };
 
@@ -29,6 +33,7 @@ struct KvCacheOptions {
 struct KvCacheStats {
   KvCacheKind kind = KvCacheKind::kStatic;
   int64_t page_size = 0, pages = 0;  // paged only
+  int64_t free_pages = 0;            // paged only: pages no sequence holds
   int64_t allocated = 0;             // device memory held
   int64_t in_use = 0;                // positions reserved by live sequences (static: all of it)
   int64_t peak_in_use = 0;           // the most in_use has been
@@ -128,6 +133,11 @@ class PagedKvCache final : public KvCache {
   const int32_t* block_table() const { return table_.as<const int32_t>(); }  // device, [max_batch][pages_per_seq]
   int64_t pages_held(int64_t seq) const { return int64_t(held_[size_t(seq)]); }
   int64_t free_pages() const { return int64_t(free_.size()); }
+  // Sequence seq's row of the block table (host memory): its pages, in position order.
+  const int32_t* host_row(int64_t seq) const { return table_host_.as<const int32_t>() + seq * g_.pages_per_seq(); }
+  // A page no sequence will own, taken from the pool on the first call (the same one after):
+  // where a slot pass's padding rows point (model_slots.h).
+  int32_t scratch_page();
 
  private:
   int64_t layer_bytes() const { return g_.pages * g_.page_elems() * int64_t(g_.elem_bytes); }
@@ -138,6 +148,7 @@ class PagedKvCache final : public KvCache {
   std::vector<int32_t> free_;  // free pages, the next one handed out at the back
   std::vector<size_t> held_;   // pages each sequence holds (its table row's first entries)
   int64_t peak_pages_ = 0;
+  int32_t scratch_ = -1;
 };
 
 // The static cache behind `cache`, or an Unsupported naming `who` (a device kernel that reads

@@ -1,5 +1,6 @@
 #include "llm/layer_attention.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "ops/attention/dispatch.h"
@@ -29,7 +30,7 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
     ap.num_pages = g.pages;
     o.k = pc.k(layer);
     o.v = pc.v(layer);
-    o.block_table = pc.block_table();
+    o.block_table = p.block_table ? p.block_table : pc.block_table();
   } else {
     auto sc = as_static(cache, "attention");
     if (!sc.is_ok()) return sc.status();
@@ -37,7 +38,13 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
     o.k = (*sc)->k(layer);
     o.v = (*sc)->v(layer);
   }
-  if (p.phase == Phase::kPrefill) {
+  if (p.phase == Phase::kPrefill && p.q_lens) {  // chunked: queries after a cached prefix
+    ap.q_len = p.tokens;
+    ap.kv_len = std::max(p.kv_len, p.tokens);
+    ap.var_q_len = ap.var_kv_len = true;
+    o.q_lens = p.q_lens;
+    o.kv_lens = p.seq_lens;
+  } else if (p.phase == Phase::kPrefill) {
     ap.q_len = ap.kv_len = p.tokens;
     if (p.ragged) {
       ap.var_q_len = ap.var_kv_len = true;

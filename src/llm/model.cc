@@ -15,6 +15,7 @@
 #include <cmath>
 #include <deque>
 
+#include "llm/model_slots.h"
 #include "tunableop/half.h"
 
 namespace tunableop::llm {
@@ -281,6 +282,139 @@ class Model final : public Engine {
     return dev_->copy_bandwidth_gbps();
   }
 
+  // --- Continuous batching (engine.h, model_slots.h).
+  Status prefill_slots(const std::vector<SlotChunk>& chunks, const SamplingRow* sampling,
+                       std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(check_slot_engine());
+    if (int64_t(chunks.size()) > o_.max_batch) return Status::invalid_argument("prefill_slots: more chunks than slots");
+    std::vector<SlotPassInput> in;
+    for (const SlotChunk& c : chunks) {
+      TUNABLEOP_RETURN_IF_ERROR(check_slot(c.slot));
+      TUNABLEOP_RETURN_IF_ERROR(check_ids(c.tokens, c.count));
+      const int64_t start = seq_len_[size_t(c.slot)];
+      if (start + c.count > o_.max_seq) {
+        return Status::invalid_argument("slot " + std::to_string(c.slot) + ": " + std::to_string(start + c.count) +
+                                        " positions do not fit the KV cache of " + std::to_string(o_.max_seq));
+      }
+      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(c.slot, start + c.count));
+      in.push_back({c.slot, start, c.count, c.tokens, paged().host_row(c.slot)});
+    }
+    const PagedKvCache::Geometry& g = paged().geometry();
+    auto L = layout_prefill(in, o_.pad_multiple, g.pages_per_seq(), g.page_size, o_.max_seq, paged().scratch_page());
+    if (!L.is_ok()) return L.status();
+    TUNABLEOP_RETURN_IF_ERROR(upload_prefill_layout(*L));
+    const int64_t S = int64_t(chunks.size());
+    batch_ = S;  // output rows: each chunk's last
+    Pass p;
+    p.phase = Phase::kPrefill;
+    p.batch = 1;
+    p.tokens = L->rows;
+    p.ids = pre_.ids.as<int32_t>();
+    p.seqs = pre_.seqs.as<int32_t>();
+    p.positions = pre_.pos.as<int32_t>();
+    p.seq_lens = pre_.lens.as<int32_t>();
+    p.block_table = slot_table_pre_.as<int32_t>();
+    Packed packed;
+    packed.layout_rows = L->batch * L->q_len;
+    packed.attention = p;
+    packed.attention.batch = L->batch;
+    packed.attention.tokens = L->q_len;
+    packed.attention.q_lens = slot_q_lens_.as<int32_t>();
+    packed.attention.kv_len = L->kv_len;
+    packed.attention.ragged = true;
+    packed_ = &packed;
+    Status st = dev_->run_prefill(p, linear_, [&] { return forward(p, pre_); });
+    packed_ = nullptr;
+    TUNABLEOP_RETURN_IF_ERROR(st);
+    for (const SlotChunk& c : chunks) seq_len_[size_t(c.slot)] += c.count;
+    return choose_next(S, sampling, next);
+  }
+
+  Status decode_slots(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens,
+                      const SamplingRow* sampling, std::vector<int32_t>* next) override {
+    TUNABLEOP_RETURN_IF_ERROR(check_slot_engine());
+    if (slots.size() != tokens.size() || slots.empty() || int64_t(slots.size()) > o_.max_batch) {
+      return Status::invalid_argument("decode_slots: " + std::to_string(slots.size()) + " slots and " +
+                                      std::to_string(tokens.size()) + " tokens (1.." + std::to_string(o_.max_batch) +
+                                      " of each)");
+    }
+    std::vector<SlotPassInput> in;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const int64_t slot = slots[i];
+      TUNABLEOP_RETURN_IF_ERROR(check_slot(slot));
+      TUNABLEOP_RETURN_IF_ERROR(check_ids(&tokens[i], 1));
+      TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(slot, seq_len_[size_t(slot)]));
+      in.push_back({slot, seq_len_[size_t(slot)], 1, &tokens[i], paged().host_row(slot)});
+    }
+    const int64_t bucket = decode_bucket(int64_t(slots.size()));
+    const PagedKvCache::Geometry& g = paged().geometry();
+    auto L = layout_decode(in, bucket, g.pages_per_seq(), g.page_size, paged().scratch_page());
+    if (!L.is_ok()) return L.status();
+    TUNABLEOP_RETURN_IF_ERROR(upload_decode_layout(*L));
+    batch_ = bucket;
+    Pass p = decode_pass();
+    p.block_table = slot_table_dec_.as<int32_t>();
+    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(
+        bucket, linear_, [&] { return forward(p, dec_); }, /*slot_table=*/true));
+    for (int64_t slot : slots) ++seq_len_[size_t(slot)];
+    TUNABLEOP_RETURN_IF_ERROR(choose_next(bucket, sampling, next, int64_t(slots.size())));
+    next->resize(slots.size());
+    return Status::ok();
+  }
+
+  void release_slot(int64_t slot) override {
+    if (slot < 0 || slot >= o_.max_batch) return;
+    cache_->release(slot);
+    seq_len_[size_t(slot)] = 0;
+  }
+  void* stream() const override { return dev_->stream(); }
+  int64_t slot_length(int64_t slot) const override {
+    return slot >= 0 && slot < o_.max_batch ? seq_len_[size_t(slot)] : 0;
+  }
+  std::vector<int64_t> decode_buckets() const override {
+    std::vector<int64_t> b;
+    for (int64_t n : {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512}) {
+      if (n < o_.max_batch) b.push_back(n);
+    }
+    b.push_back(o_.max_batch);
+    return b;
+  }
+  int64_t slot_pages() const override {
+    if (cache_->kind() != KvCacheKind::kPaged) return 0;
+    auto& pc = const_cast<PagedKvCache&>(static_cast<const PagedKvCache&>(*cache_));
+    pc.scratch_page();  // taken once, before anything else: it never counts as free
+    return pc.geometry().pages - 1;
+  }
+
+  Status warm_up_slots(const std::vector<int64_t>& prefill_rows) override {
+    TUNABLEOP_RETURN_IF_ERROR(check_slot_engine());
+    // Every slot is free here: warm-up sequences take the first ones and give them back.
+    for (int64_t s = 0; s < o_.max_batch; ++s) {
+      if (seq_len_[size_t(s)] != 0) return Status::invalid_argument("warm_up_slots: slots are in use");
+    }
+    std::vector<int32_t> next;
+    for (int64_t rows : prefill_rows) {
+      const int64_t n = std::min(rows, o_.max_seq);
+      std::vector<int32_t> ids(static_cast<size_t>(n), 0);
+      Status st = prefill_slots({SlotChunk{0, ids.data(), n}}, nullptr, &next);
+      release_slot(0);
+      TUNABLEOP_RETURN_IF_ERROR(st);
+    }
+    // Each decode bucket: its sequences start with one token each (one packed prefill), then one
+    // decode step over all of them.
+    const int32_t id = 0;
+    for (int64_t bucket : decode_buckets()) {
+      std::vector<SlotChunk> chunks;
+      std::vector<int64_t> slots;
+      for (int64_t s = 0; s < bucket; ++s) chunks.push_back(SlotChunk{s, &id, 1}), slots.push_back(s);
+      Status st = prefill_slots(chunks, nullptr, &next);
+      if (st.is_ok()) st = decode_slots(slots, std::vector<int32_t>(size_t(bucket), 0), nullptr, &next);
+      for (int64_t s : slots) release_slot(s);
+      TUNABLEOP_RETURN_IF_ERROR(st);
+    }
+    return Status::ok();
+  }
+
   Status last_logits(std::vector<float>* out) override {
     const size_t n = size_t(batch_ * c_.vocab_size);
     out->resize(n);
@@ -293,6 +427,95 @@ class Model final : public Engine {
   }
 
  private:
+  // The slot calls need a paged cache (pages move with sequences, not with batch rows).
+  Status check_slot_engine() {
+    if (cache_->kind() != KvCacheKind::kPaged)
+      return Status::unsupported("continuous batching needs a paged KV cache (--kv-cache paged)");
+    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
+    return dev_->make_current();
+  }
+  Status check_slot(int64_t slot) const {
+    if (slot < 0 || slot >= o_.max_batch) {
+      return Status::invalid_argument("slot " + std::to_string(slot) + " outside 0.." +
+                                      std::to_string(o_.max_batch - 1));
+    }
+    return Status::ok();
+  }
+  Status check_ids(const int32_t* ids, int64_t n) const {
+    if (!ids || n < 1) return Status::invalid_argument("no tokens");
+    for (int64_t i = 0; i < n; ++i) {
+      if (ids[i] < 0 || ids[i] >= c_.vocab_size) {
+        return Status::invalid_argument("token id " + std::to_string(ids[i]) + " is outside the vocabulary [0, " +
+                                        std::to_string(c_.vocab_size) + ")");
+      }
+    }
+    return Status::ok();
+  }
+  PagedKvCache& paged() { return static_cast<PagedKvCache&>(*cache_); }
+  int64_t decode_bucket(int64_t n) const {
+    for (int64_t b : decode_buckets()) {
+      if (b >= n) return b;
+    }
+    return o_.max_batch;
+  }
+
+  // The packed prefill's inputs and layout to the device (prefill_slots).
+  Status upload_prefill_layout(const SlotPassLayout& L) {
+    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, L.rows));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, L.lens.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_q_lens_, L.q_lens.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_pre_, L.table.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_to_layout_, L.to_layout.size() * 8));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_to_rows_, L.to_rows.size() * 8));
+    const size_t layout_rows = L.to_layout.size();
+    TUNABLEOP_RETURN_IF_ERROR(ensure(qkv_layout_, layout_rows * size_t(c_.qkv_dim()) * esize_));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(attn_layout_, layout_rows * size_t(c_.q_dim()) * esize_));
+    const size_t rows = size_t(L.rows);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), L.ids.data(), rows * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), L.seqs.data(), rows * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), L.positions.data(), rows * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), L.lens.data(), L.lens.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_q_lens_.get(), L.q_lens.data(), L.q_lens.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_table_pre_.get(), L.table.data(), L.table.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_to_layout_.get(), L.to_layout.data(), L.to_layout.size() * 8));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_to_rows_.get(), L.to_rows.data(), L.to_rows.size() * 8));
+    return dev_->upload(last_rows_.get(), L.last_rows.data(), L.last_rows.size() * 8);
+  }
+
+  // A slot decode step's inputs to the buffers its (captured) pass reads.
+  Status upload_decode_layout(const SlotPassLayout& L) {
+    const int64_t B = L.batch, pps = paged().geometry().pages_per_seq();
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_dec_, size_t(o_.max_batch * pps) * 4));  // never moves (graphs)
+    int32_t* ids = dec_in_host_.as<int32_t>();
+    std::copy(L.ids.begin(), L.ids.end(), ids);
+    std::copy(L.positions.begin(), L.positions.end(), ids + o_.max_batch);
+    std::copy(L.lens.begin(), L.lens.end(), ids + 2 * o_.max_batch);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_in_.get(), ids, dec_in_.bytes()));
+    return dev_->upload(slot_table_dec_.get(), L.table.data(), size_t(B * pps) * 4);
+  }
+
+  // The next token of each of the first `rows` output rows: the pass's argmax, or sampled on the
+  // device where any row samples. `keep`: rows whose tokens are wanted (the rest are padding).
+  Status choose_next(int64_t rows, const SamplingRow* sampling, std::vector<int32_t>* next, int64_t keep = -1) {
+    if (keep < 0) keep = rows;
+    const bool any =
+        sampling && std::any_of(sampling, sampling + keep, [](const SamplingRow& r) { return !r.greedy(); });
+    if (any) {
+      TUNABLEOP_RETURN_IF_ERROR(ensure(sampling_, size_t(o_.max_batch) * sizeof(SamplingRow)));
+      std::vector<SamplingRow> all(static_cast<size_t>(rows));  // padding rows: greedy
+      std::copy(sampling, sampling + keep, all.begin());
+      TUNABLEOP_RETURN_IF_ERROR(dev_->upload(sampling_.get(), all.data(), all.size() * sizeof(SamplingRow)));
+      TUNABLEOP_RETURN_IF_ERROR(dev_->sample(logits_.get(), rows, sampling_.as<SamplingRow>(), next_.as<int32_t>()));
+    }
+    int32_t* host = next_host_.as<int32_t>();
+    TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(keep) * 4));
+    next->assign(host, host + keep);
+    for (int64_t i = 0; any && i < keep; ++i) {
+      if ((*next)[size_t(i)] < 0) return Status::numerics("the model produced a NaN or +inf logit: cannot sample");
+    }
+    return Status::ok();
+  }
+
   // Checks one token per sequence and room in the cache, then uploads ids, positions and lengths.
   Status prepare_decode(const std::vector<int32_t>& tokens) {
     if (int64_t(tokens.size()) != batch_ || batch_ == 0) {
@@ -468,7 +691,24 @@ class Model final : public Engine {
       float* mx = x;  // the residual rows the rest of the layer reads and adds to
       int64_t mrows = rows;
       const void* attn = a.attn.get();
-      if (tail) {
+      if (packed_) {
+        // A packed prefill: attention on its [sequences][rows] layout, gathered there and back.
+        TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(a.qkv.get(), QKV * int64_t(esize_), slot_to_layout_.as<int64_t>(),
+                                                packed_->layout_rows, qkv_layout_.get()));
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.attention(packed_->attention, l, qkv_layout_.get(), *cache_, linear_, attn_layout_.get()));
+        TUNABLEOP_RETURN_IF_ERROR(
+            d.gather_rows(attn_layout_.get(), Q * int64_t(esize_), slot_to_rows_.as<int64_t>(), rows, a.attn.get()));
+        d.mark("attention", "packed", 0, false, attention_flops);
+        if (tail) {  // the output rows only from here (outputs_only)
+          TUNABLEOP_RETURN_IF_ERROR(
+              d.gather_rows(a.attn.get(), Q * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_attn_.get()));
+          TUNABLEOP_RETURN_IF_ERROR(
+              d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+          d.mark("gather_rows");
+          mx = last_x_.as<float>(), mrows = batch_, attn = last_attn_.get();
+        }
+      } else if (tail) {
         TUNABLEOP_RETURN_IF_ERROR(
             d.gather_rows(a.qkv.get(), QKV * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_qkv_.get()));
         d.mark("gather_rows", "qkv");
@@ -567,6 +807,15 @@ class Model final : public Engine {
   bool ahead_chain_ = false;  // dec_in_ holds the next step's inputs, advanced by the last queued step
   std::vector<int64_t> seq_len_;
   int64_t batch_ = 0, padded_ = 0;
+  // Continuous batching: the passes' own block tables, the packed prefill's layout and query
+  // counts, the sampling parameters, and the packed pass in progress (forward() reads it).
+  struct Packed {
+    int64_t layout_rows = 0;
+    Pass attention;  // the attention's view: [sequences][layout rows per sequence]
+  };
+  Buffer slot_table_dec_, slot_table_pre_, slot_q_lens_, slot_to_layout_, slot_to_rows_;
+  Buffer qkv_layout_, attn_layout_, sampling_;
+  const Packed* packed_ = nullptr;
 };
 
 }  // namespace

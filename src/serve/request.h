@@ -22,18 +22,18 @@ namespace tunableop::serve {
 using Clock = std::chrono::steady_clock;
 
 struct SamplingParams {
-  double temperature = 1.0;       // 0: greedy (the engine's argmax)
-  int64_t top_k = 0;              // 0: every token
-  double top_p = 1.0;             // (0, 1]
-  std::optional<uint64_t> seed;   // absent: the runtime draws one
+  double temperature = 1.0;      // 0: greedy (the engine's argmax)
+  int64_t top_k = 0;             // 0: every token
+  double top_p = 1.0;            // (0, 1]
+  std::optional<uint64_t> seed;  // absent: the runtime draws one
 };
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;    // token ids, BOS included when the model wants one
-  int64_t max_tokens = 16;        // new tokens at most (>= 1)
+  std::vector<int32_t> prompt;  // token ids, BOS included when the model wants one
+  int64_t max_tokens = 16;      // new tokens at most (>= 1)
   SamplingParams sampling;
-  bool ignore_eos = false;        // generate max_tokens whatever comes
-  std::vector<int32_t> stop_ids;  // ids that end the sequence besides the model's EOS (kept in the output)
+  bool ignore_eos = false;                   // generate max_tokens whatever comes
+  std::vector<int32_t> stop_ids;             // ids that end the sequence besides the model's EOS (kept in the output)
   Clock::time_point arrival = Clock::now();  // when the server received it (TTFT counts from here)
 };
 
@@ -47,7 +47,7 @@ class Channel {
     std::vector<int32_t> tokens;  // new since the last take()
     bool finished = false;
     FinishReason reason = FinishReason::kNone;
-    Status error;                 // kError: why (a device fault, a sequence that cannot fit)
+    Status error;  // kError: why (a device fault, a sequence that cannot fit)
   };
   // Runtime side.
   void push(int32_t token);
@@ -71,11 +71,11 @@ class Channel {
 
 // Latency histogram with fixed upper bounds in seconds (Prometheus' cumulative buckets).
 struct Histogram {
-  std::vector<double> bounds;           // ascending upper bounds; +Inf is implicit
-  std::vector<uint64_t> counts;         // per bucket (not cumulative), bounds.size() + 1
+  std::vector<double> bounds;    // ascending upper bounds; +Inf is implicit
+  std::vector<uint64_t> counts;  // per bucket (not cumulative), bounds.size() + 1
   double sum = 0;
   uint64_t count = 0;
-  static Histogram latency();           // 1 ms .. 60 s
+  static Histogram latency();  // 1 ms .. 60 s
   void observe(double seconds);
 };
 

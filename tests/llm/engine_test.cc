@@ -188,7 +188,8 @@ TEST(LlmEngine, PagedCacheEqualsStaticAndHoldsOnlyWhatIsUsed) {
   EXPECT_EQ(p.bytes_per_position, per_position);
   EXPECT_EQ(p.in_use, 9 * 4 * per_position);
   EXPECT_EQ(p.peak_in_use, 10 * 4 * per_position);
-  EXPECT_EQ(p.allocated, 3 * 12 * 4 * per_position);  // default pool: every sequence at full length
+  // Default pool: every sequence at full length, and the continuous batch's padding page.
+  EXPECT_EQ(p.allocated, (3 * 12 + 1) * 4 * per_position);
 }
 
 TEST(LlmEngine, PagedCacheOutOfPagesIsAnError) {

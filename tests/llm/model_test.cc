@@ -66,8 +66,9 @@ class RecordingDevice final : public DeviceKernels {
   Status argmax(const void* logits, int64_t rows, int32_t* out) override {
     return note("argmax", [&] { return inner_->argmax(logits, rows, out); });
   }
-  Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step) override {
-    return note("run_decode_step", [&] { return inner_->run_decode_step(batch, linear, step); });
+  Status run_decode_step(int64_t batch, LinearOp& linear, const std::function<Status()>& step,
+                         bool slot_table) override {
+    return note("run_decode_step", [&] { return inner_->run_decode_step(batch, linear, step, slot_table); });
   }
 
  private:

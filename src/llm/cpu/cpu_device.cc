@@ -80,8 +80,9 @@ class CpuKernels final : public DeviceKernels {
     const ModelConfig& c = config();
     cpu::rope(f(qkv), p.rows(), c.qkv_dim(), c.num_heads + c.num_kv_heads, c.head_dim, p.positions, rope_);
     if (cache.kind() == KvCacheKind::kPaged) {
-      cpu::store_kv_paged(f(qkv), p.rows(), c.qkv_dim(), c.q_dim(), p.seqs, p.positions, p.seq_lens,
-                          static_cast<const PagedKvCache&>(cache), layer);
+      const auto& pc = static_cast<const PagedKvCache&>(cache);
+      cpu::store_kv_paged(f(qkv), p.rows(), c.qkv_dim(), c.q_dim(), p.seqs, p.positions, p.seq_lens, pc, layer,
+                          p.block_table ? p.block_table : pc.block_table());  // host memory on the CPU
       return Status::ok();
     }
     auto sc = as_static(cache, "the CPU rope_kv");

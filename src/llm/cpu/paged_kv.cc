@@ -5,11 +5,11 @@
 namespace tunableop::llm::cpu {
 
 void store_kv_paged(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim, const int32_t* seqs,
-                    const int32_t* positions, const int32_t* seq_lens, const PagedKvCache& cache, int64_t layer) {
+                    const int32_t* positions, const int32_t* seq_lens, const PagedKvCache& cache, int64_t layer,
+                    const int32_t* table) {
   const PagedKvCache::Geometry& g = cache.geometry();
   const int64_t kv_dim = g.n_kv_heads * g.head_dim, pps = g.pages_per_seq();
   const size_t bytes = size_t(g.head_dim) * sizeof(float);
-  const int32_t* table = cache.block_table();  // host memory on the CPU device
   float* kp = static_cast<float*>(cache.k(layer));
   float* vp = static_cast<float*>(cache.v(layer));
   for (int64_t r = 0; r < rows; ++r) {

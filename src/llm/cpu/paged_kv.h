@@ -9,9 +9,11 @@
 namespace tunableop::llm::cpu {
 
 // Copies the k and v heads of each qkv row into this layer's pools at (seqs[r], positions[r]),
-// through the cache's block table; rows at or past their sequence's length (seq_lens, padding
-// of a ragged prefill) are skipped, since no page holds them.
+// through `table` ([sequence][pages_per_seq]: the cache's own, or a slot pass's); rows at or
+// past their sequence's length (seq_lens, padding of a ragged prefill) are skipped, since no page
+// holds them.
 void store_kv_paged(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim, const int32_t* seqs,
-                    const int32_t* positions, const int32_t* seq_lens, const PagedKvCache& cache, int64_t layer);
+                    const int32_t* positions, const int32_t* seq_lens, const PagedKvCache& cache, int64_t layer,
+                    const int32_t* table);
 
 }  // namespace tunableop::llm::cpu

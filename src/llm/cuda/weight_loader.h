@@ -1,0 +1,52 @@
+// The CUDA device's weights (the weight loader of the CUDA device's split, issue 26): a model's
+// tensors in the device's element type, generated on the GPU for built-in models (the
+// real-shaped ones never exist on the host), copied from a Hugging Face directory's host
+// weights otherwise, or, for a tensor-parallel rank, only that rank's blocks of each tensor
+// (parallel/tp_layout.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "cuda_common/cuda_memory.h"
+#include "llm/config.h"
+#include "llm/cuda/kernels.h"
+#include "llm/device_kernels.h"
+#include "llm/parallel/tp_layout.h"
+#include "llm/random_model.h"
+#include "llm/weights.h"
+
+namespace tunableop::llm::cuda {
+
+class CudaWeights {
+ public:
+  // The whole model: built-in (spec.builtin, random weights from `seed` on the GPU) or spec.dir.
+  Status load(const ModelSpec& spec, uint64_t seed, const ModelConfig& c, Elem e, cudaStream_t s);
+  // One tensor-parallel rank's shard: generated (built-in) or cut from `host` (a directory's
+  // weights, loaded once for every rank).
+  Status load_shard(const ModelSpec& spec, uint64_t seed, const TensorParallelLayout& tp, int rank,
+                    const ModelWeights* host, Elem e, cudaStream_t s);
+  // What the forward pass reads (pointers into the buffers held here).
+  const DeviceWeights& view() const { return view_; }
+
+ private:
+  struct Layer {
+    ::tunableop::cuda::DeviceBuffer attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
+  };
+  Status copy_weight(::tunableop::cuda::DeviceBuffer& dst, const std::vector<float>& src,
+                     ::tunableop::cuda::DeviceBuffer& staging);
+  Status random_weight(::tunableop::cuda::DeviceBuffer& dst, const ModelConfig& c, int64_t n, uint64_t seed,
+                       RandomTensor t, int64_t layer);
+  void make_view(const ModelConfig& c, bool sharded);
+
+  Elem e_ = Elem::kBF16;
+  size_t esize_ = 2;
+  cudaStream_t stream_ = nullptr;
+  ::tunableop::cuda::DeviceBuffer embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  DeviceWeights view_;
+};
+
+}  // namespace tunableop::llm::cuda
