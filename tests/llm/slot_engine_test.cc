@@ -68,7 +68,7 @@ TEST(SlotLayout, PackedPrefillRowsLayoutAndTables) {
   EXPECT_EQ(L3->batch, 4);
   EXPECT_EQ(L3->lens, (std::vector<int32_t>{7, 2, 1, 1, 0}));
   EXPECT_EQ(L3->q_lens, (std::vector<int32_t>{5, 2, 1, 1, 0}));
-  EXPECT_EQ(L3->seqs.back(), 4);
+  EXPECT_EQ(L3->table.size(), size_t(5 * 3));  // four sequences and the padding rows' one
   in.pop_back();
   EXPECT_EQ(L->last_rows, (std::vector<int64_t>{4, 6}));
   // Slot 3's 7 positions use 2 pages, slot 0's 2 use 1; the rest (and the padding row) the scratch page.
