@@ -315,13 +315,10 @@ class Model final : public Engine {
     p.seq_lens = pre_.lens.as<int32_t>();
     p.block_table = slot_table_pre_.as<int32_t>();
     Packed packed;
-    packed.layout_rows = L->batch * L->q_len;
-    packed.attention = p;
-    packed.attention.batch = L->batch;
-    packed.attention.tokens = L->q_len;
-    packed.attention.q_lens = slot_q_lens_.as<int32_t>();
-    packed.attention.kv_len = L->kv_len;
-    packed.attention.ragged = true;
+    packed.chunk = p;  // each chunk's attention: its rows, its lengths and table row
+    packed.chunk.batch = 1;
+    packed.chunk.ragged = true;
+    packed.layout = &*L;
     packed_ = &packed;
     Status st = dev_->run_prefill(p, linear_, [&] { return forward(p, pre_); });
     packed_ = nullptr;
@@ -461,15 +458,11 @@ class Model final : public Engine {
 
   // The packed prefill's inputs and layout to the device (prefill_slots).
   Status upload_prefill_layout(const SlotPassLayout& L) {
-    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, L.rows));
+    // Slack after the rows: a chunk's attention writes zeros past its queries (model_slots.h).
+    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, L.rows + L.slack));
     TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, L.lens.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure(slot_q_lens_, L.q_lens.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_pre_, L.table.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_to_layout_, L.to_layout.size() * 8));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_to_rows_, L.to_rows.size() * 8));
-    const size_t layout_rows = L.to_layout.size();
-    TUNABLEOP_RETURN_IF_ERROR(ensure(qkv_layout_, layout_rows * size_t(c_.qkv_dim()) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(attn_layout_, layout_rows * size_t(c_.q_dim()) * esize_));
     const size_t rows = size_t(L.rows);
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), L.ids.data(), rows * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), L.seqs.data(), rows * 4));
@@ -477,8 +470,6 @@ class Model final : public Engine {
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), L.lens.data(), L.lens.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_q_lens_.get(), L.q_lens.data(), L.q_lens.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_table_pre_.get(), L.table.data(), L.table.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_to_layout_.get(), L.to_layout.data(), L.to_layout.size() * 8));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_to_rows_.get(), L.to_rows.data(), L.to_rows.size() * 8));
     return dev_->upload(last_rows_.get(), L.last_rows.data(), L.last_rows.size() * 8);
   }
 
@@ -629,6 +620,26 @@ class Model final : public Engine {
     return Status::ok();
   }
 
+  // A packed prefill's attention for layer l: one call per chunk, on its rows of a.qkv into its
+  // rows of a.attn, with its q and kv counts rounded up to powers of two (model_slots.h).
+  Status packed_attention(int64_t l, Activations& a) {
+    const SlotPassLayout& L = *packed_->layout;
+    const size_t pps = size_t(paged().geometry().pages_per_seq());
+    for (size_t b = 0; b < L.offsets.size(); ++b) {
+      Pass c = packed_->chunk;
+      c.tokens = L.q_buckets[b];
+      c.kv_len = L.kv_buckets[b];
+      c.seq_lens = pre_.lens.as<int32_t>() + b;
+      c.q_lens = slot_q_lens_.as<int32_t>() + b;
+      c.block_table = slot_table_pre_.as<int32_t>() + b * pps;
+      const size_t row = size_t(L.offsets[b]);
+      const void* q = a.qkv.as<char>() + row * size_t(c_.qkv_dim()) * esize_;
+      void* out = a.attn.as<char>() + row * size_t(c_.q_dim()) * esize_;
+      TUNABLEOP_RETURN_IF_ERROR(dev_->attention(c, l, q, *cache_, linear_, out));
+    }
+    return Status::ok();
+  }
+
   // One pass; leaves the logits of each sequence's last real row in logits_ and their argmax in
   // next_ (both on the device).
   Status forward(const Pass& p, Activations& a) {
@@ -692,13 +703,8 @@ class Model final : public Engine {
       int64_t mrows = rows;
       const void* attn = a.attn.get();
       if (packed_) {
-        // A packed prefill: attention on its [sequences][rows] layout, gathered there and back.
-        TUNABLEOP_RETURN_IF_ERROR(d.gather_rows(a.qkv.get(), QKV * int64_t(esize_), slot_to_layout_.as<int64_t>(),
-                                                packed_->layout_rows, qkv_layout_.get()));
-        TUNABLEOP_RETURN_IF_ERROR(
-            d.attention(packed_->attention, l, qkv_layout_.get(), *cache_, linear_, attn_layout_.get()));
-        TUNABLEOP_RETURN_IF_ERROR(
-            d.gather_rows(attn_layout_.get(), Q * int64_t(esize_), slot_to_rows_.as<int64_t>(), rows, a.attn.get()));
+        // A packed prefill: each chunk's attention on its own rows, in order (model_slots.h).
+        TUNABLEOP_RETURN_IF_ERROR(packed_attention(l, a));
         d.mark("attention", "packed", 0, false, attention_flops);
         if (tail) {  // the output rows only from here (outputs_only)
           TUNABLEOP_RETURN_IF_ERROR(
@@ -810,11 +816,10 @@ class Model final : public Engine {
   // Continuous batching: the passes' own block tables, the packed prefill's layout and query
   // counts, the sampling parameters, and the packed pass in progress (forward() reads it).
   struct Packed {
-    int64_t layout_rows = 0;
-    Pass attention;  // the attention's view: [sequences][layout rows per sequence]
+    Pass chunk;  // one chunk's attention pass (its rows, lengths and table row filled per call)
+    const SlotPassLayout* layout = nullptr;
   };
-  Buffer slot_table_dec_, slot_table_pre_, slot_q_lens_, slot_to_layout_, slot_to_rows_;
-  Buffer qkv_layout_, attn_layout_, sampling_;
+  Buffer slot_table_dec_, slot_table_pre_, slot_q_lens_, sampling_;
   const Packed* packed_ = nullptr;
 };
 

@@ -47,45 +47,34 @@ StatusOr<SlotPassLayout> layout_prefill(const std::vector<SlotPassInput>& chunks
   TUNABLEOP_RETURN_IF_ERROR(check_inputs(chunks, pages_per_seq, page_size));
   SlotPassLayout L;
   const int64_t S = int64_t(chunks.size());
-  int64_t tokens = 0, longest = 0, kv = 0;
-  for (const SlotPassInput& c : chunks) {
-    tokens += c.count;
-    longest = std::max(longest, c.count);
-    kv = std::max(kv, c.start + c.count);
-  }
+  int64_t tokens = 0;
+  for (const SlotPassInput& c : chunks) tokens += c.count;
   const int64_t m = std::max<int64_t>(row_multiple, 1);
   L.rows = (tokens + m - 1) / m * m;
-  // The attention's sequences, rounded up to a power of two: the extra ones hold one position
-  // in the scratch page and no row (their output is never gathered back).
-  const int64_t B = pow2_bucket(S, 1, int64_t(1) << 30);
-  L.batch = B;
-  L.q_len = pow2_bucket(longest, 16, max_seq);
-  L.kv_len = std::max(pow2_bucket(kv, 16, max_seq), L.q_len);
+  L.batch = S;
   L.ids.assign(size_t(L.rows), 0);
-  L.seqs.assign(size_t(L.rows), int32_t(B));  // padding rows: the padding sequence, length 0
+  L.seqs.assign(size_t(L.rows), int32_t(S));  // padding rows: the padding sequence, length 0
   L.positions.assign(size_t(L.rows), 0);
-  L.lens.assign(size_t(B + 1), 1);
-  L.q_lens.assign(size_t(B + 1), 1);
-  L.lens[size_t(B)] = L.q_lens[size_t(B)] = 0;
-  L.table.assign(size_t((B + 1) * pages_per_seq), scratch_page);
-  L.to_layout.assign(size_t(B * L.q_len), 0);
-  L.to_rows.assign(size_t(L.rows), 0);
-  L.last_rows.resize(size_t(S));
+  L.lens.assign(size_t(S + 1), 0);
+  L.q_lens.assign(size_t(S + 1), 0);
+  L.table.assign(size_t((S + 1) * pages_per_seq), scratch_page);
   int64_t row = 0;
   for (int64_t b = 0; b < S; ++b) {
     const SlotPassInput& c = chunks[size_t(b)];
+    L.offsets.push_back(row);
+    const int64_t q = pow2_bucket(c.count, 16, max_seq);
+    L.q_buckets.push_back(q);
+    L.kv_buckets.push_back(std::max(pow2_bucket(c.start + c.count, 16, max_seq), q));
+    L.slack = std::max(L.slack, q);
     for (int64_t j = 0; j < c.count; ++j, ++row) {
       L.ids[size_t(row)] = c.tokens[j];
       L.seqs[size_t(row)] = int32_t(b);
       L.positions[size_t(row)] = int32_t(c.start + j);
-      L.to_layout[size_t(b * L.q_len + j)] = row;
-      L.to_rows[size_t(row)] = b * L.q_len + j;
     }
     L.lens[size_t(b)] = int32_t(c.start + c.count);
     L.q_lens[size_t(b)] = int32_t(c.count);
-    L.last_rows[size_t(b)] = row - 1;
-    put_row(L.table.data() + b * pages_per_seq, c.table_row, c.start + c.count, pages_per_seq, page_size,
-            scratch_page);
+    L.last_rows.push_back(row - 1);
+    put_row(L.table.data() + b * pages_per_seq, c.table_row, c.start + c.count, pages_per_seq, page_size, scratch_page);
   }
   return L;
 }
@@ -97,7 +86,6 @@ StatusOr<SlotPassLayout> layout_decode(const std::vector<SlotPassInput>& slots, 
   if (bucket < n) return Status::internal("decode bucket " + std::to_string(bucket) + " < " + std::to_string(n));
   SlotPassLayout L;
   L.rows = L.batch = bucket;
-  L.q_len = 1;
   L.ids.assign(size_t(bucket), 0);
   L.seqs.resize(size_t(bucket));
   L.positions.assign(size_t(bucket), 0);
@@ -115,7 +103,6 @@ StatusOr<SlotPassLayout> layout_decode(const std::vector<SlotPassInput>& slots, 
     L.last_rows[size_t(i)] = i;
     put_row(L.table.data() + i * pages_per_seq, s.table_row, s.start + 1, pages_per_seq, page_size, scratch_page);
   }
-  L.kv_len = pages_per_seq * page_size;
   return L;
 }
 

@@ -9,13 +9,14 @@
 // runs in one pass and a captured decode graph reads the same buffers every step.
 //
 // Packed prefill: chunk b's rows are rows [offset_b, offset_b + count_b) of the pass, back to
-// back (GEMMs see exactly the prompt tokens, rounded up to `row_multiple`). Attention takes a
-// [batch][q_len] layout (tunableop/attention.h: queries of sequence b in its first q_lens[b]
-// rows, the last q_lens[b] positions of its kv_lens[b] keys): to_layout gathers the packed qkv
-// rows into it, to_rows gathers the output back. The layout's sequences are rounded up to a
-// power of two (and its rows and keys too), so that passes of nearby shapes are one attention
-// problem: the extra sequences hold one position in the scratch page and no row. Padding rows
-// belong to one more local sequence whose length is 0, so the cache write skips them.
+// back (GEMMs see exactly the prompt tokens, rounded up to `row_multiple`). Attention runs once
+// per chunk, on its own rows in place (tunableop/attention.h with batch 1: its q_lens[b] queries
+// are the last positions of its kv_lens[b] keys), as a problem whose query and key counts are
+// rounded up to powers of two: every pass of every mix of prompts uses a few dozen attention
+// problems at most, which the server tunes at start-up. Rows past a chunk's queries are the
+// next chunk's (or slack the pass keeps after its rows): the op writes zeros there, and the
+// next chunk's call writes its own rows after. Padding rows belong to one more local sequence
+// whose length is 0, so the cache write skips them.
 #pragma once
 
 #include <cstdint>
@@ -34,24 +35,24 @@ struct SlotPassInput {
 };
 
 struct SlotPassLayout {
-  int64_t rows = 0;                           // rows of the pass (padding included)
-  int64_t batch = 0;                          // sequences the attention sees (decode: the bucket, padding included)
-  int64_t q_len = 0;                          // packed prefill: the layout's rows per sequence (1 for decode)
-  int64_t kv_len = 0;                         // the longest sequence after the pass, rounded up (attention's kv_len)
+  int64_t rows = 0;   // rows of the pass (padding included)
+  int64_t batch = 0;  // sequences (decode: the bucket, padding rows included)
+  int64_t slack = 0;  // prefill: rows after `rows` a chunk's attention may write (the largest q bucket)
   std::vector<int32_t> ids, seqs, positions;  // per row
-  std::vector<int32_t> lens;                  // per local sequence, padding sequence last: its length after the pass
-  std::vector<int32_t> q_lens;                // per local sequence: the queries it has in this pass
-  std::vector<int32_t> table;                 // [batch + 1][pages_per_seq] (the last row: the padding sequence's)
-  std::vector<int64_t> to_layout, to_rows;    // packed prefill only (see above)
-  std::vector<int64_t> last_rows;             // per chunk: the row whose logits choose its next token
+  // Per local sequence (prefill: then the padding rows' sequence, of length 0): its length after
+  // the pass, its queries in the pass, its row of the pass's block table ([.][pages_per_seq]).
+  std::vector<int32_t> lens, q_lens, table;
+  std::vector<int64_t> offsets;                // prefill, per chunk: its first row
+  std::vector<int64_t> q_buckets, kv_buckets;  // prefill, per chunk: its attention's q_len and kv_len
+  std::vector<int64_t> last_rows;              // per chunk: the row whose logits choose its next token
 };
 
 // The smallest power of two >= n (and >= lo), at most hi.
 int64_t pow2_bucket(int64_t n, int64_t lo, int64_t hi);
 
-// A prefill pass over `chunks`. Rows are rounded up to `row_multiple`; the layout's q_len and the
-// kv_len to powers of two (>= 16, <= max_seq), so that passes of nearby sizes are one attention
-// problem. `scratch_page`: a pool page that no sequence owns (the padding rows' table entries).
+// A prefill pass over `chunks`. Rows are rounded up to `row_multiple`; each chunk's attention
+// q_len and kv_len to powers of two (>= 16, <= max_seq). `scratch_page`: a pool page that no
+// sequence owns (the padding rows' table entries).
 StatusOr<SlotPassLayout> layout_prefill(const std::vector<SlotPassInput>& chunks, int64_t row_multiple,
                                         int64_t pages_per_seq, int64_t page_size, int64_t max_seq,
                                         int32_t scratch_page);

@@ -260,7 +260,7 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
     EXPECT_NE(choices.find(site), std::string::npos) << site << " in\n" << choices;
   }
   EXPECT_NE(choices.find("unfused"), std::string::npos) << "the unfused path is a timed candidate\n" << choices;
-  EXPECT_NE(choices.find("decode step, batch 1:"), std::string::npos) << "step variants timed\n" << choices;
+  EXPECT_NE(choices.find("decode step b1:"), std::string::npos) << "step variants timed\n" << choices;
   // The fused projections' shapes were tuned as FusedLinear problems, into the results file.
   std::ifstream results(dir / "results_0.csv");  // %d is the device ordinal
   ASSERT_TRUE(results.good()) << "no results file in " << dir;
@@ -269,6 +269,8 @@ TEST(LlmCuda, AutoFusionChoosesByMeasurement) {
   EXPECT_NE(text.str().find("FusedLinearTunableOp_float,out_"), std::string::npos) << text.str();
   // So was decode attention, at full length, before the first capture.
   EXPECT_NE(text.str().find("AttentionTunableOp_float_causal,b1_q1_k96_"), std::string::npos) << text.str();
+  // And the step's build, through the core tuner (graph_runner.h).
+  EXPECT_NE(text.str().find("DecodeStepTunableOp_float,gemma_l2_"), std::string::npos) << text.str();
   std::filesystem::remove_all(dir);
 }
 

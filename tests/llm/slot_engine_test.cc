@@ -45,7 +45,7 @@ std::vector<int32_t> alone(const ModelConfig& c, Context& ctx, const std::vector
   return out;
 }
 
-TEST(SlotLayout, PackedPrefillRowsLayoutAndTables) {
+TEST(SlotLayout, PackedPrefillRowsAndTables) {
   const int32_t rowa[] = {5, 6, 7}, rowb[] = {9};
   const int32_t ta[] = {1, 2, 3, 4, 5}, tb[] = {8, 9};
   // Slot 3 holds 2 positions and adds 5; slot 0 starts empty and adds 2. Pages of 4, 3 per seq.
@@ -54,26 +54,24 @@ TEST(SlotLayout, PackedPrefillRowsLayoutAndTables) {
   ASSERT_TRUE(L.is_ok()) << L.status().to_string();
   EXPECT_EQ(L->rows, 8);  // 7 tokens, rounded up to 8
   EXPECT_EQ(L->batch, 2);
-  EXPECT_EQ(L->q_len, 12);  // 5 -> 16, capped at max_seq
-  EXPECT_EQ(L->kv_len, 12);
   EXPECT_EQ(L->ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 8, 9, 0}));
   EXPECT_EQ(L->seqs, (std::vector<int32_t>{0, 0, 0, 0, 0, 1, 1, 2}));  // the padding row: sequence 2
   EXPECT_EQ(L->positions, (std::vector<int32_t>{2, 3, 4, 5, 6, 0, 1, 0}));
   EXPECT_EQ(L->lens, (std::vector<int32_t>{7, 2, 0}));
   EXPECT_EQ(L->q_lens, (std::vector<int32_t>{5, 2, 0}));
-  // Three sequences round up to four: the fourth holds one position in the scratch page.
-  in.push_back({7, 0, 1, tb, rowb});
-  auto L3 = layout_prefill(in, 8, 3, 4, 12, 42);
-  ASSERT_TRUE(L3.is_ok());
-  EXPECT_EQ(L3->batch, 4);
-  EXPECT_EQ(L3->lens, (std::vector<int32_t>{7, 2, 1, 1, 0}));
-  EXPECT_EQ(L3->q_lens, (std::vector<int32_t>{5, 2, 1, 1, 0}));
-  EXPECT_EQ(L3->table.size(), size_t(5 * 3));  // four sequences and the padding rows' one
-  in.pop_back();
+  EXPECT_EQ(L->offsets, (std::vector<int64_t>{0, 5}));
   EXPECT_EQ(L->last_rows, (std::vector<int64_t>{4, 6}));
+  // Each chunk's attention: counts rounded up to powers of two from 16, capped at max_seq 12.
+  EXPECT_EQ(L->q_buckets, (std::vector<int64_t>{12, 12}));
+  EXPECT_EQ(L->kv_buckets, (std::vector<int64_t>{12, 12}));
+  EXPECT_EQ(L->slack, 12);
   // Slot 3's 7 positions use 2 pages, slot 0's 2 use 1; the rest (and the padding row) the scratch page.
   EXPECT_EQ(L->table, (std::vector<int32_t>{5, 6, 42, 9, 42, 42, 42, 42, 42}));
-  for (int64_t r = 0; r < 7; ++r) EXPECT_EQ(L->to_layout[size_t(L->to_rows[size_t(r)])], r);
+  const std::vector<int32_t> t20(20, 1);
+  auto wide = layout_prefill({{1, 40, 20, t20.data(), rowa}}, 8, 32, 4, 128, 0);
+  ASSERT_TRUE(wide.is_ok());
+  EXPECT_EQ(wide->q_buckets, (std::vector<int64_t>{32}));
+  EXPECT_EQ(wide->kv_buckets, (std::vector<int64_t>{64}));
 }
 
 TEST(SlotLayout, DecodePadsToTheBucketWithScratchRows) {

@@ -140,8 +140,8 @@ TEST(Runtime, PreemptionUnderPagePressureStillGivesTheAloneTokens) {
   ASSERT_TRUE(rt);
   std::vector<std::shared_ptr<Channel>> chans;
   std::vector<std::vector<int32_t>> want;
-  for (int i = 0; i < 3; ++i) {
-    want.push_back(alone(prompt_of(8, i), 12));
+  for (int i = 0; i < 3; ++i) want.push_back(alone(prompt_of(8, i), 12));
+  for (int i = 0; i < 3; ++i) {  // all three in the queue before the first step
     auto ch = rt->submit(greedy(prompt_of(8, i), 12));
     ASSERT_TRUE(ch.is_ok());
     chans.push_back(*ch);

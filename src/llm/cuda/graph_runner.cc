@@ -69,7 +69,7 @@ GraphRunner::GraphRunner(Context& ctx, cudaStream_t stream, StepVariant& variant
       variants_(step_variants(pdl_capable)),
       default_variant_{true, pdl_capable ? 1 : 0, 0},
       model_(std::move(model)),
-      op_(std::string("DecodeStepTunableOp_") + dtype_name(dtype)) {}
+      op_(std::string("DecodeStepTunableOp_") + dtype_torch_name(dtype)) {}
 
 std::string GraphRunner::step_params(const StepKey& key) const {
   return fmt::format("{}_b{}{}", model_, key.batch, key.slot_table ? "_slots" : "");
