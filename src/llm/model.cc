@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <deque>
 
 #include "llm/model_slots.h"
+#include "llm/random_hash.h"
 #include "tunableop/half.h"
 
 namespace tunableop::llm {
@@ -390,13 +392,16 @@ class Model final : public Engine {
       if (seq_len_[size_t(s)] != 0) return Status::invalid_argument("warm_up_slots: slots are in use");
     }
     std::vector<int32_t> next;
+    int64_t longest = 1;
     for (int64_t rows : prefill_rows) {
       const int64_t n = std::min(rows, o_.max_seq);
+      longest = std::max(longest, n);
       std::vector<int32_t> ids(static_cast<size_t>(n), 0);
       Status st = prefill_slots({SlotChunk{0, ids.data(), n}}, nullptr, &next);
       release_slot(0);
       TUNABLEOP_RETURN_IF_ERROR(st);
     }
+    TUNABLEOP_RETURN_IF_ERROR(prepare_chunk_attention(longest));
     // Each decode bucket: its sequences start with one token each (one packed prefill), then one
     // decode step over all of them.
     const int32_t id = 0;
@@ -617,6 +622,59 @@ class Model final : public Engine {
     int32_t* host = next_host_.as<int32_t>();
     TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(batch_) * 4));
     next->assign(host, host + batch_);
+    return Status::ok();
+  }
+
+  // Every chunk attention problem a prefill pass of at most `longest` tokens can meet
+  // (model_slots.h: q and kv rounded up to powers of two, capped at max_seq), run once on layer 0
+  // over the scratch page filled with noise: with TunableOp tuning on, each is tuned here, so a
+  // server never meets one untuned while it serves (Default, the math path, is several times
+  // slower on long prompts).
+  Status prepare_chunk_attention(int64_t longest) {
+    PagedKvCache& pc = paged();
+    const PagedKvCache::Geometry& g = pc.geometry();
+    const int32_t scratch = pc.scratch_page();
+    const int64_t q_max = pow2_bucket(longest, 16, o_.max_seq);
+    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, q_max));
+    const size_t page = size_t(g.page_elems()), rows = size_t(q_max * c_.qkv_dim());
+    std::vector<uint8_t> noise(std::max(page, rows) * esize_);
+    for (size_t i = 0; i < noise.size() / esize_; ++i) {
+      const float v = 0.5f * random_uniform(0x5EED, 7, i);
+      if (esize_ == 2) {
+        const uint16_t b = to_bf16(v).bits;
+        std::memcpy(noise.data() + 2 * i, &b, 2);
+      } else {
+        std::memcpy(noise.data() + 4 * i, &v, 4);
+      }
+    }
+    const size_t page_bytes = page * esize_;
+    TUNABLEOP_RETURN_IF_ERROR(
+        dev_->upload(static_cast<char*>(pc.k(0)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
+    TUNABLEOP_RETURN_IF_ERROR(
+        dev_->upload(static_cast<char*>(pc.v(0)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.qkv.get(), noise.data(), rows * esize_));
+    const std::vector<int32_t> table(size_t(g.pages_per_seq()), scratch);
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_pre_, table.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_table_pre_.get(), table.data(), table.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_q_lens_, 8));
+    for (int64_t q = std::min<int64_t>(16, o_.max_seq);; q = std::min(2 * q, o_.max_seq)) {
+      for (int64_t kv = q;; kv = std::min(2 * kv, o_.max_seq)) {
+        const int32_t lens[2] = {int32_t(kv), int32_t(q)};
+        TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_q_lens_.get(), lens, sizeof(lens)));
+        Pass c;
+        c.phase = Phase::kPrefill;
+        c.batch = 1;
+        c.tokens = q;
+        c.kv_len = kv;
+        c.ragged = true;
+        c.seq_lens = slot_q_lens_.as<int32_t>();
+        c.q_lens = slot_q_lens_.as<int32_t>() + 1;
+        c.block_table = slot_table_pre_.as<int32_t>();
+        TUNABLEOP_RETURN_IF_ERROR(dev_->attention(c, 0, pre_.qkv.get(), *cache_, linear_, pre_.attn.get()));
+        if (kv >= o_.max_seq) break;
+      }
+      if (q >= q_max) break;
+    }
     return Status::ok();
   }
 
