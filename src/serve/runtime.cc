@@ -333,7 +333,6 @@ StatusOr<std::unique_ptr<Backend>> make_runtime(std::unique_ptr<llm::Engine> eng
   so.max_running = o.max_running;
   so.max_waiting = o.max_waiting;
   so.prefill_tokens = o.prefill_tokens;
-  so.prefill_layout_rows = std::max<int64_t>(4 * o.prefill_tokens, 8192);
   so.max_context = eo.max_seq;
   so.page_size = engine->kv_cache_stats().page_size;
   so.pages = engine->slot_pages();

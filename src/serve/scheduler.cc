@@ -15,9 +15,7 @@ Status SchedulerOptions::validate() const {
   TUNABLEOP_RETURN_IF_ERROR(positive(max_context, "max_context"));
   TUNABLEOP_RETURN_IF_ERROR(positive(page_size, "page_size"));
   TUNABLEOP_RETURN_IF_ERROR(positive(pages, "KV pages"));
-  if (prefill_layout_rows < prefill_tokens) {
-    return Status::invalid_argument("prefill_layout_rows must be >= prefill_tokens");
-  }
+  TUNABLEOP_RETURN_IF_ERROR(positive(prefill_sequences, "prefill_sequences"));
   if (watermark_pages < 0 || watermark_pages >= pages) {
     return Status::invalid_argument("watermark_pages must be in [0, pages)");
   }
@@ -156,16 +154,13 @@ StepPlan Scheduler::plan(std::vector<int64_t>* cancelled_slots) {
   }
   // Prefill: chunks in admission order within the token and layout budgets. Pages for a chunk
   // were counted at admission (the whole prompt), so nothing can run out here.
-  int64_t tokens = 0, longest = 0;
+  int64_t tokens = 0;
   for (const auto& s : running_) {
     if (s->decoding() || s->slot < 0) continue;
     const int64_t left = int64_t(s->tokens.size()) - s->computed;
     const int64_t take = std::min(left, o_.prefill_tokens - tokens);
-    if (take <= 0) break;
-    const int64_t rows = int64_t(plan.prefill.size() + 1) * std::max(longest, take);
-    if (!plan.prefill.empty() && rows > o_.prefill_layout_rows) break;
+    if (take <= 0 || int64_t(plan.prefill.size()) >= o_.prefill_sequences) break;
     plan.prefill.push_back(Chunk{s.get(), s->computed, take});
-    longest = std::max(longest, take);
     tokens += take;
   }
   if (!plan.prefill.empty()) {

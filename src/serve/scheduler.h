@@ -8,7 +8,8 @@
 //     sequence's tokens plus a watermark; the queue head that does not fit blocks the ones
 //     behind it (no overtaking, so no starvation).
 //   - Each step is either a decode step (every decoding sequence, one token each) or a prefill
-//     pass (prompt chunks of admitted sequences, in admission order, up to `prefill_tokens`);
+//     pass (prompt chunks of admitted sequences, in admission order, up to `prefill_tokens`
+//     tokens and `prefill_sequences` chunks);
 //     while both kinds have work they alternate, so a long prompt delays a running sequence by
 //     at most one chunk, and new prompts wait at most one decode step.
 //   - When a decode step needs pages the pool does not have, the most recently admitted
@@ -31,9 +32,8 @@ struct SchedulerOptions {
   int64_t max_running = 8;        // sequences holding a slot (prefilling or decoding)
   int64_t max_waiting = 1024;     // queue length beyond which admit() refuses
   int64_t prefill_tokens = 2048;  // prompt tokens in one prefill pass at most
-  // A prefill pass lays its chunks out as [sequences][longest chunk] for attention: at most this
-  // many rows (padding included), so one long chunk never pads many short ones.
-  int64_t prefill_layout_rows = 8192;
+  // Chunks in one prefill pass at most (each runs its own attention call per layer).
+  int64_t prefill_sequences = 32;
   int64_t max_context = 2048;  // positions one sequence may hold (prompt + generated)
   int64_t page_size = 64;      // KV positions per page
   int64_t pages = 0;           // pages in the pool

@@ -16,7 +16,7 @@ SchedulerOptions small(int64_t running = 4, int64_t pages = 64, int64_t page = 4
   o.max_running = running;
   o.max_waiting = 8;
   o.prefill_tokens = 16;
-  o.prefill_layout_rows = 64;
+  o.prefill_sequences = 8;
   o.max_context = 64;
   o.page_size = page;
   o.pages = pages;
@@ -92,16 +92,14 @@ TEST(Scheduler, PacksShortPromptsWithinTheBudgets) {
   EXPECT_EQ(total, 16);
 }
 
-TEST(Scheduler, LayoutBudgetKeepsALongChunkFromPaddingShortOnes) {
+TEST(Scheduler, APassTakesAtMostPrefillSequencesChunks) {
   SchedulerOptions o = small(8);
-  o.prefill_tokens = 32;
-  o.prefill_layout_rows = 40;
+  o.prefill_sequences = 2;
   Scheduler s(o);
-  ASSERT_TRUE(s.admit(request(30, 1)).is_ok());
-  ASSERT_TRUE(s.admit(request(2, 1)).is_ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(s.admit(request(2, 1)).is_ok());
   std::vector<int64_t> none;
   StepPlan p = s.plan(&none);
-  ASSERT_EQ(p.prefill.size(), 1u);  // 2 x 30 layout rows > 40: the short prompt waits for the next pass
+  ASSERT_EQ(p.prefill.size(), 2u);
 }
 
 TEST(Scheduler, AdmissionIsFirstComeFirstServedWithinSlotsAndPages) {
@@ -209,7 +207,7 @@ TEST(Scheduler, OptionsAreValidated) {
   o.pages = 2;  // a 64-position sequence needs 16 pages of 4
   EXPECT_FALSE(o.validate().is_ok());
   o = small();
-  o.prefill_layout_rows = 4;
+  o.prefill_sequences = 0;
   EXPECT_FALSE(o.validate().is_ok());
   EXPECT_TRUE(small().validate().is_ok());
 }
