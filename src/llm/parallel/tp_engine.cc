@@ -56,6 +56,29 @@ class TpEngine final : public Engine {
     return step([&](Engine& e, std::vector<int32_t>* out) { return e.decode(tokens, out); }, next);
   }
   Status last_logits(std::vector<float>* out) override { return ranks_[0]->last_logits(out); }
+
+  // Continuous batching: every rank runs the same pass on its shard (each samples the same
+  // tokens from the same gathered logits, which step() checks).
+  Status prefill_slots(const std::vector<SlotChunk>& chunks, const SamplingRow* sampling,
+                       std::vector<int32_t>* next) override {
+    return step([&](Engine& e, std::vector<int32_t>* out) { return e.prefill_slots(chunks, sampling, out); }, next);
+  }
+  Status decode_slots(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens,
+                      const SamplingRow* sampling, std::vector<int32_t>* next) override {
+    return step([&](Engine& e, std::vector<int32_t>* out) { return e.decode_slots(slots, tokens, sampling, out); },
+                next);
+  }
+  void release_slot(int64_t slot) override {
+    for (auto& e : ranks_) e->release_slot(slot);
+  }
+  int64_t slot_length(int64_t slot) const override { return ranks_[0]->slot_length(slot); }
+  std::vector<int64_t> decode_buckets() const override { return ranks_[0]->decode_buckets(); }
+  int64_t slot_pages() const override { return ranks_[0]->slot_pages(); }
+  void* stream() const override { return ranks_[0]->stream(); }
+  Status warm_up_slots(const std::vector<int64_t>& prefill_rows) override {
+    return on_every_rank([&](int r) { return ranks_[size_t(r)]->warm_up_slots(prefill_rows); });
+  }
+
   // Every rank runs the profiled step (its collectives need every rank); rank 0's spans.
   StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
                                                     std::vector<int32_t>* next) override {

@@ -149,3 +149,44 @@ TEST(TensorParallelCpu, BadInputFailsOnEveryRankWithoutAHang) {
 
 }  // namespace
 }  // namespace tunableop::llm
+
+namespace tunableop::llm {
+namespace {
+
+// The continuous-batch calls on 2 CPU ranks give the one-device engine's tokens: a packed
+// prefill of two prompts (one chunked), then decode steps over both slots, one leaving early.
+TEST(TensorParallelCpu, SlotCallsMatchOneDevice) {
+  Context ctx(Device::cpu(), Config::defaults_only());
+  auto w = std::make_shared<const ModelWeights>(make_random_weights(testing::small_llama(), 5));
+  EngineOptions o = testing::options(2, 48, 8);
+  o.kv_cache.kind = KvCacheKind::kPaged;
+  o.kv_cache.page_size = 4;
+  auto one = make_cpu_engine(w, o, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
+  auto tp = make_cpu_tp_engine(w, o, std::vector<Context*>(2, &ctx));
+  ASSERT_TRUE(one.is_ok() && tp.is_ok()) << tp.status().to_string();
+  auto run = [](Engine& e) {
+    const std::vector<int32_t> a = {3, 9, 27, 81, 50, 11, 2}, b = {7, 7, 1};
+    std::vector<int32_t> next, out;
+    EXPECT_TRUE(e.prefill_slots({{1, a.data(), 4}, {0, b.data(), 3}}, nullptr, &next).is_ok());
+    out.push_back(next[1]);
+    std::vector<int32_t> tb = {next[1]};
+    EXPECT_TRUE(e.prefill_slots({{1, a.data() + 4, 3}}, nullptr, &next).is_ok());
+    std::vector<int32_t> ta = {next[0]};
+    out.push_back(next[0]);
+    for (int s = 0; s < 5; ++s) {
+      std::vector<int64_t> slots = {1};
+      std::vector<int32_t> tokens = {ta[0]};
+      if (s < 3) slots.push_back(0), tokens.push_back(tb[0]);
+      EXPECT_TRUE(e.decode_slots(slots, tokens, nullptr, &next).is_ok());
+      ta = {next[0]};
+      if (s < 3) tb = {next[1]};
+      out.insert(out.end(), next.begin(), next.end());
+      if (s == 2) e.release_slot(0);
+    }
+    return out;
+  };
+  EXPECT_EQ(run(**tp), run(**one));
+}
+
+}  // namespace
+}  // namespace tunableop::llm
