@@ -83,6 +83,7 @@ struct Histogram {
 struct RuntimeStats {
   int64_t requests_running = 0, requests_waiting = 0;
   int64_t kv_pages_used = 0, kv_pages_total = 0, kv_page_size = 0;
+  int64_t kv_pages_peak = 0;  // the most kv_pages_used has been
   uint64_t requests_finished = 0, requests_cancelled = 0, requests_rejected = 0, requests_failed = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0;
   uint64_t preemptions = 0, steps = 0;

@@ -271,7 +271,8 @@ class Runtime final : public Backend {
     stats_.requests_running = scheduler_.running();
     stats_.requests_waiting = waiting_ + int64_t(inbox_.size());
     stats_.kv_pages_total = engine_->slot_pages();
-    stats_.kv_pages_used = stats_.kv_pages_total - (kv.free_pages);
+    stats_.kv_pages_used = stats_.kv_pages_total - kv.free_pages;
+    stats_.kv_pages_peak = std::max(stats_.kv_pages_peak, stats_.kv_pages_used);
     stats_.kv_page_size = kv.page_size;
     stats_.prompt_tokens = prompt_tokens_;
     stats_.preemptions = scheduler_.preemptions();

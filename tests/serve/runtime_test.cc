@@ -203,3 +203,71 @@ TEST(Runtime, FullQueueIsRefusedAndDrainRefusesNewWork) {
 
 }  // namespace
 }  // namespace tunableop::serve
+
+namespace tunableop::serve {
+namespace {
+
+// An engine whose decode steps fail from the n-th on (a CUDA fault in a kernel, say): the
+// requests in the failed step finish with the error, nothing hangs, and the runtime goes on.
+class FailingEngine final : public llm::Engine {
+ public:
+  FailingEngine(std::unique_ptr<llm::Engine> inner, int fail_from) : e_(std::move(inner)), fail_from_(fail_from) {}
+  const llm::ModelConfig& config() const override { return e_->config(); }
+  const llm::EngineOptions& options() const override { return e_->options(); }
+  std::string device_name() const override { return e_->device_name(); }
+  Status prefill(const std::vector<std::vector<int32_t>>& p, std::vector<int32_t>* n) override {
+    return e_->prefill(p, n);
+  }
+  Status decode(const std::vector<int32_t>& t, std::vector<int32_t>* n) override { return e_->decode(t, n); }
+  Status last_logits(std::vector<float>* out) override { return e_->last_logits(out); }
+  std::vector<int64_t> sequence_lengths() const override { return e_->sequence_lengths(); }
+  int64_t padded_prompt_length() const override { return e_->padded_prompt_length(); }
+  int64_t weight_bytes() const override { return e_->weight_bytes(); }
+  llm::KvCacheStats kv_cache_stats() const override { return e_->kv_cache_stats(); }
+  llm::LinearOp& linear() override { return e_->linear(); }
+  StatusOr<std::vector<llm::ProfileSpan>> profile_decode(const std::vector<int32_t>& t,
+                                                         std::vector<int32_t>* n) override {
+    return e_->profile_decode(t, n);
+  }
+  StatusOr<double> copy_bandwidth_gbps() override { return e_->copy_bandwidth_gbps(); }
+  std::string kernel_choices() const override { return ""; }
+  Status prefill_slots(const std::vector<SlotChunk>& c, const llm::SamplingRow* s, std::vector<int32_t>* n) override {
+    return e_->prefill_slots(c, s, n);
+  }
+  Status decode_slots(const std::vector<int64_t>& slots, const std::vector<int32_t>& t, const llm::SamplingRow* s,
+                      std::vector<int32_t>* n) override {
+    if (++decodes_ >= fail_from_) return Status::device_error("an illegal memory access (injected)");
+    return e_->decode_slots(slots, t, s, n);
+  }
+  void release_slot(int64_t slot) override { e_->release_slot(slot); }
+  int64_t slot_length(int64_t slot) const override { return e_->slot_length(slot); }
+  std::vector<int64_t> decode_buckets() const override { return e_->decode_buckets(); }
+  int64_t slot_pages() const override { return e_->slot_pages(); }
+  Status warm_up_slots(const std::vector<int64_t>& rows) override { return e_->warm_up_slots(rows); }
+
+ private:
+  std::unique_ptr<llm::Engine> e_;
+  int fail_from_, decodes_ = 0;
+};
+
+TEST(Runtime, AFailedStepFailsItsRequestsAndNeverHangs) {
+  Context ctx(Device::cpu(), Config::defaults_only());
+  RuntimeOptions o;
+  o.prefill_tokens = 24;
+  // The warm-up runs inside the inner engine; every decode step the runtime asks for fails.
+  auto rt = make_runtime(std::make_unique<FailingEngine>(engine(ctx, 2), 1), ctx, o);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+  auto a = (*rt)->submit(greedy(prompt_of(5, 0), 10));
+  auto b = (*rt)->submit(greedy(prompt_of(6, 1), 10));
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  for (auto* ch : {&*a, &*b}) {
+    Channel::Update u = drain_channel(**ch);
+    EXPECT_EQ(u.reason, FinishReason::kError);
+    EXPECT_NE(u.error.message().find("illegal memory access"), std::string::npos) << u.error.to_string();
+    EXPECT_EQ(u.tokens.size(), 1u);  // the prefill's token came before the failed step
+  }
+  EXPECT_TRUE(eventually(**rt, [](const RuntimeStats& s) { return s.kv_pages_used == 0 && s.requests_failed == 2; }));
+}
+
+}  // namespace
+}  // namespace tunableop::serve
