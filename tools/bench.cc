@@ -263,7 +263,9 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--rounds", a->rounds, "suite: interleaved measurement rounds per shape")
       ->check(at_least(1))
       ->capture_default_str();
-  c->callback([a]() {
+  add_bench_serve_command(*c);
+  c->callback([a, c]() {
+    if (c->got_subcommand("serve")) return;  // `bench serve` ran its own
     auto dev = parse_device(a->device, a->gpu);
     if (!dev.is_ok()) std::exit(fail(dev.status()));
     Context ctx(*dev);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@
 
 #include "cli_support.h"
 #include "commands.h"
+#include "engine_setup.h"
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
@@ -485,14 +487,9 @@ int run_llm(const LlmArgs& a) {
                                            " has no tokenizer: text prompts need a Hugging Face model directory "
                                            "with a tokenizer.model (prompts as ids: --prompt-ids)"));
     }
-    auto t = llm::load_tokenizer(spec->dir);
+    auto t = load_model_tokenizer(*spec, a.model, cfg->vocab_size);
     if (!t.is_ok()) return fail(t.status());
     tokenizer = std::move(t.value());
-    if (tokenizer->vocab_size() > cfg->vocab_size) {
-      return fail(Status::invalid_argument(
-          fmt::format("{}/tokenizer.model has {} pieces but config.json's vocab_size is {}: not this model's tokenizer",
-                      spec->dir, tokenizer->vocab_size(), cfg->vocab_size)));
-    }
   }
   if ((generate || has_text) && !spec->builtin) {
     auto s = llm::load_special_tokens(spec->dir, tokenizer.get());
@@ -599,44 +596,22 @@ int run_llm(const LlmArgs& a) {
 
   Device dev = a.device == "cuda" ? Device::cuda(a.gpu) : Device::cpu();
   Context ctx(dev);
-  if (a.verbose >= 0) (void)ctx.config().set(Setting::kVerbose, a.verbose);
-  if (a.tune) {
-    (void)ctx.config().set(Setting::kEnabled, true);
-    (void)ctx.config().set(Setting::kTuning, true);
-  } else if (a.no_tune) {
-    (void)ctx.config().set(Setting::kEnabled, false);  // the seed's untuned baseline: Default everywhere
-  }
+  apply_tunableop_flags(ctx, a.tune, a.no_tune, a.verbose);
 
-  std::unique_ptr<llm::Engine> engine;
-  std::string model_desc;
-  if (a.tp > 1 && dev.kind == DeviceKind::kCuda) {
-    auto e = make_cli_tp_engine(a.tp, *spec, a.model_seed, a.layers, eo, ctx, nullptr);
-    if (!e.is_ok()) return fail(e.status());
-    engine = std::move(e.value());
-  } else if (dev.kind == DeviceKind::kCpu) {
-    auto w = llm::load_or_generate(*spec, a.model_seed, a.layers);
-    if (!w.is_ok()) return fail(w.status());
-    if (!a.save_model.empty()) {
+  std::function<Status(const llm::ModelWeights&)> save;
+  if (!a.save_model.empty()) {
+    save = [&a](const llm::ModelWeights& w) -> Status {
       auto dt = parse_dtype(a.save_dtype);
-      if (!dt.is_ok()) return fail(dt.status());
-      if (Status st = llm::save_model(*w, a.save_model, *dt); !st.is_ok()) return fail(st);
-      fmt::print(stderr, "saved {} to {}\n", w->name, a.save_model);
-    }
-    auto shared = std::make_shared<const llm::ModelWeights>(std::move(w.value()));
-    auto e = a.tp > 1 ? make_cli_tp_engine(a.tp, *spec, a.model_seed, a.layers, eo, ctx, shared)
-                      : llm::make_cpu_engine(shared, eo, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx),
-                                             llm::tunableop_attention(ctx));
-    if (!e.is_ok()) return fail(e.status());
-    engine = std::move(e.value());
-  } else {
-    auto e = llm::make_cuda_engine(*spec, a.model_seed, a.layers, eo, ctx);
-    if (!e.is_ok()) return fail(e.status());
-    engine = std::move(e.value());
+      if (!dt.is_ok()) return dt.status();
+      TUNABLEOP_RETURN_IF_ERROR(llm::save_model(w, a.save_model, *dt));
+      fmt::print(stderr, "saved {} to {}\n", w.name, a.save_model);
+      return Status::ok();
+    };
   }
-  const llm::ModelConfig& c = engine->config();
-  model_desc = fmt::format("{} ({}, {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters)",
-                           a.model, llm::architecture_name(c.arch), c.num_layers, c.hidden_size, c.num_heads,
-                           c.num_kv_heads, c.vocab_size, double(c.parameter_count()) / 1e6);
+  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, save);
+  if (!built.is_ok()) return fail(built.status());
+  std::unique_ptr<llm::Engine> engine = std::move(built.value());
+  const std::string model_desc = describe_model(a.model, engine->config());
 
   int rc = generate ? run_generate(a, *engine, ctx, model_desc, tokenizer.get(), special, prompts, *texts, max_new)
                     : run_bench(a, *engine, ctx, model_desc, tokenizer.get(), prompts, padded, max_new);

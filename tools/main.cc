@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     tunableop::cli::add_llm_command(app);
     tunableop::cli::add_run_command(app);
     tunableop::cli::add_all_reduce_command(app);
+    tunableop::cli::add_serve_command(app);
     if (!check_command(app, argc, argv)) return 2;
     try {
       app.parse(argc, argv);

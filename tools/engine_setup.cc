@@ -1,0 +1,59 @@
+#include "engine_setup.h"
+
+#include <fmt/format.h>
+
+#include "llm/weights.h"
+#include "llm_tp.h"
+
+namespace tunableop::cli {
+
+void apply_tunableop_flags(Context& ctx, bool tune, bool no_tune, int verbose) {
+  if (verbose >= 0) (void)ctx.config().set(Setting::kVerbose, verbose);
+  if (tune) {
+    (void)ctx.config().set(Setting::kEnabled, true);
+    (void)ctx.config().set(Setting::kTuning, true);
+  } else if (no_tune) {
+    (void)ctx.config().set(Setting::kEnabled, false);  // the seed's untuned baseline: Default everywhere
+  }
+}
+
+StatusOr<std::unique_ptr<llm::Engine>> build_engine(
+    const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, int tp, const llm::EngineOptions& options,
+    Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights) {
+  if (ctx.device().kind == DeviceKind::kCuda) {
+    if (tp > 1) return make_cli_tp_engine(tp, spec, model_seed, layers, options, ctx, nullptr);
+    return llm::make_cuda_engine(spec, model_seed, layers, options, ctx);
+  }
+  auto w = llm::load_or_generate(spec, model_seed, layers);
+  if (!w.is_ok()) return w.status();
+  if (on_cpu_weights) TUNABLEOP_RETURN_IF_ERROR(on_cpu_weights(*w));
+  auto shared = std::make_shared<const llm::ModelWeights>(std::move(w.value()));
+  if (tp > 1) return make_cli_tp_engine(tp, spec, model_seed, layers, options, ctx, shared);
+  return llm::make_cpu_engine(shared, options, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx),
+                              llm::tunableop_attention(ctx));
+}
+
+std::string describe_model(const std::string& name, const llm::ModelConfig& c) {
+  return fmt::format("{} ({}, {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.1f}M parameters)", name,
+                     llm::architecture_name(c.arch), c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads,
+                     c.vocab_size, double(c.parameter_count()) / 1e6);
+}
+
+StatusOr<std::unique_ptr<llm::Tokenizer>> load_model_tokenizer(const llm::ModelSpec& spec, const std::string& model,
+                                                               int64_t vocab_size) {
+  if (spec.builtin) {
+    return Status::not_found(model +
+                             " has no tokenizer: text prompts need a Hugging Face model directory with a "
+                             "tokenizer.model");
+  }
+  auto t = llm::load_tokenizer(spec.dir);
+  if (!t.is_ok()) return t.status();
+  if ((*t)->vocab_size() > vocab_size) {
+    return Status::invalid_argument(
+        fmt::format("{}/tokenizer.model has {} pieces but config.json's vocab_size is {}: not this model's tokenizer",
+                    spec.dir, (*t)->vocab_size(), vocab_size));
+  }
+  return std::move(t.value());
+}
+
+}  // namespace tunableop::cli
