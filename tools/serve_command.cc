@@ -144,7 +144,10 @@ int run_serve(const ServeArgs& a) {
   ro.max_running = eo.max_batch;
   ro.max_waiting = a.max_waiting;
   ro.prefill_tokens = a.prefill_tokens;
-  ro.tune = !a.no_tune;
+  // Tuning off the request path whenever TunableOp tunes: --tune, or the environment's
+  // TUNABLEOP_ENABLED + TUNABLEOP_TUNING when neither flag is given.
+  const Options opts = ctx.config().snapshot();
+  ro.tune = opts.enabled && opts.tuning;
   ro.eos_ids = text->special.eos;
   ro.seed = uint64_t(std::time(nullptr));
   ro.progress = [](const std::string& line) { fmt::print(stderr, "tunableop serve: {}\n", line); };
