@@ -18,6 +18,7 @@ RATES=${SERVE_RATES:-1 2 4 8 16}
 REQUESTS=${SERVE_REQUESTS:-200}
 INF_REQUESTS=${SERVE_INF_REQUESTS:-1000}
 mkdir -p "$OUT"
+[ -d "$ROOT/.deps/httplib/lib" ] && export LD_LIBRARY_PATH="$ROOT/.deps/httplib/lib:${LD_LIBRARY_PATH:-}"
 start=$(date +%s)
 stamp() { echo "[$(($(date +%s) - start))s] $*"; }
 

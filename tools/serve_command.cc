@@ -98,6 +98,11 @@ int run_serve(const ServeArgs& a) {
   auto cfg = llm::spec_config(*spec, a.layers);
   if (!cfg.is_ok()) return fail(cfg.status());
   const bool cuda = a.device == "cuda";
+  if (a.tp > 1) {
+    return fail(Status::unsupported(
+        "--tp: the serving runtime drives one device for now (the tensor-parallel engine has no continuous-batch "
+        "calls yet); `tunableop llm --tp` runs it"));
+  }
 
   llm::EngineOptions eo;
   eo.max_batch = a.max_running > 0 ? a.max_running : cuda ? kDefaultMaxRunningCuda : kDefaultMaxRunningCpu;
@@ -131,7 +136,9 @@ int run_serve(const ServeArgs& a) {
   if (Status st = http.start(); !st.is_ok()) return fail(st);
 
   Context ctx(cuda ? Device::cuda(a.gpu) : Device::cpu());
-  apply_tunableop_flags(ctx, a.tune, a.no_tune, a.verbose);
+  // Tuning is the server's default (off the request path: docs/serve.md, "Tuning policy");
+  // --no-tune: TunableOp off, every problem runs its Default.
+  apply_tunableop_flags(ctx, /*tune=*/!a.no_tune, a.no_tune, a.verbose);
   auto engine = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx);
   if (!engine.is_ok()) return fail(engine.status());
   const std::string desc = describe_model(a.model, (*engine)->config());
@@ -144,19 +151,11 @@ int run_serve(const ServeArgs& a) {
   ro.max_running = eo.max_batch;
   ro.max_waiting = a.max_waiting;
   ro.prefill_tokens = a.prefill_tokens;
-  // Tuning off the request path whenever TunableOp tunes: --tune, or the environment's
-  // TUNABLEOP_ENABLED + TUNABLEOP_TUNING when neither flag is given.
-  const Options opts = ctx.config().snapshot();
-  ro.tune = opts.enabled && opts.tuning;
+  ro.tune = !a.no_tune;
   ro.eos_ids = text->special.eos;
   ro.seed = uint64_t(std::time(nullptr));
   ro.progress = [](const std::string& line) { fmt::print(stderr, "tunableop serve: {}\n", line); };
-#ifdef TUNABLEOP_SERVE_RUNTIME_PENDING  // TEMPORARY: see tools/CMakeLists.txt
-  StatusOr<std::unique_ptr<serve::Backend>> backend =
-      Status::unsupported("the engine runtime is not in this build yet");
-#else
   auto backend = serve::make_runtime(std::move(engine.value()), ctx, ro);
-#endif
   if (!backend.is_ok()) return fail(backend.status());
 
   serve::openai::ServedModel model;
@@ -226,7 +225,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   c->add_option("--api-key", a->api_key, "require `Authorization: Bearer KEY` on every request");
-  c->add_flag("--tune", a->tune, "TunableOp on with tuning (off the request path: before ready and when idle)");
+  c->add_flag("--tune", a->tune, "TunableOp on, tuning off the request path (before ready and when idle): the default");
   c->add_flag("--no-tune", a->no_tune, "TunableOp off: every GEMM runs Default");
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--max-running", a->max_running,
