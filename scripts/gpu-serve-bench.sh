@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# One device call for the server's load test (issue 26): build for sm_90, start `tunableop serve`
-# on builtin:llama-2-7b (bf16, TunableOp tuning into a results file kept under $OUT), load it with
-# `tunableop bench serve` (the synthetic workload, seed 1) at several offered rates and at
-# unlimited rate, sample /metrics during the unlimited run (peak KV pages in use), time one
-# request alone (TPOT through the server), SIGTERM it (must exit 0), plot, print a table.
-#   SERVE_MODEL (builtin:llama-2-7b)  SERVE_RATES ("1 2 4 8 16")  SERVE_REQUESTS (200 per rate)
-#   SERVE_INF_REQUESTS (1000)  SERVE_ARGS (extra `serve` options, e.g. "--max-running 128")
-# cpp-httplib must be installed or carried in .deps/httplib (src/serve/CMakeLists.txt; Debian's
-# build also needs the OpenSSL, zlib and Brotli headers it was compiled with).
+# The server's load test on one GPU (issue 26), in device calls of at most 10 minutes:
+#   SERVE_PHASE=cold  build for sm_90; `tunableop llm` alone (TPOT at batch 1); `tunableop serve`
+#                     from an empty results file (start-up tuning timed); the first
+#                     $SERVE_FIRST requests at 8/s right after it is ready (tuning off the request
+#                     path: their TTFT against the warm run's); $SERVE_INF_REQUESTS at unlimited
+#                     rate with /metrics sampled (peak KV pages); one request alone (TPOT through
+#                     the server); SIGTERM (must exit 0). The results file comes back in $OUT.
+#   SERVE_PHASE=warm  the same build and server, started from $SERVE_RESULTS (the cold phase's
+#                     file, carried back): the rate sweep ($SERVE_RATES, $SERVE_REQUESTS each),
+#                     then Hugging Face continuous batching on the first $SERVE_HF requests of the
+#                     unlimited-rate workload, in the same call.
+# Model: $SERVE_MODEL (builtin:llama-2-7b), bf16, TP=1; $SERVE_ARGS go to `serve`. cpp-httplib must
+# be installed or carried in .deps/httplib (src/serve/CMakeLists.txt). A short table last.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/gpu-serve-out}
 BUILD=${GPU_CHECK_BUILD:-$ROOT/build}
+PHASE=${SERVE_PHASE:-cold}
 MODEL=${SERVE_MODEL:-builtin:llama-2-7b}
-RATES=${SERVE_RATES:-1 2 4 8 16}
-REQUESTS=${SERVE_REQUESTS:-200}
+RATES=${SERVE_RATES:-2 4 8 16}
+REQUESTS=${SERVE_REQUESTS:-100}
 INF_REQUESTS=${SERVE_INF_REQUESTS:-1000}
+FIRST=${SERVE_FIRST:-50}
+HF=${SERVE_HF:-200}
 mkdir -p "$OUT"
+[ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
 [ -d "$ROOT/.deps/httplib/lib" ] && export LD_LIBRARY_PATH="$ROOT/.deps/httplib/lib:${LD_LIBRARY_PATH:-}"
 start=$(date +%s)
 stamp() { echo "[$(($(date +%s) - start))s] $*"; }
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 
 stamp "build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 ||
@@ -28,20 +37,28 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITEC
 grep -E "cpp-httplib" "$OUT/configure.log"
 ninja -C "$BUILD" tunableop_cli >"$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; exit 1; }
 bin="$BUILD/tools/tunableop"
+results="$OUT/serve_results_%d.csv"
+if [ "$PHASE" = warm ] && [ -n "${SERVE_RESULTS:-}" ]; then
+  cp "$SERVE_RESULTS" "$OUT/serve_results_0.csv"
+  [ -f "$SERVE_RESULTS.stats" ] && cp "$SERVE_RESULTS.stats" "$OUT/serve_results_0.csv.stats"
+fi
 
-# TPOT of `tunableop llm` alone (batch 1, the workload's mean lengths), before the server takes the GPU.
-stamp "llm alone"
-TUNABLEOP_FILENAME="$OUT/serve_results_%d.csv" timeout 900 "$bin" llm --device cuda --model "$MODEL" --tune \
-  --kv-cache paged --prompt-len 256 --max-new-tokens 192 --iterations 3 >"$OUT/llm_alone.txt" 2>&1 ||
-  echo "gpu-serve-bench: llm alone exited $?"
+if [ "$PHASE" = cold ]; then
+  # TPOT of `tunableop llm` alone (batch 1, a 256-token prompt), before the server takes the GPU;
+  # its own results file, so that the server starts from an empty one.
+  stamp "llm alone"
+  TUNABLEOP_FILENAME="$OUT/llm_results_%d.csv" timeout 300 "$bin" llm --device cuda --model "$MODEL" --tune \
+    --kv-cache paged --prompt-len 256 --max-new-tokens 192 --iterations 3 >"$OUT/llm_alone.txt" 2>&1 ||
+    echo "gpu-serve-bench: llm alone exited $?"
+fi
 
-stamp "serve $MODEL"
+stamp "serve $MODEL ($PHASE)"
 # shellcheck disable=SC2086
-TUNABLEOP_FILENAME="$OUT/serve_results_%d.csv" "$bin" serve --device cuda --model "$MODEL" --tune --port 0 \
+TUNABLEOP_FILENAME="$results" "$bin" serve --device cuda --model "$MODEL" --tune --port 0 \
   ${SERVE_ARGS:-} >"$OUT/serve.out" 2>"$OUT/serve.err" &
 server=$!
 port=""
-for _ in $(seq 1 1200); do  # up to 10 minutes: weights, warm-up, tuning
+for _ in $(seq 1 1000); do  # up to ~8 minutes: weights, warm-up, tuning
   port=$(sed -n 's/^tunableop serve: ready on http:\/\/[^:]*:\([0-9]*\) .*/\1/p' "$OUT/serve.out")
   [ -n "$port" ] && break
   kill -0 $server 2>/dev/null || break
@@ -56,17 +73,14 @@ bench() {  # name, args...
   local name=$1
   shift
   stamp "bench $name"
-  timeout 1800 "$bin" bench serve --url "$url" --seed 1 --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 ||
+  timeout 900 "$bin" bench serve --url "$url" --seed 1 --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 ||
     echo "gpu-serve-bench: $name exited $? (see $name.txt)"
 }
-bench alone --requests 20 --concurrency 1
-for r in $RATES; do bench "rate_$r" --requests "$REQUESTS" --rate "$r"; done
-# The unlimited-rate run, with /metrics sampled every 0.5 s (peak KV pages in use).
-python3 - "$url" >"$OUT/metrics_peak.txt" 2>&1 <<'PY' &
+sample_metrics() {  # every 0.5 s into $OUT/$1: peaks of KV pages and requests
+  python3 - "$url" >"$OUT/$1" 2>&1 <<'PY' &
 import re, sys, time, urllib.request
 peak = {"tunableop_kv_pages_used": 0, "tunableop_requests_running": 0, "tunableop_requests_waiting": 0}
-total = page = 0
-t_end = time.time() + 1800
+t_end = time.time() + 900
 while time.time() < t_end:
     try:
         body = urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5).read().decode()
@@ -80,30 +94,45 @@ while time.time() < t_end:
     print(" ".join(f"{k}={v:g}" for k, v in peak.items()), f"kv_pages_total={total:g} page_size={page:g}", flush=True)
     time.sleep(0.5)
 PY
-sampler=$!
-bench rate_inf --requests "$INF_REQUESTS" --rate inf
-kill $sampler 2>/dev/null
-curl_metrics=$(python3 -c "import urllib.request,sys; print(urllib.request.urlopen('$url/metrics').read().decode())" 2>&1)
-echo "$curl_metrics" >"$OUT/metrics_end.txt"
+  sampler=$!
+}
+
+if [ "$PHASE" = cold ]; then
+  bench first --requests "$FIRST" --rate 8
+  sample_metrics metrics_peak.txt
+  bench rate_inf --requests "$INF_REQUESTS" --rate inf --save-workload "$OUT/workload_inf.json"
+  kill $sampler 2>/dev/null
+  bench alone --requests 10 --concurrency 1
+else
+  for r in $RATES; do bench "rate_$r" --requests "$REQUESTS" --rate "$r"; done
+fi
+python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" >"$OUT/metrics_end.txt" 2>&1
 
 stamp "SIGTERM"
 kill -TERM $server
 wait $server
-rc=$?
-echo "serve exit code after SIGTERM: $rc" | tee "$OUT/exit_code.txt"
+echo "serve exit code after SIGTERM: $?" | tee "$OUT/exit_code.txt"
+
+if [ "$PHASE" = warm ] && [ "$HF" -gt 0 ] && [ -n "${SERVE_WORKLOAD:-}" ]; then
+  stamp "hf continuous batching, $HF requests"
+  model=${MODEL#builtin:}
+  PYTHONUNBUFFERED=1 timeout 420 python3 bench/serve/hf_continuous_batching.py --workload "$SERVE_WORKLOAD" \
+    --model "$model" --requests "$HF" >"$OUT/hf.json" 2>"$OUT/hf.err" || { echo "gpu-serve-bench: hf exited $?"; tail -5 "$OUT/hf.err"; }
+fi
 
 files=()
-for r in $RATES inf; do [ -f "$OUT/rate_$r.json" ] && files+=("$OUT/rate_$r.json"); done
-python3 bench/serve/plot_serve.py "${files[@]}" -o "$OUT/serve.png" --title "tunableop serve, $MODEL, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ||
-  echo "gpu-serve-bench: plot failed (matplotlib?)"
-tar czf "$OUT/serve_logs.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
+for f in first rate_inf $(for r in $RATES; do echo "rate_$r"; done); do [ -f "$OUT/$f.json" ] && files+=("$OUT/$f.json"); done
+[ ${#files[@]} -gt 0 ] && { python3 bench/serve/plot_serve.py "${files[@]}" -o "$OUT/serve.png" --title "tunableop serve, $MODEL, $gpu" ||
+  echo "gpu-serve-bench: plot failed"; }
 stamp "done"
-echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); $(head -1 "$OUT/serve.out")"
-echo "== peak (unlimited rate): $(tail -1 "$OUT/metrics_peak.txt")"
-echo "== llm alone: $(grep -E "TPOT" "$OUT/llm_alone.txt" | head -1)"
+echo "== $gpu; $(head -1 "$OUT/serve.out")"
+grep -E "warm-up done" "$OUT/serve.err" | head -2
+[ -f "$OUT/metrics_peak.txt" ] && echo "== peak (unlimited rate): $(tail -1 "$OUT/metrics_peak.txt")"
+[ -f "$OUT/llm_alone.txt" ] && echo "== llm alone: $(grep -E "TPOT" "$OUT/llm_alone.txt" | head -1)"
+[ -s "$OUT/hf.json" ] && echo "== hf: $(cat "$OUT/hf.json")"
 printf "%-10s %9s %12s %12s %10s %10s %10s %10s %s\n" run req/s out_tok/s total_tok/s ttft_p50 ttft_p99 tpot_p50 tpot_p99 errors
-for f in alone $(for r in $RATES; do echo "rate_$r"; done) rate_inf; do
-  [ -f "$OUT/$f.json" ] || { echo "$f: no result"; continue; }
+for f in first alone rate_inf $(for r in $RATES; do echo "rate_$r"; done); do
+  [ -f "$OUT/$f.json" ] || continue
   python3 - "$OUT/$f.json" "$f" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))

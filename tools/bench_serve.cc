@@ -21,6 +21,7 @@
 #include "bench_serve_workload.h"
 #include "cli_support.h"
 #include "commands.h"
+#include "tunableop/safe_file.h"
 #ifdef TUNABLEOP_HAVE_HTTPLIB
 #include <httplib.h>
 #endif
@@ -40,6 +41,7 @@ struct BenchServeArgs {
   uint64_t seed = 0;
   std::string api_key;
   std::string json_file;
+  std::string save_workload;  // the requests as JSON, for a peer to run the same ones
   double timeout_s = 600;
 };
 
@@ -198,6 +200,11 @@ int run_bench_serve(const BenchServeArgs& a) {
   wo.vocab_size = info.vocab_size;
   wo.max_context = info.max_context;
   const Workload w = make_workload(wo);
+  if (!a.save_workload.empty()) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const WorkItem& it : w.items) items.push_back({{"prompt", it.prompt}, {"max_tokens", it.max_tokens}});
+    if (Status st = replace_regular_file(a.save_workload, items.dump()); !st.is_ok()) return fail(st.to_string());
+  }
   const int64_t workers = std::min<int64_t>(a.concurrency > 0 ? a.concurrency : a.requests, a.requests);
   fmt::print(
       stderr, "tunableop bench serve: {} requests to {} (model {}), rate {}, concurrency {}, seed {}{}\n", a.requests,
@@ -272,6 +279,9 @@ void add_bench_serve_command(CLI::App& bench) {
   c->add_option("--seed", a->seed, "seed of the workload (lengths, prompts, arrivals)")->capture_default_str();
   c->add_option("--api-key", a->api_key, "sent as Authorization: Bearer KEY");
   c->add_option("--json", a->json_file, "also write the results as JSON here");
+  c->add_option("--save-workload", a->save_workload,
+                "also write the requests ([{prompt, max_tokens}]) as JSON here (bench/serve/hf_continuous_batching.py "
+                "runs the same ones)");
   c->add_option("--timeout", a->timeout_s, "seconds a request may take")
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();

@@ -42,11 +42,12 @@ struct ServeArgs {
   std::string api_key;
   bool tune = false, no_tune = false;
   int verbose = -1;
-  int64_t max_running = 0, max_waiting = 1024, prefill_tokens = 2048;
+  int64_t max_running = 0, max_waiting = 1024, prefill_tokens = 0;
   int64_t page_size = 64, kv_pages = 0, max_seq = 0;
   std::string dtype = "bf16";
   std::string served_model_name;
-  int http_threads = 256;
+  int http_threads = 1024;
+  double kv_reserve_gib = 8;
   double drain_grace_s = 30;
   double http_timeout_s = 10;
 };
@@ -54,6 +55,9 @@ struct ServeArgs {
 constexpr int64_t kDefaultMaxSeq = 4096;         // positions per sequence unless --max-seq
 constexpr int64_t kDefaultMaxRunningCuda = 256;  // sequences decoded together
 constexpr int64_t kDefaultMaxRunningCpu = 16;
+// Prompt tokens per prefill pass: a GPU's GEMMs reach their rate around 2k rows; on a CPU a pass
+// that long holds every running sequence for seconds, and start-up tunes each pass size.
+constexpr int64_t kDefaultPrefillTokensCuda = 2048, kDefaultPrefillTokensCpu = 256;
 
 int fail(const Status& s) {
   fmt::print(stderr, "tunableop serve: {}\n", printable(s.to_string()));
@@ -98,18 +102,16 @@ int run_serve(const ServeArgs& a) {
   auto cfg = llm::spec_config(*spec, a.layers);
   if (!cfg.is_ok()) return fail(cfg.status());
   const bool cuda = a.device == "cuda";
-  if (a.tp > 1) {
-    return fail(Status::unsupported(
-        "--tp: the serving runtime drives one device for now (the tensor-parallel engine has no continuous-batch "
-        "calls yet); `tunableop llm --tp` runs it"));
-  }
-
   llm::EngineOptions eo;
   eo.max_batch = a.max_running > 0 ? a.max_running : cuda ? kDefaultMaxRunningCuda : kDefaultMaxRunningCpu;
   eo.max_seq = a.max_seq > 0 ? a.max_seq : std::min(cfg->max_position_embeddings, kDefaultMaxSeq);
   eo.kv_cache.kind = llm::KvCacheKind::kPaged;
   eo.kv_cache.page_size = a.page_size;
   eo.kv_cache.pages = a.kv_pages;
+  // On a GPU the pool fills what the weights leave, less what the passes and start-up tuning
+  // need (their buffers, cuBLAS workspaces, tuning copies), capped at --max-running full-length
+  // sequences.
+  if (cuda && a.kv_pages == 0) eo.kv_cache.fill_free_memory_less = int64_t(a.kv_reserve_gib * double(int64_t(1) << 30));
   if (Status st = eo.kv_cache.validate(); !st.is_ok()) return fail(st);
   if (cuda) {
     auto dt = parse_dtype(a.dtype);
@@ -150,7 +152,9 @@ int run_serve(const ServeArgs& a) {
   serve::RuntimeOptions ro;
   ro.max_running = eo.max_batch;
   ro.max_waiting = a.max_waiting;
-  ro.prefill_tokens = a.prefill_tokens;
+  ro.prefill_tokens = a.prefill_tokens > 0 ? a.prefill_tokens
+                      : cuda               ? kDefaultPrefillTokensCuda
+                                           : kDefaultPrefillTokensCpu;
   ro.tune = !a.no_tune;
   ro.eos_ids = text->special.eos;
   ro.seed = uint64_t(std::time(nullptr));
@@ -235,14 +239,22 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--max-waiting", a->max_waiting, "queued requests beyond which new ones get 429")
       ->check(at_least(1))
       ->capture_default_str();
-  c->add_option("--prefill-tokens", a->prefill_tokens, "prompt tokens per prefill pass (chunked prefill)")
-      ->check(at_least(1))
-      ->capture_default_str();
+  c->add_option("--prefill-tokens", a->prefill_tokens,
+                fmt::format("prompt tokens per prefill pass (chunked prefill; default {} on cuda, {} on cpu)",
+                            kDefaultPrefillTokensCuda, kDefaultPrefillTokensCpu))
+      ->check(at_least(1));
   c->add_option("--page-size", a->page_size, "KV cache positions per page")
       ->check(CLI::Range(int64_t(1), int64_t(4096)))
       ->capture_default_str();
-  c->add_option("--kv-pages", a->kv_pages, "KV cache pages in the pool (default: --max-running full-length sequences)")
+  c->add_option("--kv-pages", a->kv_pages,
+                "KV cache pages in the pool (default: CUDA: what the GPU's free memory holds less --kv-reserve-gib, "
+                "at most --max-running full-length sequences; CPU: --max-running full-length sequences)")
       ->check(at_least(0));
+  c->add_option("--kv-reserve-gib", a->kv_reserve_gib,
+                "CUDA, without --kv-pages: GiB of free GPU memory kept out of the KV pool for the passes' buffers and "
+                "tuning")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   c->add_option(
        "--max-seq", a->max_seq,
        fmt::format("positions per sequence, prompt and new tokens (default: the model's, at most {})", kDefaultMaxSeq))

@@ -258,7 +258,7 @@ TEST(ServeCommandArgs, BadArgumentsExitTwo) {
   EXPECT_EQ(r.exit_code, 2) << describe(r);
   EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
   EXPECT_EQ(run_cli({"serve", "--tune", "--no-tune", "--port", "0"}).exit_code, 2);
-  CliRun tp = run_cli({"serve", "--tp", "2", "--port", "0"});
+  CliRun tp = run_cli({"serve", "--tp", "0", "--port", "0"});
   EXPECT_EQ(tp.exit_code, 2);
   EXPECT_NE(tp.err.find("--tp"), std::string::npos) << tp.err;
 }
