@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # The server's load test on one GPU (issue 26), in device calls of at most 10 minutes:
-#   SERVE_PHASE=cold  build for sm_90; `tunableop llm` alone (TPOT at batch 1); `tunableop serve`
-#                     from an empty results file (start-up tuning timed); the first
+#   SERVE_PHASE=cold  build for sm_90; `tunableop serve` from an empty results file (start-up tuning timed); the first
 #                     $SERVE_FIRST requests at 8/s right after it is ready (tuning off the request
 #                     path: their TTFT against the warm run's); $SERVE_INF_REQUESTS at unlimited
 #                     rate with /metrics sampled (peak KV pages); one request alone (TPOT through
 #                     the server); SIGTERM (must exit 0). The results file comes back in $OUT.
-#   SERVE_PHASE=warm  the same build and server, started from $SERVE_RESULTS (the cold phase's
-#                     file, carried back): the rate sweep ($SERVE_RATES, $SERVE_REQUESTS each),
+#   SERVE_PHASE=warm  the same build; `tunableop llm` alone (TPOT at batch 1); the server started
+#                     from $SERVE_RESULTS (the cold phase's file, carried back): the rate sweep ($SERVE_RATES, $SERVE_REQUESTS each),
 #                     then Hugging Face continuous batching on the first $SERVE_HF requests of the
 #                     unlimited-rate workload, in the same call.
 # Model: $SERVE_MODEL (builtin:llama-2-7b), bf16, TP=1; $SERVE_ARGS go to `serve`. cpp-httplib must
@@ -43,7 +42,7 @@ if [ "$PHASE" = warm ] && [ -n "${SERVE_RESULTS:-}" ]; then
   [ -f "$SERVE_RESULTS.stats" ] && cp "$SERVE_RESULTS.stats" "$OUT/serve_results_0.csv.stats"
 fi
 
-if [ "$PHASE" = cold ]; then
+if [ "$PHASE" = warm ]; then
   # TPOT of `tunableop llm` alone (batch 1, a 256-token prompt), before the server takes the GPU;
   # its own results file, so that the server starts from an empty one.
   stamp "llm alone"
