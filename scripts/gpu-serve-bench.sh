@@ -9,7 +9,8 @@
 #                     from $SERVE_RESULTS (the cold phase's file, carried back): the rate sweep ($SERVE_RATES, $SERVE_REQUESTS each),
 #                     then Hugging Face continuous batching on the first $SERVE_HF requests of the
 #                     unlimited-rate workload, in the same call.
-# Model: $SERVE_MODEL (builtin:llama-2-7b), bf16, TP=1; $SERVE_ARGS go to `serve`. cpp-httplib must
+# Model: $SERVE_MODEL (builtin:llama-2-7b), bf16, TP=1; $SERVE_ARGS go to `serve` (default
+# --max-seq 2048: the workload's longest request, 1024 prompt + 1024 new tokens). cpp-httplib must
 # be installed or carried in .deps/httplib (src/serve/CMakeLists.txt). A short table last.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,7 +55,7 @@ fi
 stamp "serve $MODEL ($PHASE)"
 # shellcheck disable=SC2086
 TUNABLEOP_FILENAME="$results" "$bin" serve --device cuda --model "$MODEL" --tune --port 0 \
-  ${SERVE_ARGS:-} >"$OUT/serve.out" 2>"$OUT/serve.err" &
+  ${SERVE_ARGS---max-seq 2048} >"$OUT/serve.out" 2>"$OUT/serve.err" &
 server=$!
 port=""
 for _ in $(seq 1 1000); do  # up to ~8 minutes: weights, warm-up, tuning

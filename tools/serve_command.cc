@@ -47,7 +47,7 @@ struct ServeArgs {
   std::string dtype = "bf16";
   std::string served_model_name;
   int http_threads = 1024;
-  double kv_reserve_gib = 8;
+  double kv_reserve_gib = 12;
   double drain_grace_s = 30;
   double http_timeout_s = 10;
 };

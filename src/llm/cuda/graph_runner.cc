@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cuda_common/cuda_check.h"
+#include "tunableop/fused_linear.h"
 
 namespace tunableop::llm::cuda {
 
@@ -169,8 +170,15 @@ Status GraphRunner::decode_step(const StepKey& key, LinearOp& linear, const std:
 
 StatusOr<StepVariant> GraphRunner::choose_variant(const StepKey& key, LinearOp& linear,
                                                   const std::function<Status()>& step) {
+  // Past the fused kernels' token limit every site runs unfused and the qkv kernel prefetches
+  // nothing, so the variants differ only in programmatic dependent launch: the default (on) and
+  // the unfused build without it.
   std::vector<StepVariant> all = {default_variant_};
-  all.insert(all.end(), variants_.begin(), variants_.end());
+  if (key.batch <= kFusedLinearMaxTokens) {
+    all.insert(all.end(), variants_.begin(), variants_.end());
+  } else {
+    all.push_back(StepVariant{false, 0, 0});
+  }
   std::vector<std::string> names = {"Default"};
   for (size_t i = 1; i < all.size(); ++i) names.push_back(variant_tag(all[i]));
   std::vector<std::optional<Graph>> graphs(all.size());
