@@ -5,6 +5,11 @@
 #                     path: their TTFT against the warm run's); $SERVE_INF_REQUESTS at unlimited
 #                     rate with /metrics sampled (peak KV pages); one request alone (TPOT through
 #                     the server); SIGTERM (must exit 0). The results file comes back in $OUT.
+#   SERVE_PHASE=all   everything in one call on a cold server (what a short device budget allows):
+#                     start-up from an empty results file, the first $SERVE_FIRST requests at 8/s,
+#                     $SERVE_INF_REQUESTS at unlimited rate, $SERVE_REQUESTS at 8/s again (steady
+#                     state), one request alone, SIGTERM, then HF on $SERVE_HF of the unlimited-rate
+#                     requests. Logs are packed into $OUT/serve_logs.tgz after each step.
 #   SERVE_PHASE=warm  the same build; `tunableop llm` alone (TPOT at batch 1); the server started
 #                     from $SERVE_RESULTS (the cold phase's file, carried back): the rate sweep ($SERVE_RATES, $SERVE_REQUESTS each),
 #                     then Hugging Face continuous batching on the first $SERVE_HF requests of the
@@ -15,7 +20,10 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-OUT=${OUT:-$ROOT/gpu-serve-out}
+# Logs go to a work folder; $OUT gets few files (a device call brings back at most 8): the packed
+# logs (serve_logs.tgz, renewed after each step), the plot and the table.
+RESULT_DIR=${OUT:-$ROOT/gpu-serve-out}
+OUT=$(mktemp -d /tmp/serve-run.XXXX)
 BUILD=${GPU_CHECK_BUILD:-$ROOT/build}
 PHASE=${SERVE_PHASE:-cold}
 MODEL=${SERVE_MODEL:-builtin:llama-2-7b}
@@ -24,7 +32,11 @@ REQUESTS=${SERVE_REQUESTS:-100}
 INF_REQUESTS=${SERVE_INF_REQUESTS:-1000}
 FIRST=${SERVE_FIRST:-50}
 HF=${SERVE_HF:-200}
-mkdir -p "$OUT"
+mkdir -p "$RESULT_DIR"
+# cuDNN's fused prefill gate is chosen per prefill size by building every cuDNN configuration
+# for it: minutes of start-up for the sizes a server warms, and no server ever meets the same
+# prefill size often. The gate stays gemm+gated.
+export TUNABLEOP_LLM_PREFILL_GATE_CUDNN=${TUNABLEOP_LLM_PREFILL_GATE_CUDNN:-off}
 [ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
 [ -d "$ROOT/.deps/httplib/lib" ] && export LD_LIBRARY_PATH="$ROOT/.deps/httplib/lib:${LD_LIBRARY_PATH:-}"
 start=$(date +%s)
@@ -73,7 +85,7 @@ bench() {  # name, args...
   local name=$1
   shift
   stamp "bench $name"
-  timeout 900 "$bin" bench serve --url "$url" --seed 1 --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 ||
+  timeout "${BENCH_TIMEOUT:-900}" "$bin" bench serve --url "$url" --seed 1 --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 ||
     echo "gpu-serve-bench: $name exited $? (see $name.txt)"
 }
 sample_metrics() {  # every 0.5 s into $OUT/$1: peaks of KV pages and requests
@@ -97,12 +109,17 @@ PY
   sampler=$!
 }
 
-if [ "$PHASE" = cold ]; then
-  bench first --requests "$FIRST" --rate 8
+pack() { tar czf "$RESULT_DIR/serve_logs.tgz.tmp" -C "$OUT" . 2>/dev/null && mv "$RESULT_DIR/serve_logs.tgz.tmp" "$RESULT_DIR/serve_logs.tgz"; }
+if [ "$PHASE" = cold ] || [ "$PHASE" = all ]; then
+  BENCH_TIMEOUT=60 bench first --requests "$FIRST" --rate 8
+  pack
   sample_metrics metrics_peak.txt
-  bench rate_inf --requests "$INF_REQUESTS" --rate inf --save-workload "$OUT/workload_inf.json"
+  BENCH_TIMEOUT=150 bench rate_inf --requests "$INF_REQUESTS" --rate inf --save-workload "$OUT/workload_inf.json"
   kill $sampler 2>/dev/null
-  bench alone --requests 10 --concurrency 1
+  pack
+  [ "$PHASE" = all ] && { BENCH_TIMEOUT=60 bench rate_8 --requests "$REQUESTS" --rate 8; pack; }
+  BENCH_TIMEOUT=40 bench alone --requests 10 --concurrency 1
+  pack
 else
   for r in $RATES; do bench "rate_$r" --requests "$REQUESTS" --rate "$r"; done
 fi
@@ -113,16 +130,17 @@ kill -TERM $server
 wait $server
 echo "serve exit code after SIGTERM: $?" | tee "$OUT/exit_code.txt"
 
-if [ "$PHASE" = warm ] && [ "$HF" -gt 0 ] && [ -n "${SERVE_WORKLOAD:-}" ]; then
+[ "$PHASE" = all ] && SERVE_WORKLOAD="$OUT/workload_inf.json"
+if [ "$PHASE" != cold ] && [ "$HF" -gt 0 ] && [ -n "${SERVE_WORKLOAD:-}" ]; then
   stamp "hf continuous batching, $HF requests"
   model=${MODEL#builtin:}
-  PYTHONUNBUFFERED=1 timeout 420 python3 bench/serve/hf_continuous_batching.py --workload "$SERVE_WORKLOAD" \
+  PYTHONUNBUFFERED=1 timeout "${HF_TIMEOUT:-420}" python3 bench/serve/hf_continuous_batching.py --workload "$SERVE_WORKLOAD" \
     --model "$model" --requests "$HF" >"$OUT/hf.json" 2>"$OUT/hf.err" || { echo "gpu-serve-bench: hf exited $?"; tail -5 "$OUT/hf.err"; }
 fi
 
 files=()
 for f in first rate_inf $(for r in $RATES; do echo "rate_$r"; done); do [ -f "$OUT/$f.json" ] && files+=("$OUT/$f.json"); done
-[ ${#files[@]} -gt 0 ] && { python3 bench/serve/plot_serve.py "${files[@]}" -o "$OUT/serve.png" --title "tunableop serve, $MODEL, $gpu" ||
+[ ${#files[@]} -gt 0 ] && { python3 bench/serve/plot_serve.py "${files[@]}" -o "$RESULT_DIR/serve.png" --title "tunableop serve, $MODEL, $gpu" ||
   echo "gpu-serve-bench: plot failed"; }
 stamp "done"
 echo "== $gpu; $(head -1 "$OUT/serve.out")"
@@ -131,6 +149,8 @@ grep -E "warm-up done" "$OUT/serve.err" | head -2
 [ -f "$OUT/llm_alone.txt" ] && echo "== llm alone: $(grep -E "TPOT" "$OUT/llm_alone.txt" | head -1)"
 [ -s "$OUT/hf.json" ] && echo "== hf: $(cat "$OUT/hf.json")"
 printf "%-10s %9s %12s %12s %10s %10s %10s %10s %s\n" run req/s out_tok/s total_tok/s ttft_p50 ttft_p99 tpot_p50 tpot_p99 errors
+pack
+{
 for f in first alone rate_inf $(for r in $RATES; do echo "rate_$r"; done); do
   [ -f "$OUT/$f.json" ] || continue
   python3 - "$OUT/$f.json" "$f" <<'PY'
@@ -141,3 +161,4 @@ print(f"{sys.argv[2]:<10} {j['requests_per_s']:9.2f} {j['output_tokens_per_s']:1
       f"{j['errors'] or '-'}")
 PY
 done
+} | tee "$RESULT_DIR/summary.txt"

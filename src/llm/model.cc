@@ -372,7 +372,9 @@ class Model final : public Engine {
   }
   std::vector<int64_t> decode_buckets() const override {
     std::vector<int64_t> b;
-    for (int64_t n : {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512}) {
+    // Powers of two: a padding row costs a decode step one position of attention and nothing in
+    // its (memory-bound) GEMMs, while every bucket costs start-up tuning and a graph.
+    for (int64_t n = 1; n < o_.max_batch; n *= 2) {
       if (n < o_.max_batch) b.push_back(n);
     }
     b.push_back(o_.max_batch);

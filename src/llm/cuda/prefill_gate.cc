@@ -99,6 +99,13 @@ StatusOr<std::string> PrefillGate::choice(const Projection& p, LinearOp& linear,
       }
     }
   }
+  // A miss with tuning off: Default, as the GEMM op does, without building cuDNN's plans (each
+  // configuration's build costs milliseconds, every one of them a second or more: a server meets
+  // a new prefill size at every few requests and must not stall on it).
+  if (!opt.tuning && force != "on") {
+    chosen.how = "not in the results, tuning off";
+    return std::string();
+  }
   auto tags = cudnn_gate_.configs(act, p.rows, p.in, n, "", force == "on" ? 1 : 0);
   if (!tags.is_ok()) {
     ctx_.log().warn("llm: " + site + ": cuDNN's fused gate GEMM not used: " + tags.status().to_string());
@@ -109,10 +116,6 @@ StatusOr<std::string> PrefillGate::choice(const Projection& p, LinearOp& linear,
     chosen.tag = tags->front();
     chosen.how = "forced";
     return chosen.tag;
-  }
-  if (!opt.tuning) {  // a miss with tuning off: Default, as the GEMM op does
-    chosen.how = "not in the results, tuning off";
-    return std::string();
   }
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_, &capturing));
