@@ -50,7 +50,7 @@ grep -E "cpp-httplib" "$OUT/configure.log"
 ninja -C "$BUILD" tunableop_cli >"$OUT/build.log" 2>&1 || { grep -E "FAILED|error" "$OUT/build.log" | head -20; exit 1; }
 bin="$BUILD/tools/tunableop"
 results="$OUT/serve_results_%d.csv"
-if [ "$PHASE" = warm ] && [ -n "${SERVE_RESULTS:-}" ]; then
+if [ -n "${SERVE_RESULTS:-}" ]; then
   cp "$SERVE_RESULTS" "$OUT/serve_results_0.csv"
   [ -f "$SERVE_RESULTS.stats" ] && cp "$SERVE_RESULTS.stats" "$OUT/serve_results_0.csv.stats"
 fi
@@ -111,8 +111,7 @@ PY
 
 pack() { tar czf "$RESULT_DIR/serve_logs.tgz.tmp" -C "$OUT" . 2>/dev/null && mv "$RESULT_DIR/serve_logs.tgz.tmp" "$RESULT_DIR/serve_logs.tgz"; }
 if [ "$PHASE" = cold ] || [ "$PHASE" = all ]; then
-  BENCH_TIMEOUT=60 bench first --requests "$FIRST" --rate 8
-  pack
+  [ "$FIRST" -gt 0 ] && { BENCH_TIMEOUT=60 bench first --requests "$FIRST" --rate 8; pack; }
   sample_metrics metrics_peak.txt
   BENCH_TIMEOUT=150 bench rate_inf --requests "$INF_REQUESTS" --rate inf --save-workload "$OUT/workload_inf.json"
   kill $sampler 2>/dev/null
