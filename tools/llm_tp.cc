@@ -38,6 +38,23 @@ class CliTpEngine final : public llm::Engine {
   int64_t weight_bytes() const override { return engine_->weight_bytes(); }
   llm::KvCacheStats kv_cache_stats() const override { return engine_->kv_cache_stats(); }
   llm::LinearOp& linear() override { return engine_->linear(); }
+  // The continuous-batch calls (`tunableop serve --tp`).
+  Status prefill_slots(const std::vector<SlotChunk>& chunks, const llm::SamplingRow* sampling,
+                       std::vector<int32_t>* next) override {
+    return engine_->prefill_slots(chunks, sampling, next);
+  }
+  Status decode_slots(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens,
+                      const llm::SamplingRow* sampling, std::vector<int32_t>* next) override {
+    return engine_->decode_slots(slots, tokens, sampling, next);
+  }
+  void release_slot(int64_t slot) override { engine_->release_slot(slot); }
+  int64_t slot_length(int64_t slot) const override { return engine_->slot_length(slot); }
+  std::vector<int64_t> decode_buckets() const override { return engine_->decode_buckets(); }
+  int64_t slot_pages() const override { return engine_->slot_pages(); }
+  void* stream() const override { return engine_->stream(); }
+  Status warm_up_slots(const std::vector<int64_t>& prefill_rows) override {
+    return engine_->warm_up_slots(prefill_rows);
+  }
   const std::vector<std::unique_ptr<Context>>& ranks() const { return ranks_; }
 
  private:

@@ -33,6 +33,8 @@ std::string prometheus_text(const RuntimeStats& s, const ResponseCounts& respons
   metric(out, "tunableop_requests_waiting", "gauge", "Requests queued for admission", double(s.requests_waiting));
   metric(out, "tunableop_kv_pages_used", "gauge", "KV cache pages held by sequences", double(s.kv_pages_used));
   metric(out, "tunableop_kv_pages_total", "gauge", "KV cache pages in the pool", double(s.kv_pages_total));
+  metric(out, "tunableop_kv_pages_peak", "gauge", "The most KV cache pages held at once since start",
+         double(s.kv_pages_peak));
   metric(out, "tunableop_kv_page_size", "gauge", "Positions per KV cache page", double(s.kv_page_size));
   metric(out, "tunableop_prompt_tokens_total", "counter", "Prompt tokens prefilled", double(s.prompt_tokens));
   metric(out, "tunableop_generation_tokens_total", "counter", "Tokens generated", double(s.generation_tokens));

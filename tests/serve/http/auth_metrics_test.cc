@@ -35,6 +35,7 @@ TEST(Metrics, PrometheusText) {
   s.requests_waiting = 2;
   s.kv_pages_used = 10;
   s.kv_pages_total = 100;
+  s.kv_pages_peak = 42;
   s.prompt_tokens = 1234;
   s.generation_tokens = 99;
   s.ttft.observe(0.004);
@@ -43,7 +44,7 @@ TEST(Metrics, PrometheusText) {
   const std::string t = prometheus_text(s, {{200, 5}, {429, 1}});
   for (const char* line :
        {"# TYPE tunableop_requests_running gauge\ntunableop_requests_running 3\n", "tunableop_requests_waiting 2\n",
-        "tunableop_kv_pages_used 10\n", "tunableop_kv_pages_total 100\n",
+        "tunableop_kv_pages_used 10\n", "tunableop_kv_pages_total 100\n", "tunableop_kv_pages_peak 42\n",
         "# TYPE tunableop_prompt_tokens_total counter\ntunableop_prompt_tokens_total 1234\n",
         "tunableop_generation_tokens_total 99\n", "tunableop_time_to_first_token_seconds_bucket{le=\"0.001\"} 0\n",
         "tunableop_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n",
