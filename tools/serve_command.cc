@@ -46,7 +46,7 @@ struct ServeArgs {
   int64_t page_size = 64, kv_pages = 0, max_seq = 0;
   std::string dtype = "bf16";
   std::string served_model_name;
-  int http_threads = 1024;
+  int http_threads = 0;
   double kv_reserve_gib = 12;
   double drain_grace_s = 30;
   double http_timeout_s = 10;
@@ -58,6 +58,8 @@ constexpr int64_t kDefaultMaxRunningCpu = 16;
 // Prompt tokens per prefill pass: a GPU's GEMMs reach their rate around 2k rows; on a CPU a pass
 // that long holds every running sequence for seconds, and start-up tunes each pass size.
 constexpr int64_t kDefaultPrefillTokensCuda = 2048, kDefaultPrefillTokensCpu = 256;
+constexpr int64_t kProbeThreads = 16;  // /health, /metrics beside a full queue
+constexpr int64_t kMaxHttpThreads = 8192;
 
 int fail(const Status& s) {
   fmt::print(stderr, "tunableop serve: {}\n", printable(s.to_string()));
@@ -132,7 +134,12 @@ int run_serve(const ServeArgs& a) {
   ho.host = a.host;
   ho.port = a.port;
   ho.api_key = a.api_key;
-  ho.threads = a.http_threads;
+  // One thread per connection: enough for every request the runtime may hold (running and
+  // waiting) plus a few probes, so that its queue limit (429) is what bounds the load, not a
+  // backlog of accepted connections inside cpp-httplib.
+  ho.threads = a.http_threads > 0
+                   ? a.http_threads
+                   : int(std::min<int64_t>(eo.max_batch + a.max_waiting + kProbeThreads, kMaxHttpThreads));
   ho.read_timeout = ho.write_timeout = std::chrono::milliseconds(int64_t(a.http_timeout_s * 1000));
   serve::http::HttpServer http(ho);
   if (Status st = http.start(); !st.is_ok()) return fail(st);
@@ -259,9 +266,9 @@ void add_serve_command(CLI::App& app) {
        "--max-seq", a->max_seq,
        fmt::format("positions per sequence, prompt and new tokens (default: the model's, at most {})", kDefaultMaxSeq))
       ->check(at_least(0));
-  c->add_option("--http-threads", a->http_threads, "connections served at once (one thread each)")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
+  c->add_option("--http-threads", a->http_threads,
+                "connections served at once, one thread each (default: --max-running + --max-waiting + 16)")
+      ->check(CLI::Range(0, 100000));
   c->add_option("--http-timeout", a->http_timeout_s,
                 "seconds a client may stay silent while sending a request, or not read while being answered")
       ->check(CLI::Range(0.001, 3600.0))

@@ -47,9 +47,10 @@ class ServeCommand : public ::testing::Test {
       std::filesystem::copy_file(llm::testing::tokenizer_fixture(), dir_ + "/tokenizer.model");
     std::ofstream(dir_ + "/generation_config.json") << R"({"bos_token_id": 1, "eos_token_id": 2})";
     // 8 running at most (the 24 concurrent requests queue), small prefill passes: a quick warm-up.
-    ASSERT_TRUE(server_.start(
-        {"--model", dir_, "--device", "cpu", "--no-tune", "--max-running", "8", "--prefill-tokens", "128"}))
-        << server_.error();
+    ASSERT_TRUE(server_.start(server_args())) << server_.error();
+  }
+  virtual std::vector<std::string> server_args() const {
+    return {"--model", dir_, "--device", "cpu", "--no-tune", "--max-running", "8", "--prefill-tokens", "128"};
   }
 
   httplib::Client client() {
@@ -230,27 +231,53 @@ TEST_F(ServeCommand, ReadyLineBadInputsAndDisconnect) {
   EXPECT_GE(metric("tunableop_requests_cancelled_total"), 1);
 }
 
-// SIGTERM while a stream runs lets it finish, then exits 0.
-TEST_F(ServeCommand, SigtermDrainsAndExitsZero) {
-  Streamed s;
+// One sequence running and one waiting at most: a third request is refused with 429 (the
+// runtime's queue bounds the load); then SIGTERM lets both finish and exits 0.
+class ServeCommandQueue : public ServeCommand {
+ protected:
+  std::vector<std::string> server_args() const override {
+    return {"--model",       dir_, "--device",         "cpu", "--no-tune", "--max-running", "1",
+            "--max-waiting", "1",  "--prefill-tokens", "64"};
+  }
+};
+
+TEST_F(ServeCommandQueue, QueueFullIs429AndSigtermDrainsAndExitsZero) {
+  constexpr int kLong = 2000;  // long enough to still run while the rest of the test happens
+  Streamed running;
   std::atomic<bool> first_chunk{false};
-  std::thread t([&] {
-    s = post_stream(
-        server_.port(), "/v1/completions",
-        json{{"prompt", {1, 2}}, {"max_tokens", 60}, {"ignore_eos", true}, {"stream", true}, {"return_token_ids", true}}
-            .dump(),
-        [&](const Streamed&) {
-          first_chunk = true;
-          return true;
-        });
+  std::thread a([&] {
+    running = post_stream(server_.port(), "/v1/completions",
+                          json{{"prompt", {1, 2}},
+                               {"max_tokens", kLong},
+                               {"ignore_eos", true},
+                               {"stream", true},
+                               {"return_token_ids", true}}
+                              .dump(),
+                          [&](const Streamed&) {
+                            first_chunk = true;
+                            return true;
+                          });
   });
   ASSERT_TRUE(eventually([&] { return first_chunk.load(); }, 30s));
+  int waited_status = 0;
+  std::thread b([&] {
+    auto r = post("/v1/completions", completion({1, 3}, false));
+    waited_status = r ? r->status : -1;
+  });
+  ASSERT_TRUE(eventually([&] { return metric("tunableop_requests_waiting") == 1; }, 30s));
+  auto full = post("/v1/completions", completion({1, 4}, false));
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 429) << full->body;
+  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
+
   EXPECT_EQ(server_.stop(SIGTERM), 0) << server_.stderr_text();
-  t.join();
-  EXPECT_EQ(s.status, 200);
-  ASSERT_FALSE(s.events.empty());
-  EXPECT_EQ(s.events.back(), "[DONE]");
-  EXPECT_EQ(streamed_ids(s).size(), 60u);  // finished within the grace, not cut
+  a.join();
+  b.join();
+  EXPECT_EQ(running.status, 200);
+  ASSERT_FALSE(running.events.empty());
+  EXPECT_EQ(running.events.back(), "[DONE]");
+  EXPECT_EQ(streamed_ids(running).size(), size_t(kLong));  // finished within the grace, not cut
+  EXPECT_EQ(waited_status, 200);                           // the queued one too
 }
 
 TEST(ServeCommandArgs, BadArgumentsExitTwo) {
