@@ -1,12 +1,9 @@
 #include "llm/text/special_tokens.h"
 
-#include "tunableop/safe_file.h"
+#include "llm/text/json_file.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace tunableop::llm {
 
@@ -37,20 +34,8 @@ Status SpecialTokens::check(int64_t vocab_size) const {
 
 namespace {
 
-// A JSON file of the model directory: absent is fine (nullopt), unreadable or broken is not.
 StatusOr<std::optional<json>> read_json(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::optional<json>();
-  auto text = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
-  if (!text.is_ok()) return text.status();
-  try {
-    json j = json::parse(*text);
-    if (!j.is_object()) return Status::parse_error(path + ": the top level must be a JSON object");
-    return std::optional<json>(std::move(j));
-  } catch (const json::exception& e) {
-    return Status::parse_error(path + ": not valid JSON: " + e.what());
-  }
+  return read_optional_json_object(dir, name);
 }
 
 // "eos_token_id": 2, [1, 107] or null/absent.
