@@ -146,7 +146,9 @@ TEST(Tokenizer, MissingTokenizerNamesTheFileAndTheWayOut) {
   auto t = load_tokenizer(dir.path());
   ASSERT_FALSE(t.is_ok());
   EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(t.status().message().find(dir.path() + "/tokenizer.model"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find(dir.path()), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("neither tokenizer.json nor tokenizer.model"), std::string::npos)
+      << t.status().message();
   EXPECT_NE(t.status().message().find("--prompt-ids"), std::string::npos);
   std::ofstream(dir.path() + "/tokenizer.json") << "{}";
   t = load_tokenizer(dir.path());
