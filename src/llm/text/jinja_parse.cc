@@ -306,7 +306,7 @@ class Parser {
   }
 
  private:
-  static constexpr int kMaxDepth = 200;
+  static constexpr int kMaxDepth = 64;  // real templates nest a handful of levels
 
   const Token& peek(size_t ahead = 0) const { return t_[std::min(i_ + ahead, t_.size() - 1)]; }
   Token take() { return t_[std::min(i_++, t_.size() - 1)]; }
