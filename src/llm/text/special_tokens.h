@@ -30,9 +30,9 @@ namespace tunableop::llm {
 struct SpecialTokens {
   std::optional<int32_t> bos;
   bool add_bos = true;
-  std::vector<int32_t> suffix;         // appended to a text prompt (tokenizer.json's post_processor)
   std::vector<int32_t> eos;            // any of them stops a sequence; may be empty
   std::string bos_source, eos_source;  // the file (or "tokenizer.model") each came from
+  std::vector<int32_t> suffix;         // appended to a text prompt (tokenizer.json's post_processor)
 
   bool is_eos(int32_t id) const;
   // "BOS 1 (tokenizer_config.json), EOS 2 (generation_config.json)"

@@ -26,7 +26,9 @@ class Tokenizer {
   // BOS or EOS is added here (see encode_prompt).
   virtual StatusOr<std::vector<int32_t>> encode(std::string_view text) const = 0;
   // The text of `ids`: control tokens (BOS, EOS) decode to nothing, the leading space of the
-  // first piece is dropped (the dummy prefix), bytes that do not form valid UTF-8 become U+FFFD.
+  // first piece is dropped (SentencePiece's dummy prefix), bytes that do not form valid UTF-8
+  // become U+FFFD. An id outside the vocabulary is an error for SentencePiece and decodes to
+  // nothing for tokenizer.json (as `tokenizers` does: a model's padded rows).
   virtual StatusOr<std::string> decode(const std::vector<int32_t>& ids) const = 0;
   // The id of a piece spelled exactly (e.g. "<s>" from tokenizer_config.json), if it exists.
   virtual std::optional<int32_t> piece_id(std::string_view piece) const = 0;

@@ -274,8 +274,7 @@ class TokenizerJson final : public Tokenizer {
       } else if (const std::string* t = model->token(id)) {
         tok = *t;
       } else {
-        return Status::invalid_argument("token id " + std::to_string(id) + " is not in " + path + " (" +
-                                        std::to_string(size) + " ids)");
+        continue;  // an id the tokenizer lacks (a model's padded vocabulary): nothing, as `tokenizers` decodes it
       }
       // ByteLevel decoder: characters back to bytes; a token with other characters (an added
       // token with a space, say) stays as its UTF-8.
