@@ -188,11 +188,7 @@ def make_llama3():
 def make_qwen():
     tok = train(QWEN2_PATTERN, normalizers.NFC())
 
-    def legacy_merges(j):  # the "a b" form tokenizers wrote before 0.20
-        j["model"]["merges"] = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
-        j["model"]["ignore_merges"] = False
-
-    tok = edit_json(tok, legacy_merges)
+    tok = edit_json(tok, lambda j: j["model"].__setitem__("ignore_merges", False))
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIALS])
     tok.add_tokens([AddedToken("<tool_call>", special=False, normalized=False)])
     tok.add_special_tokens([AddedToken("[MASK]", special=True, lstrip=True, rstrip=True, normalized=False)])
@@ -211,9 +207,16 @@ def make_qwen():
     return tok, config
 
 
-def save(tok, config, out):
+def save(tok, config, out, legacy_merges=False):
     os.makedirs(out, exist_ok=True)
-    tok.save(os.path.join(out, "tokenizer.json"))
+    path = os.path.join(out, "tokenizer.json")
+    tok.save(path)
+    if legacy_merges:  # the "a b" form tokenizers wrote before 0.20 (it still reads it)
+        with open(path, encoding="utf-8") as f:
+            j = json.load(f)
+        j["model"]["merges"] = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(j, f, indent=2, ensure_ascii=False)
     decoder = {}
     for i, t in sorted(tok.get_added_tokens_decoder().items()):
         decoder[str(i)] = {"content": t.content, "lstrip": t.lstrip, "normalized": t.normalized, "rstrip": t.rstrip,
@@ -266,7 +269,10 @@ FAMILIES = {
 
 
 def tokenizer_with(tok, bos, eos):
-    from transformers import PreTrainedTokenizerFast
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:  # transformers 5 names the class after its backend
+        from transformers import TokenizersBackend as PreTrainedTokenizerFast
 
     kwargs = {"tokenizer_object": tok.__class__.from_str(tok.to_str())}
     if bos:
@@ -289,12 +295,15 @@ def main():
     from transformers import AutoTokenizer
 
     made = {"llama3": make_llama3(), "qwen": make_qwen()}
+    merges_forms = {}
     dirs = {"llama3": TOK_DIR, "qwen": os.path.join(TOK_DIR, "qwen")}
     reference = {"tokenizers": tokenizers.__version__, "transformers": transformers.__version__, "tokenizers_cases": {},
                  "chat": []}
     for name, (tok, config) in made.items():
-        save(tok, config, dirs[name])
+        save(tok, config, dirs[name], legacy_merges=name == "qwen")
         tok = Tokenizer.from_file(os.path.join(dirs[name], "tokenizer.json"))  # exactly the file
+        with open(os.path.join(dirs[name], "tokenizer.json"), encoding="utf-8") as f:
+            merges_forms[name] = "\"a b\" strings" if isinstance(json.load(f)["model"]["merges"][0], str) else "[a, b] pairs"
         hf = AutoTokenizer.from_pretrained(dirs[name])
         cases = []
         for text in TEST_STRINGS:
@@ -337,7 +346,7 @@ def main():
     print(f"make_tokenizer_fixtures: tokenizers {tokenizers.__version__}, transformers {transformers.__version__}")
     for name, r in reference["tokenizers_cases"].items():
         agree = sum(c["ids_special"] == c["hf_ids"] for c in r["cases"])
-        print(f"  {r['dir']}: vocab {r['vocab_size']}, {len(r['cases'])} strings "
+        print(f"  {r['dir']}: vocab {r['vocab_size']}, merges as {merges_forms[name]}, {len(r['cases'])} strings "
               f"(tokenizers and transformers agree on {agree})")
     print(f"  chat through the fixtures' templates: {len(reference['chat'])} conversations as text and ids")
     errors = sum("error" in c for c in chat["cases"])
