@@ -75,6 +75,14 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::build(Vocab vocab,
       m->byte_ids_[b] = m->id(name);
     }
   }
+  // Byte-level vocabularies spell every byte as one character below U+0144: a table lookup
+  // instead of a hash per character.
+  m->char_ids_.assign(0x200, -1);
+  for (uint32_t cp = 0; cp < 0x200; ++cp) {
+    std::string ch;
+    utf8::append(ch, cp);
+    if (auto id = m->id(ch)) m->char_ids_[cp] = *id;
+  }
   m->options_ = options;
   m->cache_ = std::make_unique<Cache>();
   return m;
@@ -124,15 +132,23 @@ void BpeModel::merge_symbols(std::string_view word, std::vector<int32_t>& out) c
     int32_t prev, next;
     bool live;
   };
-  std::vector<Symbol> sym;
-  sym.reserve(word.size());
+  // Per-thread scratch: a word's symbols and candidate heap, reused from word to word.
+  thread_local std::vector<Symbol> sym;
+  sym.clear();
   bool last_unk = false;
   for (size_t i = 0; i < word.size();) {
     size_t n = utf8::sequence_length(word, i);
     if (n == 0) n = 1;  // callers pass valid UTF-8; never loop forever on a bad byte
     const std::string_view ch = word.substr(i, n);
     i += n;
-    if (auto tid = id(ch)) {
+    size_t len = 0;
+    const uint32_t cp = n > 2 ? 0x200 : utf8::decode(ch, 0, &len);
+    if (cp < char_ids_.size() && char_ids_[cp] >= 0) {
+      sym.push_back({char_ids_[cp], 0, 0, true});
+      last_unk = false;
+      continue;
+    }
+    if (auto tid = cp < char_ids_.size() ? std::nullopt : id(ch)) {
       sym.push_back({*tid, 0, 0, true});
       last_unk = false;
       continue;
@@ -159,16 +175,20 @@ void BpeModel::merge_symbols(std::string_view word, std::vector<int32_t>& out) c
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
-  std::priority_queue<Candidate> heap;
+  thread_local std::vector<Candidate> heap;  // a binary heap through std::push_heap / pop_heap
+  heap.clear();
   auto push = [&](int32_t pos) {
     if (pos < 0 || sym[size_t(pos)].next < 0) return;
     auto it = merges_.find(key(sym[size_t(pos)].id, sym[size_t(sym[size_t(pos)].next)].id));
-    if (it != merges_.end()) heap.push({it->second.rank, pos, it->second.id});
+    if (it == merges_.end()) return;
+    heap.push_back({it->second.rank, pos, it->second.id});
+    std::push_heap(heap.begin(), heap.end());
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end());
+    const Candidate c = heap.back();
+    heap.pop_back();
     Symbol& left = sym[size_t(c.pos)];
     if (!left.live || left.next < 0) continue;
     Symbol& right = sym[size_t(left.next)];

@@ -65,6 +65,7 @@ class BpeModel {
   std::vector<bool> has_token_;
   std::unordered_map<uint64_t, Merge> merges_;
   std::optional<int32_t> byte_ids_[256];  // <0xXX> tokens, for byte fallback
+  std::vector<int32_t> char_ids_;         // single characters below U+0200 -> id (-1: none): the fast path
   BpeOptions options_;
   struct Cache;
   std::unique_ptr<Cache> cache_;
