@@ -235,7 +235,10 @@ class Renderer {
           if (!v.is_ok()) return v.status();
           l.push_back(std::move(*v));
         }
-        return e.name == "tuple" ? Value::tuple(std::move(l)) : Value(std::move(l));
+        Value v = e.name == "tuple" ? Value::tuple(std::move(l)) : Value(std::move(l));
+        if (v.depth() > kMaxValueDepth)
+          return err(e.line, "a list nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+        return v;
       }
       case K::kDict: {
         Dict d;
@@ -247,7 +250,10 @@ class Renderer {
           if (!v.is_ok()) return v.status();
           d.set(k->as_string(), std::move(*v));
         }
-        return Value(std::move(d));
+        Value v(std::move(d));
+        if (v.depth() > kMaxValueDepth)
+          return err(e.line, "a dict nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+        return v;
       }
       case K::kAttr: {
         auto obj = eval(*e.args[0], scope);

@@ -714,7 +714,7 @@ StatusOr<Value> call_global(const std::string& name, const Args& args) {
     if (step == 0) return Status::invalid_argument("range: the step must not be zero");
     List out;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (out.size() >= kMaxListItems) return Status::resource_exhausted("range: more than 2^20 items");
+      if (out.size() >= kMaxListItems) return Status::resource_exhausted("range: more than 65536 items");
       out.emplace_back(i);
     }
     return Value(std::move(out));

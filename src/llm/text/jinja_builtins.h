@@ -32,6 +32,6 @@ std::string strip(const std::string& s, const Value* chars, bool left, bool righ
 
 // Limits that keep a hostile template from exhausting memory.
 constexpr size_t kMaxOutputBytes = size_t(64) << 20;
-constexpr size_t kMaxListItems = size_t(1) << 20;
+constexpr size_t kMaxListItems = size_t(1) << 16;
 
 }  // namespace tunableop::llm::jinja

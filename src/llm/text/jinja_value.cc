@@ -31,10 +31,23 @@ void Dict::set(const std::string& key, Value v) {
   }
 }
 
+Value::Value(List l) : kind_(Kind::kList) {
+  for (const Value& v : l) depth_ = std::max(depth_, v.depth_ + 1);
+  list_ = std::make_shared<List>(std::move(l));
+}
+
+Value::Value(Dict d) : kind_(Kind::kDict) {
+  for (const auto& kv : d.items) depth_ = std::max(depth_, kv.second.depth_ + 1);
+  dict_ = std::make_shared<Dict>(std::move(d));
+}
+
 namespace {
 
 template <class Json>
-Value value_of_json(const Json& j) {
+Value value_of_json(const Json& j, uint32_t depth = 0) {
+  if (depth > kMaxValueDepth) {
+    return Value::undefined("a JSON value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
@@ -44,12 +57,12 @@ Value value_of_json(const Json& j) {
     case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       List l;
-      for (const auto& e : j) l.push_back(value_of_json(e));
+      for (const auto& e : j) l.push_back(value_of_json(e, depth + 1));
       return Value(std::move(l));
     }
     case nlohmann::json::value_t::object: {
       Dict d;
-      for (const auto& [k, v] : j.items()) d.items.emplace_back(k, value_of_json(v));
+      for (const auto& [k, v] : j.items()) d.items.emplace_back(k, value_of_json(v, depth + 1));
       return Value(std::move(d));
     }
     default: return Value::none();

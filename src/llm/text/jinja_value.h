@@ -37,14 +37,14 @@ class Value {
     return v;
   }
   static Value none() { return Value(Kind::kNone); }
-  Value(bool b) : kind_(Kind::kBool), int_(b) {}                                      // NOLINT: literals convert
-  Value(int64_t i) : kind_(Kind::kInt), int_(i) {}                                    // NOLINT
-  Value(int i) : kind_(Kind::kInt), int_(i) {}                                        // NOLINT
-  Value(double d) : kind_(Kind::kFloat), float_(d) {}                                 // NOLINT
-  Value(std::string s) : kind_(Kind::kString), text_(std::move(s)) {}                 // NOLINT
-  Value(const char* s) : kind_(Kind::kString), text_(s) {}                            // NOLINT
-  Value(List l) : kind_(Kind::kList), list_(std::make_shared<List>(std::move(l))) {}  // NOLINT
-  Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<Dict>(std::move(d))) {}  // NOLINT
+  Value(bool b) : kind_(Kind::kBool), int_(b) {}                       // NOLINT: literals convert
+  Value(int64_t i) : kind_(Kind::kInt), int_(i) {}                     // NOLINT
+  Value(int i) : kind_(Kind::kInt), int_(i) {}                         // NOLINT
+  Value(double d) : kind_(Kind::kFloat), float_(d) {}                  // NOLINT
+  Value(std::string s) : kind_(Kind::kString), text_(std::move(s)) {}  // NOLINT
+  Value(const char* s) : kind_(Kind::kString), text_(s) {}             // NOLINT
+  Value(List l);                                                       // NOLINT
+  Value(Dict d);                                                       // NOLINT
   // A Python tuple: a list that prints as (a, b) and differs from a list in ==.
   static Value tuple(List l) {
     Value v(std::move(l));
@@ -61,6 +61,9 @@ class Value {
   static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
+  // Levels of lists and dicts inside (0 for a scalar): printing, comparing and JSON recurse
+  // this deep, so the renderer refuses values past kMaxValueDepth.
+  uint32_t depth() const { return depth_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_string() const { return kind_ == Kind::kString; }
@@ -98,10 +101,13 @@ class Value {
   int64_t int_ = 0;
   double float_ = 0;
   bool tuple_ = false;
+  uint32_t depth_ = 0;
   std::string text_;
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
 };
+
+constexpr uint32_t kMaxValueDepth = 200;
 
 // Python's repr of a float ("1.0", "0.1", "1e+20", "inf", "nan").
 std::string float_repr(double d);
