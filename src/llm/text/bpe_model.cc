@@ -50,7 +50,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::build(Vocab vocab,
   m->vocab_ = std::move(vocab);
   m->merges_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
-    const auto& [a, b] = merges[i];
+    const std::string& a = merges[i].first;
+    const std::string& b = merges[i].second;
     auto where = [&] {
       return file + ": model.merges[" + std::to_string(i) + "] (\"" + utf8::excerpt(a) + "\", \"" + utf8::excerpt(b) +
              "\")";

@@ -111,7 +111,9 @@ StatusOr<std::vector<AddedToken>> config_added_tokens(const std::string& dir, co
   const std::string where = dir + "/tokenizer_config.json: added_tokens_decoder";
   const nlohmann::json& dec = (*cfg)->at("added_tokens_decoder");
   if (!dec.is_object()) return Status::parse_error(where + ": must be an object of id -> token");
-  for (const auto& [key, e] : dec.items()) {
+  for (const auto& item : dec.items()) {
+    const std::string& key = item.key();
+    const nlohmann::json& e = item.value();  // a plain reference: lambdas below capture it
     const std::string at = where + "[\"" + utf8::excerpt(key) + "\"]";
     if (!e.is_object() || !e.contains("content") || !e.at("content").is_string() ||
         e.at("content").get<std::string>().empty()) {
