@@ -8,8 +8,8 @@ pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
       libblis-dev libblis4-openmp libblis-openmp-dev libdnnl-dev python3-matplotlib
       libsentencepiece-dev sentencepiece python3-numpy libopenmpi-dev openmpi-bin
-      # the server (cpp-httplib) and tokenizer.json pre-tokenizers (PCRE2)
-      libcpp-httplib-dev libpcre2-dev
+      # the server (cpp-httplib), tokenizer.json pre-tokenizers (PCRE2) and normalizers (utf8proc)
+      libcpp-httplib-dev libpcre2-dev libutf8proc-dev
       # sanitizer and fuzz jobs (scripts/ci-hardening.sh): clang and its ASan/UBSan/TSan/libFuzzer
       # runtimes (OpenMP stays GCC's libgomp)
       clang libclang-rt-14-dev)

@@ -44,14 +44,14 @@ StatusOr<std::unique_ptr<llm::Tokenizer>> load_model_tokenizer(const llm::ModelS
   if (spec.builtin) {
     return Status::not_found(model +
                              " has no tokenizer: text prompts need a Hugging Face model directory with a "
-                             "tokenizer.model");
+                             "tokenizer.json or tokenizer.model");
   }
   auto t = llm::load_tokenizer(spec.dir);
   if (!t.is_ok()) return t.status();
   if ((*t)->vocab_size() > vocab_size) {
     return Status::invalid_argument(
-        fmt::format("{}/tokenizer.model has {} pieces but config.json's vocab_size is {}: not this model's tokenizer",
-                    spec.dir, (*t)->vocab_size(), vocab_size));
+        fmt::format("the tokenizer has {} ids but {}/config.json's vocab_size is {}: not this model's tokenizer ({})",
+                    (*t)->vocab_size(), spec.dir, vocab_size, (*t)->description()));
   }
   return std::move(t.value());
 }

@@ -26,6 +26,7 @@
 #include "llm/engine.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
+#include "llm/text/chat_template.h"
 #include "llm/text/generation_loop.h"
 #include "llm/text/special_tokens.h"
 #include "llm/text/text_session.h"
@@ -50,6 +51,9 @@ struct LlmArgs {
   std::vector<std::string> prompts;  // --prompt, repeatable
   std::string prompt_file;
   bool interactive = false;
+  bool chat = false;   // --prompt is the user's message, through the model's chat template
+  std::string system;  // --chat: a system message first
+  bool print_prompt_ids = false;
   std::string mode = "auto";
   int64_t max_new_tokens = 32;  // bench; generate defaults to kGenerateMaxNew
   int64_t total_tokens = 0;
@@ -62,7 +66,8 @@ struct LlmArgs {
   bool ignore_eos = false, no_echo = false;
   // Which of the options with defaults were given (CLI11 counts them).
   CLI::Option *o_max_new = nullptr, *o_batch = nullptr, *o_temperature = nullptr, *o_top_k = nullptr,
-              *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr, *o_page_size = nullptr;
+              *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr, *o_page_size = nullptr,
+              *o_system = nullptr;
   bool tune = false, no_tune = false, compare = false, no_in_context_check = false;
   int iterations = 3;
   int warmup = 1;
@@ -158,8 +163,28 @@ StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
   return texts;
 }
 
+// --chat: [system,] user -> the template's text with the generation prompt -> ids. The template
+// writes its own BOS, so nothing is added here (encode_prompt would add a second).
+StatusOr<std::vector<int32_t>> chat_prompt(const llm::ChatTemplate& t, const llm::Tokenizer& tokenizer,
+                                           const std::string& system, const std::string& user) {
+  std::vector<llm::ChatMessage> messages;
+  if (!system.empty()) messages.push_back({"system", system});
+  messages.push_back({"user", user});
+  auto text = llm::render_chat(t, messages, true);
+  if (!text.is_ok()) return text.status();
+  auto ids = tokenizer.encode(*text);
+  if (!ids.is_ok()) return ids.status();
+  if (ids->empty()) return Status::invalid_argument(t.source + ": the chat template rendered an empty prompt");
+  return ids;
+}
+
 // Options that belong to one mode only are refused in the other, rather than silently ignored.
 Status check_mode_options(const LlmArgs& a, bool generate, bool texts) {
+  if (a.chat && !texts && !a.interactive) {
+    return Status::invalid_argument("--chat takes the user's message from --prompt, --prompt-file or --interactive");
+  }
+  if (a.o_system->count() && !a.chat)
+    return Status::invalid_argument("--system is the chat's system message: add --chat");
   if (texts && (a.o_prompt_ids->count() || a.prompt_len > 0 || !a.prompt_lens.empty())) {
     return Status::invalid_argument(
         "give the prompt as text (--prompt, --prompt-file) or as ids (--prompt-ids, "
@@ -423,14 +448,15 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
 // Only the generated text goes to stdout; everything else to stderr.
 int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
                  const llm::Tokenizer* tokenizer, const llm::SpecialTokens& special,
-                 const std::vector<std::vector<int32_t>>& prompts, const std::vector<std::string>& texts,
-                 int64_t max_new) {
+                 const llm::ChatTemplate* chat_template, const std::vector<std::vector<int32_t>>& prompts,
+                 const std::vector<std::string>& texts, int64_t max_new) {
   const llm::SamplingOptions sampling = sampling_options(a);
   if (Status st = sampling.validate(); !st.is_ok()) return fail(st);
   const Options opts = ctx.config().snapshot();
   fmt::print(stderr, "Model: {}\nDevice: {}; TunableOp {}\n", model_desc, engine.device_name(),
              opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)");
   if (tokenizer) fmt::print(stderr, "Tokenizer: {}\n", tokenizer->description());
+  if (chat_template) fmt::print(stderr, "Chat template: {}\n", chat_template->source);
   fmt::print(stderr, "Special tokens: {}{}; sampling: {}{}\n", special.describe(),
              a.ignore_eos ? " (ignored: --ignore-eos)" : "", sampling.describe(),
              !sampling.greedy() && !a.o_seed->count() ? " (random; --seed repeats it)" : "");
@@ -442,9 +468,15 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
     to.sampling = sampling;
     to.echo_prompt = !a.no_echo;
     to.print_ids = a.print_ids;
+    to.print_prompt_ids = a.print_prompt_ids;
     llm::TextSession session(engine, *tokenizer, special, to, std::cout, std::cerr);
+    const std::string marker = isatty(STDIN_FILENO) ? "> " : "";
+    if (chat_template) {
+      Status st = a.interactive ? session.chat(std::cin, *chat_template, a.system, marker) : session.run_ids(prompts);
+      return st.is_ok() ? 0 : fail(st);
+    }
     if (a.interactive) {
-      Status st = session.interactive(std::cin, isatty(STDIN_FILENO) ? "> " : "");
+      Status st = session.interactive(std::cin, marker);
       return st.is_ok() ? 0 : fail(st);
     }
     // --batch B with one prompt repeats it; texts then has one entry for B prompts.
@@ -485,7 +517,7 @@ int run_llm(const LlmArgs& a) {
     if (spec->builtin) {
       return fail(Status::invalid_argument(a.model +
                                            " has no tokenizer: text prompts need a Hugging Face model directory "
-                                           "with a tokenizer.model (prompts as ids: --prompt-ids)"));
+                                           "with a tokenizer.json or tokenizer.model (prompts as ids: --prompt-ids)"));
     }
     auto t = load_model_tokenizer(*spec, a.model, cfg->vocab_size);
     if (!t.is_ok()) return fail(t.status());
@@ -498,11 +530,20 @@ int run_llm(const LlmArgs& a) {
     special = *s;
   }
 
+  // --chat: each text is a user's message, rendered through the model's template.
+  std::optional<llm::ChatTemplate> chat_template;
+  if (a.chat) {
+    auto t = llm::load_chat_template(spec->dir);
+    if (!t.is_ok()) return fail(t.status());
+    chat_template = std::move(*t);
+  }
+
   // The prompts as ids: text through the tokenizer, else --prompt-ids or a synthetic --prompt-len.
   std::vector<std::vector<int32_t>> prompts;
   if (!texts->empty()) {
     for (const auto& text : *texts) {
-      auto ids = llm::encode_prompt(*tokenizer, special, text);
+      auto ids = chat_template ? chat_prompt(*chat_template, *tokenizer, a.system, text)
+                               : llm::encode_prompt(*tokenizer, special, text);
       if (!ids.is_ok()) return fail(ids.status());
       prompts.push_back(std::move(*ids));
     }
@@ -613,7 +654,13 @@ int run_llm(const LlmArgs& a) {
   std::unique_ptr<llm::Engine> engine = std::move(built.value());
   const std::string model_desc = describe_model(a.model, engine->config());
 
-  int rc = generate ? run_generate(a, *engine, ctx, model_desc, tokenizer.get(), special, prompts, *texts, max_new)
+  if (a.print_prompt_ids && !(generate && tokenizer)) {  // a text session prints its own
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (i == 0 || prompts[i] != prompts[i - 1]) fmt::print("prompt ids: {}\n", join_ids(prompts[i]));
+    }
+  }
+  int rc = generate ? run_generate(a, *engine, ctx, model_desc, tokenizer.get(), special,
+                                   chat_template ? &*chat_template : nullptr, prompts, *texts, max_new)
                     : run_bench(a, *engine, ctx, model_desc, tokenizer.get(), prompts, padded, max_new);
   // Tuned results that could not be saved: said (with the lines) and exit 1.
   if (report_unsaved(ctx, "llm") && rc == 0) rc = 1;
@@ -632,7 +679,8 @@ void add_llm_command(CLI::App& app) {
   for (const auto& p : llm::preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   c->add_option(
        "--model", a->model,
-       "Hugging Face model directory (config.json + safetensors [+ tokenizer.model for text]) or builtin:NAME with "
+       "Hugging Face model directory (config.json + safetensors [+ tokenizer.json or tokenizer.model for text]) or "
+       "builtin:NAME with "
        "random weights (" +
            presets + ")")
       ->capture_default_str();
@@ -645,12 +693,19 @@ void add_llm_command(CLI::App& app) {
   c->add_option("--prompt-lens", a->prompt_lens,
                 "synthetic prompts of these comma-separated lengths, one sequence each (a batch of different lengths)");
   c->add_option("--prompt", a->prompts,
-                "text prompt, through the model's tokenizer.model (repeat for a batch of different prompts)")
+                "text prompt, through the model's tokenizer (repeat for a batch of different prompts)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--prompt-file", a->prompt_file, "text prompts, one per line, generated as one batch");
   c->add_flag("--interactive", a->interactive,
               "read a prompt per line from standard input and stream each answer, until end of input");
+  c->add_flag("--chat", a->chat,
+              "treat each prompt as the user's message and render it through the model's chat template "
+              "(chat_template.jinja or tokenizer_config.json) with the generation prompt; with --interactive, keep "
+              "the conversation");
+  a->o_system = c->add_option("--system", a->system, "--chat: a system message before the user's");
+  c->add_flag("--print-prompt-ids", a->print_prompt_ids,
+              "print each prompt's ids (as the model sees them: BOS, chat template) as a line \"prompt ids: a,b,c\"");
   c->add_option("--mode", a->mode,
                 "bench: greedy, exactly --max-new-tokens, timed (default for prompts as ids); generate: stop at EOS, "
                 "sampling, streaming (default for text prompts)")

@@ -19,6 +19,7 @@
 #include "engine_setup.h"
 #include "llm/engine.h"
 #include "llm/random_model.h"
+#include "llm/text/chat_template.h"
 #include "llm/text/special_tokens.h"
 #include "serve/openai/served_model.h"
 #ifdef TUNABLEOP_HAVE_HTTPLIB
@@ -93,9 +94,26 @@ StatusOr<ModelText> load_text(const ServeArgs& a, const llm::ModelSpec& spec, in
   return t;
 }
 
-// The chat template of the model, rendered for /v1/chat/completions. None yet: issue 28 brings
-// the renderer (src/llm/text); until then chat requests answer 400 naming the missing template.
-serve::openai::ChatTemplate chat_template_of(const llm::ModelSpec&, const ModelText&) { return {}; }
+// The chat template of the model (llm/text/chat_template.h), rendered for /v1/chat/completions
+// as transformers' apply_chat_template renders it. None (a built-in model, a base model, no
+// tokenizer): chat requests answer 400 naming the missing template. A template that is there
+// but broken is an error at startup, naming the file and the line.
+StatusOr<serve::openai::ChatTemplate> chat_template_of(const llm::ModelSpec& spec, const ModelText& text) {
+  if (spec.builtin || !text.tokenizer) return serve::openai::ChatTemplate{};
+  auto t = llm::load_chat_template(spec.dir);
+  if (!t.is_ok()) {
+    if (t.status().code() == StatusCode::kNotFound) return serve::openai::ChatTemplate{};
+    return t.status();
+  }
+  auto shared = std::make_shared<const llm::ChatTemplate>(std::move(*t));
+  return serve::openai::ChatTemplate(
+      [shared](const std::vector<serve::openai::ChatMessage>& messages) -> StatusOr<std::string> {
+        std::vector<llm::ChatMessage> m;
+        m.reserve(messages.size());
+        for (const auto& x : messages) m.push_back({x.role, x.content});
+        return llm::render_chat(*shared, m, /*add_generation_prompt=*/true);
+      });
+}
 
 int run_serve(const ServeArgs& a) {
   if (a.tune && a.no_tune) return fail(Status::invalid_argument("--tune and --no-tune exclude each other"));
@@ -176,7 +194,9 @@ int run_serve(const ServeArgs& a) {
   model.max_context = (*backend)->max_context();
   model.tokenizer = text->tokenizer;
   model.special = text->special;
-  model.chat_template = chat_template_of(*spec, *text);
+  auto chat_template = chat_template_of(*spec, *text);
+  if (!chat_template.is_ok()) return fail(chat_template.status());
+  model.chat_template = std::move(*chat_template);
   http.attach(**backend, model);
 
   const serve::RuntimeStats st = (*backend)->stats();

@@ -1,12 +1,10 @@
 #include "llm/text/special_tokens.h"
 
-#include "tunableop/safe_file.h"
+#include "llm/text/json_file.h"
+#include "llm/text/utf8.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace tunableop::llm {
 
@@ -29,6 +27,9 @@ Status SpecialTokens::check(int64_t vocab_size) const {
                                     " is outside the model's vocabulary of " + std::to_string(vocab_size));
   };
   if (bos && (*bos < 0 || *bos >= vocab_size)) return bad("BOS", *bos, bos_source);
+  for (int32_t id : suffix) {
+    if (id < 0 || id >= vocab_size) return bad("appended", id, "tokenizer.json");
+  }
   for (int32_t id : eos) {
     if (id < 0 || id >= vocab_size) return bad("EOS", id, eos_source);
   }
@@ -37,20 +38,8 @@ Status SpecialTokens::check(int64_t vocab_size) const {
 
 namespace {
 
-// A JSON file of the model directory: absent is fine (nullopt), unreadable or broken is not.
 StatusOr<std::optional<json>> read_json(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::optional<json>();
-  auto text = read_regular_file(path);  // never blocks on a FIFO; refuses directories, devices
-  if (!text.is_ok()) return text.status();
-  try {
-    json j = json::parse(*text);
-    if (!j.is_object()) return Status::parse_error(path + ": the top level must be a JSON object");
-    return std::optional<json>(std::move(j));
-  } catch (const json::exception& e) {
-    return Status::parse_error(path + ": not valid JSON: " + e.what());
-  }
+  return read_optional_json_object(dir, name);
 }
 
 // "eos_token_id": 2, [1, 107] or null/absent.
@@ -58,8 +47,8 @@ StatusOr<std::optional<std::vector<int32_t>>> ids_field(const json& j, const cha
   if (!j.contains(key) || j.at(key).is_null()) return std::optional<std::vector<int32_t>>();
   const json& v = j.at(key);
   auto bad = [&] {
-    return Status::parse_error(file + ": \"" + key + "\" must be a token id or a list of token ids (got " + v.dump() +
-                               ")");
+    return Status::parse_error(file + ": \"" + key + "\" must be a token id or a list of token ids (got " +
+                               utf8::excerpt(v.dump()) + ")");
   };
   std::vector<int32_t> ids;
   for (const json& e : v.is_array() ? v : json::array({v})) {
@@ -84,7 +73,7 @@ StatusOr<std::optional<int32_t>> piece_field(const json& j, const char* key, con
     piece = v.at("content").get<std::string>();
   } else {
     return Status::parse_error(file + ": \"" + key + "\" must be a string or an object with \"content\" (got " +
-                               v.dump() + ")");
+                               utf8::excerpt(v.dump()) + ")");
   }
   if (tokenizer) {
     if (auto id = tokenizer->piece_id(piece)) return std::optional<int32_t>(*id);
@@ -102,7 +91,7 @@ StatusOr<std::optional<int32_t>> piece_field(const json& j, const char* key, con
   }
   if (!tokenizer) return std::optional<int32_t>();  // cannot resolve without the vocabulary
   return Status::invalid_argument(file + ": \"" + key + "\" is \"" + piece +
-                                  "\", which is neither a piece of tokenizer.model nor in added_tokens_decoder");
+                                  "\", which is neither a token of the tokenizer nor in added_tokens_decoder");
 }
 
 }  // namespace
@@ -117,6 +106,7 @@ StatusOr<SpecialTokens> load_special_tokens(const std::string& dir, const Tokeni
   if (!model_cfg.is_ok()) return model_cfg.status();
 
   SpecialTokens s;
+  bool add_bos_given = false;
   // BOS: the tokenizer's view first (it is what prepends it), then the model's.
   if (*tok_cfg) {
     const json& j = **tok_cfg;
@@ -128,6 +118,7 @@ StatusOr<SpecialTokens> load_special_tokens(const std::string& dir, const Tokeni
         return Status::parse_error(dir + "/" + tok_name + ": \"add_bos_token\" must be true or false");
       }
       s.add_bos = j.at("add_bos_token").get<bool>();
+      add_bos_given = true;
     }
   }
   for (const auto& [file, name] : {std::pair{&*gen_cfg, gen_name}, std::pair{&*model_cfg, cfg_name}}) {
@@ -137,6 +128,20 @@ StatusOr<SpecialTokens> load_special_tokens(const std::string& dir, const Tokeni
     if (*ids && !(*ids)->empty()) s.bos = (*ids)->front(), s.bos_source = name;
   }
   if (!s.bos && tokenizer && tokenizer->bos_id()) s.bos = *tokenizer->bos_id(), s.bos_source = "tokenizer.model";
+  // A tokenizer.json's post-processor says what a text gets (transformers encodes through it):
+  // Llama-3's <|begin_of_text|>, nothing for Qwen. tokenizer_config.json's add_bos_token, when
+  // given, still decides whether BOS goes first, as transformers' Llama tokenizers honour it.
+  if (tokenizer) {
+    if (auto tp = tokenizer->post_processor()) {
+      if (tp->prefix.size() > 1) {
+        return Status::unsupported(dir + "/tokenizer.json: post_processor puts " + std::to_string(tp->prefix.size()) +
+                                   " tokens before the text; only one (a BOS) is supported");
+      }
+      if (!tp->prefix.empty()) s.bos = tp->prefix.front(), s.bos_source = "tokenizer.json";
+      if (!add_bos_given) s.add_bos = !tp->prefix.empty();
+      s.suffix = tp->suffix;
+    }
+  }
 
   // EOS: what generate() stops on first.
   bool have_eos = false;
@@ -169,6 +174,7 @@ StatusOr<std::vector<int32_t>> encode_prompt(const Tokenizer& tokenizer, const S
   auto body = tokenizer.encode(text);
   if (!body.is_ok()) return body.status();
   ids.insert(ids.end(), body->begin(), body->end());
+  ids.insert(ids.end(), special.suffix.begin(), special.suffix.end());
   if (ids.empty()) return Status::invalid_argument("the prompt is empty (and the model adds no BOS)");
   return ids;
 }

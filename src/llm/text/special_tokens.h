@@ -2,6 +2,9 @@
 // generation. Hugging Face spreads them over three JSON files and the tokenizer; the order in
 // which they are read (the first that has the value wins):
 //
+//   With a tokenizer.json, its post_processor decides: the BOS it puts first, or none (Qwen);
+//   and the tokens it appends. tokenizer_config.json's add_bos_token, when given, overrides
+//   whether BOS goes first. Otherwise (SentencePiece):
 //   BOS (prepended to a text prompt; it is the tokenizer that adds it in transformers):
 //     tokenizer_config.json "bos_token" (a piece such as "<s>", looked up in the tokenizer),
 //     generation_config.json "bos_token_id", config.json "bos_token_id", tokenizer.model's BOS.
@@ -29,6 +32,7 @@ struct SpecialTokens {
   bool add_bos = true;
   std::vector<int32_t> eos;            // any of them stops a sequence; may be empty
   std::string bos_source, eos_source;  // the file (or "tokenizer.model") each came from
+  std::vector<int32_t> suffix;         // appended to a text prompt (tokenizer.json's post_processor)
 
   bool is_eos(int32_t id) const;
   // "BOS 1 (tokenizer_config.json), EOS 2 (generation_config.json)"
@@ -42,8 +46,9 @@ struct SpecialTokens {
 // Without a tokenizer, piece names in tokenizer_config.json are skipped.
 StatusOr<SpecialTokens> load_special_tokens(const std::string& model_dir, const Tokenizer* tokenizer);
 
-// `text` as the model expects a prompt: BOS (when add_bos) + the tokenizer's ids. An empty text
-// gives BOS alone; without BOS an empty prompt is an error.
+// `text` as the model expects a prompt: BOS (when add_bos) + the tokenizer's ids + suffix. An
+// empty text gives BOS alone; without BOS an empty prompt is an error. Not for a rendered chat
+// template, which writes its own BOS (chat_template.h).
 StatusOr<std::vector<int32_t>> encode_prompt(const Tokenizer& tokenizer, const SpecialTokens& special,
                                              std::string_view text);
 

@@ -24,17 +24,27 @@ std::string join_ids(const std::vector<int32_t>& ids) { return fmt::format("{}",
 }  // namespace
 
 Status TextSession::generate(const std::vector<std::string>& prompts, bool stream, bool echo) {
-  answers_.assign(prompts.size(), {});
-  if (int64_t(prompts.size()) > engine_.options().max_batch) {
-    return Status::invalid_argument(std::to_string(prompts.size()) + " prompts, but the engine holds " +
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& text : prompts) {
+    auto p = encode_prompt(tokenizer_, special_, text);
+    if (!p.is_ok()) return p.status();
+    ids.push_back(std::move(*p));
+  }
+  return generate_ids(std::move(ids), echo ? prompts : std::vector<std::string>(prompts.size()), stream);
+}
+
+// `echo_texts[i]` is printed before answer i (empty: nothing).
+Status TextSession::generate_ids(std::vector<std::vector<int32_t>> ids, const std::vector<std::string>& echo_texts,
+                                 bool stream) {
+  answers_.assign(ids.size(), {});
+  if (int64_t(ids.size()) > engine_.options().max_batch) {
+    return Status::invalid_argument(std::to_string(ids.size()) + " prompts, but the engine holds " +
                                     std::to_string(engine_.options().max_batch) + " sequences");
   }
-  std::vector<std::vector<int32_t>> ids;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto p = encode_prompt(tokenizer_, special_, prompts[i]);
-    if (!p.is_ok()) return p.status();
-    answers_[i].prompt_ids = *p;
-    ids.push_back(std::move(*p));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i].empty()) return Status::invalid_argument("prompt " + std::to_string(i + 1) + " has no tokens");
+    answers_[i].prompt_ids = ids[i];
+    if (o_.print_prompt_ids) out_ << "prompt ids: " << join_ids(ids[i]) << "\n";
   }
   // Interactive prompts come in any length: an answer is cut where the cache ends, and says so.
   auto fit = max_new_tokens_that_fit(engine_, ids);
@@ -43,7 +53,7 @@ Status TextSession::generate(const std::vector<std::string>& prompts, bool strea
 
   std::vector<TextStream> streams;
   for (const auto& p : ids) streams.emplace_back(tokenizer_, TextStream::context_of(p));
-  if (stream && echo) out_ << prompts[0] << std::flush;
+  if (stream && !echo_texts.empty()) out_ << echo_texts[0] << std::flush;
   auto on_token = [&](size_t b, int32_t token) -> Status {
     // The stopping EOS decodes to nothing; leaving it out keeps a stray decode error away.
     if (!o_.ignore_eos && special_.is_eos(token)) return Status::ok();
@@ -67,7 +77,7 @@ Status TextSession::generate(const std::vector<std::string>& prompts, bool strea
     if (stream) {
       out_ << *rest << "\n";
     } else {
-      out_ << "[" << b + 1 << "] " << (echo ? prompts[b] : "") << a.text << "\n";
+      out_ << "[" << b + 1 << "] " << (b < echo_texts.size() ? echo_texts[b] : "") << a.text << "\n";
     }
     if (o_.print_ids) out_ << "ids: " << join_ids(a.ids) << "\n";
   }
@@ -96,6 +106,41 @@ Status TextSession::generate(const std::vector<std::string>& prompts, bool strea
 Status TextSession::run(const std::vector<std::string>& prompts) {
   if (prompts.empty()) return Status::invalid_argument("no prompts");
   return generate(prompts, prompts.size() == 1, o_.echo_prompt);
+}
+
+Status TextSession::run_ids(const std::vector<std::vector<int32_t>>& prompts) {
+  if (prompts.empty()) return Status::invalid_argument("no prompts");
+  return generate_ids(prompts, {}, prompts.size() == 1);
+}
+
+Status TextSession::chat(std::istream& in, const ChatTemplate& chat_template, const std::string& system,
+                         const std::string& marker) {
+  std::vector<ChatMessage> conversation;
+  if (!system.empty()) conversation.push_back({"system", system});
+  std::string line;
+  for (;;) {
+    if (!marker.empty()) err_ << marker << std::flush;
+    if (!std::getline(in, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    conversation.push_back({"user", line});
+    Status st = [&]() -> Status {
+      auto text = render_chat(chat_template, conversation, true);
+      if (!text.is_ok()) return text.status();
+      auto ids = tokenizer_.encode(*text);
+      if (!ids.is_ok()) return ids.status();
+      TUNABLEOP_RETURN_IF_ERROR(generate_ids({std::move(*ids)}, {}, true));
+      conversation.push_back({"assistant", answers_[0].text});
+      return Status::ok();
+    }();
+    if (!st.is_ok()) {
+      conversation.pop_back();  // the user's turn that got no answer
+      err_ << "error: " << st.to_string() << "\n" << std::flush;
+    }
+  }
+  if (!marker.empty()) err_ << "\n" << std::flush;
+  if (in.bad()) return Status::io_error("reading the conversation failed");
+  return Status::ok();
 }
 
 Status TextSession::interactive(std::istream& in, const std::string& marker) {

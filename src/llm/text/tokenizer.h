@@ -1,6 +1,9 @@
-// Text <-> token ids for `tunableop llm`: a model directory's SentencePiece `tokenizer.model`
-// (Llama-2, Gemma), read with the SentencePiece library. SentencePiece is an optional build
-// dependency: without it load_tokenizer() says so, and prompts given as ids still work.
+// Text <-> token ids for `tunableop llm`: what a model directory ships. A byte-level BPE
+// `tokenizer.json` (Llama-3, Qwen, Mistral's tekken-era releases: tokenizer_json.h, read by our
+// own code with PCRE2 for its split regex), or a SentencePiece `tokenizer.model` (Llama-2,
+// Gemma, Mistral v0.3), read with the SentencePiece library. Both libraries are optional build
+// dependencies: without one, load_tokenizer() says which is missing, and prompts given as ids
+// still work.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,9 @@ class Tokenizer {
   // BOS or EOS is added here (see encode_prompt).
   virtual StatusOr<std::vector<int32_t>> encode(std::string_view text) const = 0;
   // The text of `ids`: control tokens (BOS, EOS) decode to nothing, the leading space of the
-  // first piece is dropped (the dummy prefix), bytes that do not form valid UTF-8 become U+FFFD.
+  // first piece is dropped (SentencePiece's dummy prefix), bytes that do not form valid UTF-8
+  // become U+FFFD. An id outside the vocabulary is an error for SentencePiece and decodes to
+  // nothing for tokenizer.json (as `tokenizers` does: a model's padded rows).
   virtual StatusOr<std::string> decode(const std::vector<int32_t>& ids) const = 0;
   // The id of a piece spelled exactly (e.g. "<s>" from tokenizer_config.json), if it exists.
   virtual std::optional<int32_t> piece_id(std::string_view piece) const = 0;
@@ -32,6 +37,14 @@ class Tokenizer {
   virtual std::optional<int32_t> eos_id() const = 0;
   // "sentencepiece bpe, 32000 pieces, byte fallback (DIR/tokenizer.model)"
   virtual std::string description() const = 0;
+
+  // What the tokenizer file itself puts around one text when special tokens are added
+  // (tokenizer.json's post_processor: Llama-3's <|begin_of_text|> before, Qwen's nothing).
+  // nullopt when the file has no say (SentencePiece: the JSON files decide, special_tokens.h).
+  struct Template {
+    std::vector<int32_t> prefix, suffix;
+  };
+  virtual std::optional<Template> post_processor() const { return std::nullopt; }
 };
 
 // Whether this build reads SentencePiece models.
@@ -40,8 +53,15 @@ bool tokenizer_available();
 // Reads `path` (a SentencePiece model file).
 StatusOr<std::unique_ptr<Tokenizer>> load_sentencepiece(const std::string& path);
 
-// Reads DIR/tokenizer.model. Errors name what is missing: SentencePiece in this build, or the
-// file (mentioning a tokenizer.json that is there but not supported).
+// The tokenizer DIR ships, chosen as transformers chooses (it reads tokenizer.json whenever the
+// directory has one):
+//   tokenizer.json, a byte-level BPE          -> read (tokenizer_json.h), tokenizer.model or not;
+//   tokenizer.json of another kind (the SentencePiece-style conversion Llama-2, Mistral v0.3 and
+//     Gemma ship beside their tokenizer.model)  -> tokenizer.model, through SentencePiece: the
+//     conversion exists to give its ids;
+//   tokenizer.model alone                     -> SentencePiece.
+// A tokenizer_config.json "added_tokens_decoder" that disagrees with tokenizer.json is an error.
+// Errors name the file and what is missing (a library in this build, the file, the field).
 StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& model_dir);
 
 }  // namespace tunableop::llm

@@ -146,7 +146,9 @@ TEST(Tokenizer, MissingTokenizerNamesTheFileAndTheWayOut) {
   auto t = load_tokenizer(dir.path());
   ASSERT_FALSE(t.is_ok());
   EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(t.status().message().find(dir.path() + "/tokenizer.model"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find(dir.path()), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("neither tokenizer.json nor tokenizer.model"), std::string::npos)
+      << t.status().message();
   EXPECT_NE(t.status().message().find("--prompt-ids"), std::string::npos);
   std::ofstream(dir.path() + "/tokenizer.json") << "{}";
   t = load_tokenizer(dir.path());
@@ -173,6 +175,51 @@ TEST(Tokenizer, BrokenModelFileIsAParseError) {
   std::ofstream(dir.path() + "/tokenizer.model", std::ios::binary | std::ios::trunc)
       << bytes.substr(0, bytes.size() / 2);
   EXPECT_FALSE(load_tokenizer(dir.path()).is_ok());
+}
+
+// A SentencePiece directory that lists added tokens (tokenizer_config.json's added_tokens_decoder)
+// matches them in text as transformers' tokenizer.json does: a chat's <s> is BOS, not "<", "s", ">".
+TEST(Tokenizer, SentencePieceMatchesTheDirectorysAddedTokens) {
+  LOAD_TEST_TOKENIZER(tok);
+  ScratchDir dir("spm_added");
+  std::filesystem::copy_file(testing::tokenizer_fixture(), dir.path() + "/tokenizer.model");
+  std::ofstream(dir.path() + "/tokenizer_config.json")
+      << R"({"added_tokens_decoder": {"1": {"content": "<s>", "special": true}, "2": {"content": "</s>", "special": true}}})";
+  auto t = load_tokenizer(dir.path());
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_NE((*t)->description().find("2 added tokens matched in text"), std::string::npos) << (*t)->description();
+  auto hello = tok.encode("Hello"), world = tok.encode(" world");
+  ASSERT_TRUE(hello.is_ok() && world.is_ok());
+  std::vector<int32_t> want = {1};
+  want.insert(want.end(), hello->begin(), hello->end());
+  want.push_back(2);
+  want.insert(want.end(), world->begin(), world->end());
+  auto ids = (*t)->encode("<s>Hello</s> world");
+  ASSERT_TRUE(ids.is_ok()) << ids.status().to_string();
+  EXPECT_EQ(*ids, want);
+  auto plain = (*t)->encode("Hello");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(*plain, *hello);
+
+  // Where transformers' tokenizer prefixes only the start (legacy false, Metaspace "first"),
+  // text after an added token is refused, not given other ids.
+  std::ofstream(dir.path() + "/tokenizer_config.json", std::ios::trunc)
+      << R"({"legacy": false, "added_tokens_decoder": {"1": {"content": "<s>", "special": true}}})";
+  t = load_tokenizer(dir.path());
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_TRUE((*t)->encode("Hello<s>").is_ok());
+  auto refused = (*t)->encode("<s>Hello");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(refused.status().message().find("prepend_scheme \"first\""), std::string::npos)
+      << refused.status().message();
+
+  // An entry naming a piece the model does not have under that id.
+  std::ofstream(dir.path() + "/tokenizer_config.json", std::ios::trunc)
+      << R"({"added_tokens_decoder": {"7": {"content": "<s>"}}})";
+  auto bad = load_tokenizer(dir.path());
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("added_tokens_decoder[\"7\"]"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace
