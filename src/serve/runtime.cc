@@ -157,7 +157,10 @@ class Runtime final : public Backend {
       release(&plan.freed_slots);
       if (plan.kind == StepPlan::Kind::kIdle) {
         publish_stats();
-        if (tuning_ && !draining_ && tune_one()) continue;
+        // Tuning waits for a quiet second: a request that arrives while a problem is tuned waits
+        // for that problem (up to about a second), and a burst's gaps are shorter than that.
+        const bool quiet = Clock::now() - last_busy_ >= kQuietBeforeTuning;
+        if (tuning_ && !draining_ && quiet && tune_one()) continue;
         std::unique_lock<std::mutex> lock(mu_);
         loop_idle_ = scheduler_.idle();
         idle_cv_.notify_all();
@@ -169,6 +172,7 @@ class Runtime final : public Backend {
       run(plan, &freed);
       release(&freed);
       publish_stats();
+      last_busy_ = Clock::now();
     }
     std::lock_guard<std::mutex> lock(mu_);
     loop_idle_ = true;
@@ -313,6 +317,8 @@ class Runtime final : public Backend {
   bool loop_idle_ = false;
   // The loop thread's (read by publish_stats under mu_).
   bool tuning_ = false;
+  static constexpr std::chrono::seconds kQuietBeforeTuning{1};
+  Clock::time_point last_busy_ = Clock::now();
   uint64_t prompt_tokens_ = 0, steps_ = 0, failed_ = 0, tuned_ = 0;
   std::deque<std::pair<std::string, std::string>> pending_;
   std::set<std::string> tried_;
