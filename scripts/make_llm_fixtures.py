@@ -1,10 +1,23 @@
 #!/usr/bin/env python3
 """Builds the Hugging Face reference fixtures for tests/llm/reference_test.cc.
 
-Needs torch and transformers (written for 5.x, works with 4.4x); runs on the CPU in fp32 in a
-few seconds:
+Needs torch and transformers (written for 5.x; the older families also build with 4.4x); runs on
+the CPU in fp32 in well under a minute and prints a summary table:
 
     python3 scripts/make_llm_fixtures.py --out tests/fixtures/llm
+
+The models (each folder under 2 MB):
+    llama_gqa           Llama, GQA, untied
+    gemma_mqa           Gemma, MQA, head_dim 32 over hidden 64, tied
+    llama_tied_sharded  Llama, tied, explicit head_dim, bf16 storage, two shards
+    llama3_rope         Llama 3: rope_type llama3 (all three frequency bands), GQA, a vocabulary of
+                        8192 (tied, bf16: large enough for several blocks of the argmax, small in bytes)
+    mistral_window      Mistral: a sliding window of 5 under an 11-token prompt and 16 new tokens
+    qwen2_bias          Qwen2: q/k/v biases, tied embeddings, rope_type yarn
+    qwen3_qknorm        Qwen3: q/k RMSNorm per head, explicit head_dim 24 over hidden 64, MQA
+    gemma2_softcap      Gemma-2: attention and final softcapping that bend the values, pre- and
+                        post-norms, 3 layers alternating a window of 6 and full attention,
+                        query_pre_attn_scalar 24 (head_dim 32)
 
 For each tiny random model it writes <out>/<name>/ with config.json, the safetensors weights
 (as transformers' save_pretrained writes them) and reference.json:
@@ -37,16 +50,63 @@ NEW_TOKENS = 16
 # Engine and transformers agree to ~1e-5 of the logit scale; a gap 100x that is a clear choice.
 MIN_MARGIN_ABS = 0.02  # logit units
 MIN_MARGIN_REL = 2e-3  # of max(1, largest |logit|)
-MAX_BYTES = 1 << 20
+MAX_BYTES = 2 * 1000 * 1000 - 1  # per fixture folder
+
+FAMILIES = ["llama3_rope", "mistral_window", "qwen2_bias", "qwen3_qknorm", "gemma2_softcap"]
+ALL = ["llama_gqa", "gemma_mqa", "llama_tied_sharded"] + FAMILIES
 
 
-def rope_kwargs(config_cls, theta):
-    # transformers 5 takes rope_parameters; 4.x takes rope_theta.
+def rope_kwargs(config_cls, theta, scaling=None):
+    # transformers 5 takes rope_parameters; 4.x takes rope_theta (and rope_scaling).
     import inspect
 
     if "rope_parameters" in inspect.signature(config_cls.__init__).parameters:
-        return {"rope_parameters": {"rope_type": "default", "rope_theta": theta}}
+        params = {"rope_type": "default", "rope_theta": theta}
+        params.update(scaling or {})
+        return {"rope_parameters": params}
+    if scaling:
+        return {"rope_theta": theta, "rope_scaling": dict(scaling)}
     return {"rope_theta": theta}
+
+
+def family_config(name, common):
+    """The newer families (transformers 5.x: Qwen3 needs 4.51+, the rope_parameters form 5.x)."""
+    from transformers import (Gemma2Config, Gemma2ForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                              Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+
+    if name == "llama3_rope":
+        # theta 10000 over head_dim 16 and an original context of 32: frequency 0 keeps its
+        # wavelength (6.3 < 32 / 4), 1 is smoothed (19.9), the rest are divided by the factor.
+        llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 32}
+        c = dict(common, vocab_size=8192)
+        return LlamaForCausalLM, LlamaConfig(
+            **c, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, hidden_act="silu",
+            tie_word_embeddings=True, **rope_kwargs(LlamaConfig, 10000.0, llama3)), torch.bfloat16, None
+    if name == "mistral_window":
+        return MistralForCausalLM, MistralConfig(
+            **common, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, hidden_act="silu",
+            sliding_window=5, tie_word_embeddings=False, **rope_kwargs(MistralConfig, 10000.0)), torch.float32, None
+    if name == "qwen2_bias":
+        yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
+        c = dict(common, max_position_embeddings=64)  # = factor x original: transformers' own check
+        return Qwen2ForCausalLM, Qwen2Config(
+            **c, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, hidden_act="silu",
+            use_sliding_window=False, tie_word_embeddings=True, **rope_kwargs(Qwen2Config, 10000.0, yarn)), \
+            torch.float32, None
+    if name == "qwen3_qknorm":
+        return Qwen3ForCausalLM, Qwen3Config(
+            **common, num_attention_heads=4, num_key_value_heads=1, head_dim=24, rms_norm_eps=1e-6,
+            hidden_act="silu", use_sliding_window=False, tie_word_embeddings=False,
+            **rope_kwargs(Qwen3Config, 1000000.0)), torch.float32, None
+    if name == "gemma2_softcap":
+        c = dict(common, num_hidden_layers=3)
+        return Gemma2ForCausalLM, Gemma2Config(
+            **c, num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,
+            hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, pad_token_id=0, bos_token_id=2,
+            eos_token_id=1, query_pre_attn_scalar=24, sliding_window=6, attn_logit_softcapping=2.0,
+            final_logit_softcapping=5.0, **rope_kwargs(Gemma2Config, 10000.0)), torch.float32, None
+    raise ValueError(name)
 
 
 def make_config(name):
@@ -58,6 +118,8 @@ def make_config(name):
         max_position_embeddings=128,
         attention_bias=False,
     )
+    if name in FAMILIES:
+        return family_config(name, common)
     if name == "llama_gqa":
         return LlamaForCausalLM, LlamaConfig(
             **common, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, hidden_act="silu",
@@ -79,7 +141,9 @@ def randomize(model, gemma, seed, resid_scale=1.0):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for pname, p in model.named_parameters():
-            if p.dim() == 1:  # RMSNorm weights: Gemma multiplies by (1 + w), Llama by w
+            if pname.endswith(".bias"):  # Qwen2's q, k, v biases: of the projections' own scale
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            elif p.dim() == 1:  # RMSNorm weights: Gemma multiplies by (1 + w), Llama (and Qwen3's q/k norms) by w
                 base = 0.0 if gemma else 1.0
                 p.copy_(base + 0.3 * torch.randn(p.shape, generator=g))
             elif "embed_tokens" in pname or "lm_head" in pname:
@@ -119,7 +183,7 @@ def dir_bytes(path):
 
 def build(name, out_root):
     model_cls, config, store_dtype, shard = make_config(name)
-    gemma = model_cls is GemmaForCausalLM
+    gemma = config.model_type in ("gemma", "gemma2")
     out = os.path.join(out_root, name)
     attempts = [(r, seed) for r in (1.0, 2.0, 4.0) for seed in range(1, 80)]
     for resid_scale, seed in attempts:
@@ -148,6 +212,7 @@ def build(name, out_root):
             continue
         if len(set(greedy)) < 3:  # a continuation stuck on one token tests little of decode
             continue
+        last_logits = [float(f"{v:.8g}") for v in last_logits]  # 8 digits: far inside the tests' tolerance
         ref = {
             "model": name,
             "transformers_version": transformers.__version__,
@@ -166,27 +231,36 @@ def build(name, out_root):
             f.write("\n")
         size = dir_bytes(out)
         if size > MAX_BYTES:
-            sys.exit(f"{out}: {size} bytes, over the 1 MB fixture limit")
-        files = sorted(os.listdir(out))
-        print(f"{name}: seed {seed}, min margin {worst_abs:.3f} ({worst_rel:.4f} relative), {size} bytes: {files}")
-        return
+            sys.exit(f"{out}: {size} bytes, over the {MAX_BYTES} byte fixture limit")
+        return {"seed": seed, "margin": worst_abs, "relative": worst_rel, "bytes": size,
+                "files": len(os.listdir(out)), "model_type": config.model_type}
+    if os.path.isdir(out):
+        shutil.rmtree(out)  # no half-made fixture left behind
     sys.exit(f"{name}: no seed gave clear greedy margins")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tests/fixtures/llm", help="fixture root (one folder per model)")
-    ap.add_argument("--only", default="", help="build only this model")
+    ap.add_argument("--only", default="", help="build only these models (comma-separated)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
-    failed = []
-    for name in ["llama_gqa", "gemma_mqa", "llama_tied_sharded"]:
-        if not args.only or args.only == name:
-            try:
-                build(name, args.out)
-            except SystemExit as e:  # report, and still build the others
-                print(e, file=sys.stderr)
-                failed.append(name)
+    wanted = [n for n in args.only.split(",") if n] or ALL
+    unknown = [n for n in wanted if n not in ALL]
+    if unknown:
+        sys.exit(f"unknown fixture(s) {', '.join(unknown)}; known: {', '.join(ALL)}")
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}")
+    rows, failed = [], []
+    for name in wanted:
+        try:
+            r = build(name, args.out)
+            rows.append((name, r))
+        except (Exception, SystemExit) as e:  # report, and still build the others
+            print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr)
+            failed.append(name)
+    print(f"{'fixture':20} {'model_type':11} {'seed':>4} {'margin':>7} {'relative':>8} {'bytes':>9}")
+    for name, r in rows:
+        print(f"{name:20} {r['model_type']:11} {r['seed']:4d} {r['margin']:7.3f} {r['relative']:8.4f} {r['bytes']:9d}")
     if failed:
         sys.exit(f"no fixture for: {', '.join(failed)}")
 

@@ -20,6 +20,11 @@
 // q_lens[b] (1 <= q_lens[b] <= q_len) real queries of sequence b occupy its first q_lens[b] rows
 // (the last q_lens[b] positions of its keys when causal); rows q_lens[b] .. q_len - 1 are
 // padding and are written as zeros.
+// Sliding window (window > 0, causal only; Mistral, Gemma-2's local layers): the query at key
+// position i sees keys i - window < j <= i, the `window` latest ones; keys before them are never
+// read (a paged cache may still hold their pages).
+// Logit softcapping (softcap > 0; Gemma-2): each scaled score s becomes softcap * tanh(s /
+// softcap) before the mask and the softmax.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +56,8 @@ struct AttentionParams {
   int64_t num_pages = 0;                       // paged: pages in each pool (0 -> batch * pages_per_seq)
   bool var_kv_len = false;                     // per-sequence lengths in AttentionOperands::kv_lens
   bool var_q_len = false;                      // per-sequence query counts in AttentionOperands::q_lens
+  int64_t window = 0;                          // sliding window: keys a query sees, itself included (0: all)
+  double softcap = 0.0;                        // scores become softcap * tanh(s / softcap) (0: no cap)
 
   bool operator==(const AttentionParams&) const = default;
   bool paged() const { return page_size > 0; }
@@ -66,9 +73,11 @@ struct AttentionParams {
   int64_t kv_span() const;  // one of k, v (contiguous cache or one page pool)
   int64_t block_table_span() const { return paged() ? batch * pages_per_seq : 0; }
   // 4 * b * h * q * k * d (QK^T and PV), halved over the causal triangle as seen by the
-  // queries (sum of visible keys per query); uses kv_len for every sequence.
+  // queries (sum of visible keys per query, at most `window` each); uses kv_len for every
+  // sequence.
   double flops() const;
-  // Bytes of K and V that must be read at least once (decode's floor): visible keys only.
+  // Bytes of K and V that must be read at least once (decode's floor): visible keys only (the
+  // window's when there is one).
   double kv_bytes() const;
 };
 
@@ -105,8 +114,9 @@ StatusOr<AttentionPlan> make_plan(Context& ctx, const AttentionParams& p);
 //   op      AttentionTunableOp_<BFloat16|Half|float>_<causal|full>
 //   params  b<batch>_q<q_len>_k<kv_len>_h<heads>_kv<kv_heads>_d<head_dim>
 //           [_p<page_size>[_pp<pages_per_seq>][_np<num_pages>]] [_ms<max_seq>] [_vk] [_vq]
-//           [_qs<q_row_stride>] [_os<o_row_stride>] [_sc<scale>]
-// Optional fields appear only when they differ from their defaults.
+//           [_qs<q_row_stride>] [_os<o_row_stride>] [_sc<scale>] [_w<window>] [_cap<softcap>]
+// Optional fields appear only when they differ from their defaults. The scale and the softcap
+// are written in their shortest form that reads back to the same double.
 std::string attention_op_signature(const AttentionParams& p);
 std::string attention_params_signature(const AttentionParams& p);
 StatusOr<AttentionParams> parse_attention_signature(const std::string& op, const std::string& params);

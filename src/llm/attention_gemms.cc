@@ -30,7 +30,7 @@ AttentionGemms prefill_attention_gemms(const ModelConfig& c, DType dtype, int64_
   AttentionGemms g;
   // S^T [T x M] = K^T' (the cache's [T x hd] rows, read transposed) x q_perm^T [hd x M], scaled.
   g.scores = batched(dtype, mats, {'T', T, M, hd, hd, hd, T, cache, M * hd, M * T});
-  g.scores.alpha = 1.0 / std::sqrt(double(hd));
+  g.scores.alpha = c.attention_scale() > 0 ? c.attention_scale() : 1.0 / std::sqrt(double(hd));
   // O^T [hd x M] = V^T [hd x T] x P^T [T x M].
   g.output = batched(dtype, mats, {'N', hd, M, T, hd, T, hd, cache, M * T, M * hd});
   return g;

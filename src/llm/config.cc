@@ -4,14 +4,51 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "llm/config_reader.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/safe_file.h"
 
 namespace tunableop::llm {
 
+using config_detail::json;
+using config_detail::Reader;
+
 using json = nlohmann::json;
 
-const char* architecture_name(Architecture a) { return a == Architecture::kGemma ? "gemma" : "llama"; }
+namespace {
+
+struct Family {
+  Architecture arch;
+  const char* model_type;
+  const char* class_name;
+};
+constexpr Family kFamilies[] = {
+    {Architecture::kLlama, "llama", "LlamaForCausalLM"},       {Architecture::kGemma, "gemma", "GemmaForCausalLM"},
+    {Architecture::kMistral, "mistral", "MistralForCausalLM"}, {Architecture::kQwen2, "qwen2", "Qwen2ForCausalLM"},
+    {Architecture::kQwen3, "qwen3", "Qwen3ForCausalLM"},       {Architecture::kGemma2, "gemma2", "Gemma2ForCausalLM"},
+};
+
+const Family& family(Architecture a) {
+  for (const Family& f : kFamilies)
+    if (f.arch == a) return f;
+  return kFamilies[0];
+}
+
+}  // namespace
+
+const char* architecture_name(Architecture a) { return family(a).model_type; }
+const char* architecture_class(Architecture a) { return family(a).class_name; }
+
+const char* rope_type_name(RopeType t) {
+  switch (t) {
+    case RopeType::kDefault: return "default";
+    case RopeType::kLinear: return "linear";
+    case RopeType::kDynamic: return "dynamic";
+    case RopeType::kYarn: return "yarn";
+    case RopeType::kLlama3: return "llama3";
+  }
+  return "?";
+}
 
 const char* activation_name(Activation a) {
   switch (a) {
@@ -29,15 +66,61 @@ namespace {
 CheckedInt checked_parameters(const ModelConfig& c) {
   const CheckedInt H = c.hidden_size, Q = CheckedInt(c.num_heads) * c.head_dim,
                    KV = CheckedInt(c.num_kv_heads) * c.head_dim;
-  const CheckedInt per_layer = H * (Q + KV * 2) + Q * H + H * c.intermediate_size * 3 + H * 2;
+  CheckedInt per_layer = H * (Q + KV * 2) + Q * H + H * c.intermediate_size * 3 + H * 2;
+  if (c.qkv_bias) per_layer += Q + KV * 2;
+  if (c.qk_norm) per_layer += CheckedInt(c.head_dim) * 2;
+  if (c.post_norms) per_layer += H * 2;
   CheckedInt n = H * c.vocab_size + per_layer * c.num_layers + H;
   if (!c.tie_word_embeddings) n += H * c.vocab_size;
   return n;
 }
 
+// The family features' consistency (layer types against the layer count and the window, ...).
+Status validate_family_features(const ModelConfig& c, const std::string& source) {
+  auto bad = [&](const std::string& what) { return Status::invalid_argument(source + ": " + what); };
+  if (!c.layer_types.empty() && int64_t(c.layer_types.size()) != c.num_layers) {
+    return bad("layer_types has " + std::to_string(c.layer_types.size()) + " entries for num_hidden_layers (" +
+               std::to_string(c.num_layers) + ")");
+  }
+  if (c.sliding_window < 0) return bad("sliding_window must be > 0");
+  for (size_t i = 0; i < c.layer_types.size(); ++i) {
+    if (c.layer_types[i] == LayerType::kSliding && c.sliding_window == 0) {
+      return bad("layer_types[" + std::to_string(i) + "] is \"sliding_attention\" but there is no sliding_window");
+    }
+  }
+  const std::pair<const char*, double> non_negative[] = {{"attn_logit_softcapping", c.attn_logit_softcapping},
+                                                         {"final_logit_softcapping", c.final_logit_softcapping},
+                                                         {"query_pre_attn_scalar", c.query_pre_attn_scalar}};
+  for (auto& [name, v] : non_negative) {
+    if (!(v >= 0) || !std::isfinite(v)) return bad(std::string(name) + " must be a positive number");
+  }
+  if (c.rope.type != RopeType::kDefault) {
+    const std::string rt = std::string("rope_parameters (rope_type \"") + rope_type_name(c.rope.type) + "\"): ";
+    if (!(c.rope.factor > 0) || !std::isfinite(c.rope.factor)) return bad(rt + "factor must be a positive number");
+    if (c.rope.original_max_position_embeddings < 0) return bad(rt + "original_max_position_embeddings must be > 0");
+    if (c.rope.type == RopeType::kLlama3 && (!(c.rope.low_freq_factor > 0) || !(c.rope.high_freq_factor > 0) ||
+                                             c.rope.low_freq_factor == c.rope.high_freq_factor))
+      return bad(rt + "low_freq_factor and high_freq_factor must be different positive numbers");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 int64_t ModelConfig::parameter_count() const { return checked_parameters(*this).value(); }
+
+int64_t ModelConfig::layer_window(int64_t layer) const {
+  if (layer < 0 || size_t(layer) >= layer_types.size()) return 0;
+  return layer_types[size_t(layer)] == LayerType::kSliding ? sliding_window : 0;
+}
+
+double ModelConfig::attention_scale() const {
+  // transformers: query_pre_attn_scalar ** -0.5, applied in fp32 (the float is what the kernels
+  // use, and what the op's problem key writes exactly); equal to the default when it is
+  // head_dim (the key then stays the default one).
+  if (query_pre_attn_scalar <= 0 || query_pre_attn_scalar == double(head_dim)) return 0;
+  return double(float(std::pow(query_pre_attn_scalar, -0.5)));
+}
 
 Status ModelConfig::validate(const std::string& source) const {
   auto bad = [&](const std::string& what) { return Status::invalid_argument(source + ": " + what); };
@@ -74,75 +157,16 @@ Status ModelConfig::validate(const std::string& source) const {
   if (pad_token_id < 0 || pad_token_id >= vocab_size) {
     return bad("pad_token_id (" + std::to_string(pad_token_id) + ") is outside the vocabulary");
   }
-  return Status::ok();
+  return validate_family_features(*this, source);
 }
 
 namespace {
 
-// Small typed accessors: every wrong type or missing key becomes a message naming the field.
-struct Reader {
-  const json& j;
-  const std::string& source;
-  Status error;
-
-  bool ok() const { return error.is_ok(); }
-  void fail(const std::string& m) {
-    if (error.is_ok()) error = Status::parse_error(source + ": " + m);
-  }
-  bool present(const char* key) const { return j.contains(key) && !j.at(key).is_null(); }
-
-  std::optional<int64_t> opt_int(const char* key) {
-    if (!present(key)) return std::nullopt;
-    const json& v = j.at(key);
-    if (!v.is_number_integer()) {
-      fail(std::string("field \"") + key + "\" must be an integer (got " + v.dump() + ")");
-      return std::nullopt;
-    }
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) {
-      fail(std::string("field \"") + key + "\" is too large (got " + v.dump() + ", at most 2^63 - 1)");
-      return std::nullopt;
-    }
-    return v.get<int64_t>();
-  }
-  int64_t req_int(const char* key) {
-    if (!present(key)) {
-      fail(std::string("missing required field \"") + key + "\"");
-      return 0;
-    }
-    return opt_int(key).value_or(0);
-  }
-  std::optional<double> opt_num(const json& obj, const char* key, const char* where) {
-    if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
-    const json& v = obj.at(key);
-    if (!v.is_number()) {
-      fail(std::string("field \"") + where + key + "\" must be a number (got " + v.dump() + ")");
-      return std::nullopt;
-    }
-    return v.get<double>();
-  }
-  std::optional<std::string> opt_str(const json& obj, const char* key, const char* where = "") {
-    if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
-    const json& v = obj.at(key);
-    if (!v.is_string()) {
-      fail(std::string("field \"") + where + key + "\" must be a string (got " + v.dump() + ")");
-      return std::nullopt;
-    }
-    return v.get<std::string>();
-  }
-  std::optional<bool> opt_bool(const char* key) {
-    if (!present(key)) return std::nullopt;
-    const json& v = j.at(key);
-    if (!v.is_boolean()) {
-      fail(std::string("field \"") + key + "\" must be true or false (got " + v.dump() + ")");
-      return std::nullopt;
-    }
-    return v.get<bool>();
-  }
-};
-
 std::optional<Architecture> architecture_from(const std::string& model_type, const std::string& class_name) {
-  if (model_type == "llama" || class_name == "LlamaForCausalLM") return Architecture::kLlama;
-  if (model_type == "gemma" || class_name == "GemmaForCausalLM") return Architecture::kGemma;
+  for (const Family& f : kFamilies)
+    if (model_type == f.model_type) return f.arch;
+  for (const Family& f : kFamilies)
+    if (class_name == f.class_name) return f.arch;
   return std::nullopt;
 }
 
@@ -153,27 +177,44 @@ std::optional<Activation> activation_from(const std::string& s) {
   return std::nullopt;
 }
 
-// RoPE: `rope_parameters: {rope_theta, rope_type}` (transformers 5) or top-level `rope_theta`
-// with an optional `rope_scaling` (transformers 4). Only the plain ("default") rotation is
-// implemented; a scaled one would silently give wrong results, so it is refused.
-void read_rope(Reader& r, ModelConfig& c) {
-  const json& j = r.j;
-  if (auto t = r.opt_num(j, "rope_theta", "")) c.rope_theta = *t;
-  for (const char* key : {"rope_parameters", "rope_scaling"}) {
-    if (!r.present(key)) continue;
-    const json& rp = j.at(key);
-    if (!rp.is_object()) {
-      r.fail(std::string("field \"") + key + "\" must be an object (got " + rp.dump() + ")");
-      return;
-    }
-    std::string where = std::string(key) + ".";
-    if (auto t = r.opt_num(rp, "rope_theta", where.c_str())) c.rope_theta = *t;
-    std::optional<std::string> type = r.opt_str(rp, "rope_type", where.c_str());
-    if (!type) type = r.opt_str(rp, "type", where.c_str());
-    if (type && *type != "default") {
-      r.fail("unsupported " + where + "rope_type \"" + *type + "\" (only \"default\" RoPE is implemented)");
-      return;
-    }
+json rope_parameters_json(const ModelConfig& c) {
+  const RopeScaling& s = c.rope;
+  json rp = {{"rope_theta", c.rope_theta}, {"rope_type", rope_type_name(s.type)}};
+  if (s.type == RopeType::kDefault) return rp;
+  rp["factor"] = s.factor;
+  if (s.original_max_position_embeddings > 0)
+    rp["original_max_position_embeddings"] = s.original_max_position_embeddings;
+  if (s.type == RopeType::kLlama3)
+    rp["low_freq_factor"] = s.low_freq_factor, rp["high_freq_factor"] = s.high_freq_factor;
+  if (s.type == RopeType::kYarn) {
+    if (s.attention_factor > 0) rp["attention_factor"] = s.attention_factor;
+    if (s.mscale > 0) rp["mscale"] = s.mscale;
+    if (s.mscale_all_dim > 0) rp["mscale_all_dim"] = s.mscale_all_dim;
+    rp["beta_fast"] = s.beta_fast, rp["beta_slow"] = s.beta_slow, rp["truncate"] = s.truncate;
+  }
+  return rp;
+}
+
+// The family's fields, as its transformers config class reads them back.
+void add_family_features_json(const ModelConfig& c, json& j) {
+  if (!c.layer_types.empty()) {
+    json lt = json::array();
+    for (LayerType t : c.layer_types) lt.push_back(t == LayerType::kSliding ? "sliding_attention" : "full_attention");
+    j["layer_types"] = lt;
+  }
+  const bool qwen = c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3;
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.arch == Architecture::kMistral && c.sliding_window == 0) j["sliding_window"] = nullptr;
+  if (qwen) {
+    j["use_sliding_window"] = c.sliding_window > 0;
+    if (c.sliding_window == 0) j["sliding_window"] = nullptr;
+  }
+  if (c.arch == Architecture::kGemma2) {
+    auto cap = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+    j["attn_logit_softcapping"] = cap(c.attn_logit_softcapping);
+    j["final_logit_softcapping"] = cap(c.final_logit_softcapping);
+    j["query_pre_attn_scalar"] = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : double(c.head_dim);
+    if (c.sliding_window == 0) j["sliding_window"] = nullptr;
   }
 }
 
@@ -199,12 +240,14 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const std::strin
   if (!r.ok()) return r.error;
   auto arch = architecture_from(model_type, class_name);
   if (!arch) {
+    std::string known;
+    for (const Family& f : kFamilies)
+      known += std::string(known.empty() ? "" : ", ") + f.model_type + " (" + f.class_name + ")";
     return Status::unsupported(source + ": unsupported architecture (model_type \"" + model_type +
-                               "\", architectures[0] \"" + class_name +
-                               "\"); supported: llama (LlamaForCausalLM), gemma (GemmaForCausalLM)");
+                               "\", architectures[0] \"" + class_name + "\"); supported: " + known);
   }
   c.arch = *arch;
-  const bool gemma = c.arch == Architecture::kGemma;
+  const bool gemma = c.norm_adds_one();  // Gemma and Gemma-2: tied, hidden_activation, (1 + w) norms
 
   c.vocab_size = r.req_int("vocab_size");
   c.hidden_size = r.req_int("hidden_size");
@@ -215,15 +258,14 @@ StatusOr<ModelConfig> parse_model_config(std::string_view text, const std::strin
   std::optional<int64_t> head_dim = r.opt_int("head_dim");
   c.max_position_embeddings = r.opt_int("max_position_embeddings").value_or(c.max_position_embeddings);
   if (auto eps = r.opt_num(j, "rms_norm_eps", "")) c.rms_norm_eps = *eps;
-  read_rope(r, c);
+  config_detail::read_rope(r, c);
   c.tie_word_embeddings = r.opt_bool("tie_word_embeddings").value_or(gemma);
   c.pad_token_id = r.opt_int("pad_token_id").value_or(0);
   c.dtype = r.opt_str(j, "dtype").value_or(r.opt_str(j, "torch_dtype").value_or("float32"));
-  for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (r.opt_bool(key).value_or(false)) {
-      r.fail(std::string("\"") + key + "\": true is not supported (the engine has no bias terms)");
-    }
-  }
+  config_detail::read_family_features(r, c);
+  // The config classes' head_dim defaults (Gemma-2: 256, Qwen3: 128); the others derive it.
+  if (!head_dim && c.arch == Architecture::kGemma2) head_dim = 256;
+  if (!head_dim && c.arch == Architecture::kQwen3) head_dim = 128;
 
   // Gemma reads `hidden_activation` and, like transformers, falls back to the tanh GELU when it
   // is absent (its older configs say "gelu" in hidden_act but were trained with the tanh form).
@@ -261,9 +303,9 @@ StatusOr<ModelConfig> load_model_config(const std::string& dir) {
 }
 
 std::string model_config_to_json(const ModelConfig& c) {
-  const bool gemma = c.arch == Architecture::kGemma;
+  const bool gemma = c.norm_adds_one();
   json j;
-  j["architectures"] = {gemma ? "GemmaForCausalLM" : "LlamaForCausalLM"};
+  j["architectures"] = {architecture_class(c.arch)};
   j["model_type"] = architecture_name(c.arch);
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
@@ -274,13 +316,23 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["head_dim"] = c.head_dim;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
-  j["rope_parameters"] = {{"rope_theta", c.rope_theta}, {"rope_type", "default"}};
+  j["rope_parameters"] = rope_parameters_json(c);
   j[gemma ? "hidden_activation" : "hidden_act"] = activation_name(c.activation);
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["pad_token_id"] = c.pad_token_id;
-  j["attention_bias"] = false;
+  j["attention_bias"] = c.arch == Architecture::kQwen2;  // Qwen2 ignores it (always biased)
   j["dtype"] = c.dtype;
+  add_family_features_json(c, j);
   return j.dump(2) + "\n";
+}
+
+void set_layer_count(ModelConfig& c, int64_t layers) {
+  if (!c.layer_types.empty() && layers >= 0) {
+    const std::vector<LayerType> pattern = c.layer_types;
+    c.layer_types.resize(size_t(layers));
+    for (size_t i = 0; i < c.layer_types.size(); ++i) c.layer_types[i] = pattern[i % pattern.size()];
+  }
+  c.num_layers = layers;
 }
 
 }  // namespace tunableop::llm

@@ -4,13 +4,95 @@
 #include <chrono>
 #include <vector>
 
+#include "llm/cpu/family_kernels.h"
+#include "llm/cpu/kernels.h"
 #include "tunableop/half.h"
 
 namespace tunableop::llm {
 
 namespace {
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// n elements of the device's E at `src` as fp32 on the host (the family ops' defaults).
+StatusOr<std::vector<float>> fetch(DeviceKernels& d, const void* src, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  if (d.dtype() == DType::kF32) {
+    TUNABLEOP_RETURN_IF_ERROR(d.download(out.data(), src, out.size() * 4));
+    return out;
+  }
+  if (d.dtype() != DType::kBF16 && d.dtype() != DType::kF16)
+    return Status::unsupported(d.name() + ": no host fallback for dtype " + dtype_name(d.dtype()));
+  std::vector<uint16_t> raw(static_cast<size_t>(n));
+  TUNABLEOP_RETURN_IF_ERROR(d.download(raw.data(), src, raw.size() * 2));
+  for (size_t i = 0; i < raw.size(); ++i)
+    out[i] = d.dtype() == DType::kBF16 ? to_float(bf16{raw[i]}) : to_float(fp16{raw[i]});
+  return out;
+}
+
+// The values rounded to E (kept in `v`, as the device holds them), then uploaded to `dst`.
+Status put(DeviceKernels& d, void* dst, std::vector<float>& v) {
+  if (d.dtype() == DType::kF32) {
+    TUNABLEOP_RETURN_IF_ERROR(d.upload(dst, v.data(), v.size() * 4));
+    float sink = 0;
+    return d.download(&sink, dst, sizeof(sink));  // done before `v` goes
+  }
+  std::vector<uint16_t> raw(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    raw[i] = d.dtype() == DType::kBF16 ? to_bf16(v[i]).bits : to_fp16(v[i]).bits;
+    v[i] = d.dtype() == DType::kBF16 ? to_float(bf16{raw[i]}) : to_float(fp16{raw[i]});
+  }
+  TUNABLEOP_RETURN_IF_ERROR(d.upload(dst, raw.data(), raw.size() * 2));
+  uint16_t sink = 0;
+  return d.download(&sink, dst, sizeof(sink));  // a device with asynchronous uploads: done before `raw` goes
+}
 }  // namespace
+
+Status DeviceKernels::add_bias(void* y, const void* bias, int64_t rows, int64_t width) {
+  auto host = fetch(*this, y, rows * width);
+  auto b = fetch(*this, bias, width);
+  if (!host.is_ok() || !b.is_ok()) return host.is_ok() ? b.status() : host.status();
+  cpu::add_bias(host->data(), b->data(), rows, width);
+  return put(*this, y, *host);
+}
+
+Status DeviceKernels::qk_norm(void* qkv, int64_t rows, const void* q_norm, const void* k_norm) {
+  const ModelConfig& c = config_;
+  auto host = fetch(*this, qkv, rows * c.qkv_dim());
+  auto wq = fetch(*this, q_norm, c.head_dim);
+  auto wk = fetch(*this, k_norm, c.head_dim);
+  if (!host.is_ok()) return host.status();
+  if (!wq.is_ok() || !wk.is_ok()) return wq.is_ok() ? wk.status() : wq.status();
+  const float eps = float(c.rms_norm_eps);
+  cpu::head_rmsnorm(host->data(), rows, c.qkv_dim(), 0, c.num_heads, c.head_dim, wq->data(), eps);
+  cpu::head_rmsnorm(host->data(), rows, c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim, wk->data(), eps);
+  return put(*this, qkv, *host);
+}
+
+Status DeviceKernels::add_normed_residual(float* x, const void* y, const void* w, int64_t rows) {
+  const ModelConfig& c = config_;
+  const int64_t n = rows * c.hidden_size;
+  auto yh = fetch(*this, y, n);
+  auto wh = fetch(*this, w, c.hidden_size);
+  if (!yh.is_ok() || !wh.is_ok()) return yh.is_ok() ? wh.status() : yh.status();
+  std::vector<float> normed(static_cast<size_t>(n)), xh(static_cast<size_t>(n));
+  cpu::rmsnorm(yh->data(), wh->data(), rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), normed.data());
+  std::vector<float> rounded = normed;
+  if (dtype() != DType::kF32) {  // as a device rounds its normed output to E before the add
+    for (float& v : rounded) v = dtype() == DType::kBF16 ? to_float(to_bf16(v)) : to_float(to_fp16(v));
+  }
+  TUNABLEOP_RETURN_IF_ERROR(download(xh.data(), x, xh.size() * 4));
+  for (size_t i = 0; i < xh.size(); ++i) xh[i] += rounded[i];
+  TUNABLEOP_RETURN_IF_ERROR(upload(x, xh.data(), xh.size() * 4));
+  float sink = 0;
+  return download(&sink, x, sizeof(sink));  // done before `xh` goes
+}
+
+Status DeviceKernels::softcap(void* x, int64_t rows, int64_t width, float cap) {
+  auto host = fetch(*this, x, rows * width);
+  if (!host.is_ok()) return host.status();
+  cpu::softcap(host->data(), rows * width, cap);
+  return put(*this, x, *host);
+}
 
 StatusOr<std::unique_ptr<KvCache>> DeviceKernels::make_kv_cache(const KvCacheOptions& o, int64_t max_batch,
                                                                 int64_t max_seq) {

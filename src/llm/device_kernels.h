@@ -1,5 +1,5 @@
-// The per-device kernel interface of the forward pass. model.cc is the one Llama/Gemma forward
-// pass, a straight list of calls into this interface; a device (cpu/, cuda/) implements it.
+// The per-device kernel interface of the forward pass. model.cc is the one forward pass of every
+// family, a straight list of calls into this interface; a device (cpu/, cuda/) implements it.
 //
 // Conventions every device follows:
 //   E            the device's element type (dtype()): weights, GEMM operands, q/k/v, KV cache,
@@ -65,6 +65,12 @@ struct DeviceWeights {
     const void* mlp_norm = nullptr;   // [H]
     const void* w_gate_up = nullptr;  // [2 I, H]
     const void* w_down = nullptr;     // [H, I]
+    // Family features (config.h), null when the model has none.
+    const void* qkv_bias = nullptr;        // [q_dim + 2 kv_dim] (Qwen2)
+    const void* q_norm = nullptr;          // [head_dim] (Qwen3)
+    const void* k_norm = nullptr;          // [head_dim] (Qwen3)
+    const void* post_attn_norm = nullptr;  // [H] (Gemma-2)
+    const void* post_mlp_norm = nullptr;   // [H] (Gemma-2)
   };
   const void* embed = nullptr;       // [V, H]
   const void* final_norm = nullptr;  // [H]
@@ -184,6 +190,20 @@ class DeviceKernels {
   // (device memory, like out). Default: the logits and parameters to the host, sample_row(), the
   // tokens back (devices whose copies are cheap: the CPU's).
   virtual Status sample(const void* logits, int64_t rows, const SamplingRow* params, int32_t* out);
+
+  // --- The families' extra ops (config.h), called only for models that have the feature. Each
+  // default computes on the host in fp32 through download() and upload() (correct on any
+  // device, not fast); devices override them with kernels.
+  // y[r, i] = E(y[r, i] + bias[i]), rows x width (Qwen2's q, k, v biases on the qkv rows).
+  virtual Status add_bias(void* y, const void* bias, int64_t rows, int64_t width);
+  // Each q head of each qkv row = E(rmsnorm(head) * q_norm), each k head with k_norm, over
+  // head_dim with the config's eps, in place (Qwen3, before RoPE).
+  virtual Status qk_norm(void* qkv, int64_t rows, const void* q_norm, const void* k_norm);
+  // x += float(E(rmsnorm(float(y)) * (1 + w))): an output normed before its residual add
+  // (Gemma-2's post-attention and post-feedforward norms), rows of hidden_size.
+  virtual Status add_normed_residual(float* x, const void* y, const void* w, int64_t rows);
+  // x = E(cap * tanh(x / cap)), rows x width (Gemma-2's final logits).
+  virtual Status softcap(void* x, int64_t rows, int64_t width, float cap);
   // A projection and its neighbours (see Projection). The default composes the calls above with
   // `linear` (rmsnorm, linear, after_row_parallel_linear, add_residual | gated_activation |
   // argmax); a device overrides it to run fused kernels where they are faster.

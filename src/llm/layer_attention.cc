@@ -20,6 +20,9 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
   ap.head_dim = c.head_dim;
   ap.q_row_stride = c.qkv_dim();  // q heads lead each fused qkv row
   ap.o_row_stride = c.q_dim();
+  // The family's attention: Gemma-2's scale and softcap.
+  ap.scale = c.attention_scale();
+  ap.softcap = c.attn_logit_softcapping;
   o.q = qkv;
   o.out = out;
   if (cache.kind() == KvCacheKind::kPaged) {
@@ -56,6 +59,10 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
     ap.var_kv_len = true;
     o.kv_lens = p.seq_lens;
   }
+  // The layer's sliding window, unless the problem has no more keys than it (then it changes
+  // nothing, and the problem stays the plain one: a prompt shorter than the window, say).
+  const int64_t window = c.layer_window(layer);
+  if (window > 0 && window < ap.kv_len) ap.window = window;
   return a;
 }
 

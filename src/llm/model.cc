@@ -1,9 +1,11 @@
 // The forward pass, written once as the list of ops it is (llm.c style) over DeviceKernels:
 //
 //   x = embed(ids) [* sqrt(hidden) for Gemma]
-//   per layer:  xn = rmsnorm(x); qkv = xn Wqkv; rope + cache; a = attention
-//               x += a Wo;       xn = rmsnorm(x); x += act(xn Wgate) * (xn Wup) Wdown
-//   last real row of each sequence: rmsnorm, lm_head, argmax
+//   per layer:  xn = rmsnorm(x); qkv = xn Wqkv [+ bias] [q/k head norms]; rope + cache; a = attention
+//               x += a Wo [post-norm];  xn = rmsnorm(x); x += act(xn Wgate) * (xn Wup) Wdown [post-norm]
+//   last real row of each sequence: rmsnorm, lm_head, argmax [, softcap]
+// (bracketed: the families' features, config.h; attention's window, softcap and scale per layer
+// come from layer_attention.)
 //
 // Everything about a device (memory, kernels, KV cache layout, CUDA graphs) sits behind
 // DeviceKernels; what is here is the same on every device: prompt padding and checks, the
@@ -18,6 +20,7 @@
 
 #include "llm/model_slots.h"
 #include "llm/random_hash.h"
+#include "llm/rope.h"
 #include "tunableop/half.h"
 
 namespace tunableop::llm {
@@ -751,9 +754,19 @@ class Model final : public Engine {
       // attention block: qkv = rmsnorm(x) Wqkv; rope + cache; attention; x += attn Wo
       Projection qkv = proj("qkv", rows, H, QKV, lw.wqkv);
       normed_input(qkv, x, lw.attn_norm, a.xn.get());
-      if (norm_ahead && l > 0) normed_ahead(qkv);  // the previous down's add normed it
+      if (norm_ahead && l > 0 && !w.layers[size_t(l - 1)].post_mlp_norm)
+        normed_ahead(qkv);  // the previous down's add normed it
       qkv.y = a.qkv.get();
       TUNABLEOP_RETURN_IF_ERROR(d.project(qkv, linear_));
+      // Qwen2: the q, k and v biases; Qwen3: RMSNorm over each q and k head, before RoPE.
+      if (lw.qkv_bias) {
+        TUNABLEOP_RETURN_IF_ERROR(d.add_bias(a.qkv.get(), lw.qkv_bias, rows, QKV));
+        d.mark("qkv_bias");
+      }
+      if (lw.q_norm) {
+        TUNABLEOP_RETURN_IF_ERROR(d.qk_norm(a.qkv.get(), rows, lw.q_norm, lw.k_norm));
+        d.mark("qk_norm");
+      }
       TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
       // Prefill: q and k read and rotated, v read, q written back, k and v into the cache.
       d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
@@ -795,12 +808,12 @@ class Model final : public Engine {
       o.epilogue = Projection::Epilogue::kAddResidual;
       o.y = a.tmp.get();
       o.residual = mx;
-      if (norm_ahead && !tail) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
-      TUNABLEOP_RETURN_IF_ERROR(d.project(o, linear_));
+      if (norm_ahead && !tail && !lw.post_attn_norm) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
+      TUNABLEOP_RETURN_IF_ERROR(project_residual(o, lw.post_attn_norm));
       // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
       Projection gate_up = proj("gate_up", mrows, H, 2 * I, lw.w_gate_up);
       normed_input(gate_up, mx, lw.mlp_norm, a.xn.get());
-      if (norm_ahead && !tail) normed_ahead(gate_up);
+      if (norm_ahead && !tail && !lw.post_attn_norm) normed_ahead(gate_up);
       gate_up.epilogue = Projection::Epilogue::kGated;
       gate_up.y = a.gate_up.get();
       gate_up.gated = a.act.get();
@@ -811,10 +824,10 @@ class Model final : public Engine {
       down.epilogue = Projection::Epilogue::kAddResidual;
       down.y = a.tmp.get();
       down.residual = mx;
-      if (norm_ahead && l + 1 < int64_t(w.layers.size())) {
+      if (norm_ahead && l + 1 < int64_t(w.layers.size()) && !lw.post_mlp_norm) {
         down.next_norm = w.layers[size_t(l + 1)].attn_norm, down.next_normed = a.xn.get();
       }
-      TUNABLEOP_RETURN_IF_ERROR(d.project(down, linear_));
+      TUNABLEOP_RETURN_IF_ERROR(project_residual(down, lw.post_mlp_norm));
     }
     // Only the last real position of each sequence needs logits: the lm_head GEMM then has
     // `batch` rows in prefill as in decode, one problem instead of one per prompt length.
@@ -832,6 +845,7 @@ class Model final : public Engine {
       TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(last, w.final_norm, batch_, last_norm_.get()));
       TUNABLEOP_RETURN_IF_ERROR(tensor_parallel_logits(p, tp));
       d.mark("lm_head");
+      TUNABLEOP_RETURN_IF_ERROR(final_softcap());
       return d.argmax(logits_.get(), batch_, next_.as<int32_t>());
     }
     Projection head = proj("lm_head", batch_, H, c_.vocab_size, w.lm_head);
@@ -839,7 +853,30 @@ class Model final : public Engine {
     head.epilogue = Projection::Epilogue::kArgmax;
     head.y = logits_.get();
     head.ids = next_.as<int32_t>();
-    return d.project(head, linear_);
+    TUNABLEOP_RETURN_IF_ERROR(d.project(head, linear_));
+    // After the argmax: tanh keeps the logits' order (it would tie only logits beyond ~9 caps).
+    return final_softcap();
+  }
+
+  // An o or down projection and its residual add; with a post-norm (Gemma-2) the output is
+  // stored and added normed: x += rmsnorm(y) * (1 + w).
+  Status project_residual(Projection& pr, const void* post_norm) {
+    if (!post_norm) return dev_->project(pr, linear_);
+    pr.epilogue = Projection::Epilogue::kStore;
+    float* residual = pr.residual;
+    pr.residual = nullptr;
+    TUNABLEOP_RETURN_IF_ERROR(dev_->project(pr, linear_));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->add_normed_residual(residual, pr.y, post_norm, pr.rows));
+    dev_->mark(pr.name, "post_norm");
+    return Status::ok();
+  }
+
+  // Gemma-2's final logit softcapping: logits = cap * tanh(logits / cap).
+  Status final_softcap() {
+    if (c_.final_logit_softcapping <= 0) return Status::ok();
+    TUNABLEOP_RETURN_IF_ERROR(dev_->softcap(logits_.get(), batch_, c_.vocab_size, float(c_.final_logit_softcapping)));
+    dev_->mark("lm_head", "softcap");
+    return Status::ok();
   }
 
   // Tensor parallel: this rank's vocabulary rows write its columns of a [batch, V] buffer whose
@@ -888,6 +925,7 @@ class Model final : public Engine {
 Status prepare_engine_options(const ModelConfig& c, const std::string& source, EngineOptions* o) {
   TUNABLEOP_RETURN_IF_ERROR(c.validate(source));
   if (o->max_seq <= 0) o->max_seq = c.max_position_embeddings;
+  TUNABLEOP_RETURN_IF_ERROR(check_rope_positions(c, o->max_seq, source));
   if (o->max_batch < 1) return Status::invalid_argument("max_batch must be >= 1");
   if (o->pad_multiple < 1) return Status::invalid_argument("pad_multiple must be >= 1");
   return o->kv_cache.validate();

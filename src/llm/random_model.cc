@@ -1,12 +1,67 @@
 #include "llm/random_model.h"
 
 #include <cmath>
+#include <optional>
 
 #include "tunableop/status_boundary.h"
 
 namespace tunableop::llm {
 
-std::vector<std::string> preset_names() { return {"tiny", "tiny-gemma", "llama-2-7b", "gemma-2b"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny",       "tiny-gemma", "llama-2-7b", "gemma-2b",        "llama-3-8b",
+          "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "gemma-2-9b-nocap"};
+}
+
+namespace {
+
+// The shapes shared by a preset's config: sizes, heads and RoPE base.
+ModelConfig shape(Architecture arch, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers, int64_t heads,
+                  int64_t kv_heads, int64_t head_dim, int64_t max_pos, double eps, double theta) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = vocab, c.hidden_size = hidden, c.intermediate_size = inter, c.num_layers = layers;
+  c.num_heads = heads, c.num_kv_heads = kv_heads, c.head_dim = head_dim;
+  c.max_position_embeddings = max_pos, c.rms_norm_eps = eps, c.rope_theta = theta;
+  c.activation = Activation::kSilu;
+  return c;
+}
+
+// The current families' configs (their Hugging Face config.json files), or nothing.
+std::optional<ModelConfig> family_preset(const std::string& name) {
+  if (name == "llama-3-8b") {  // meta-llama/Llama-3.1-8B: GQA 4, 128k vocabulary, llama3 RoPE scaling
+    ModelConfig c = shape(Architecture::kLlama, 128256, 4096, 14336, 32, 32, 8, 128, 131072, 1e-5, 500000.0);
+    c.rope.type = RopeType::kLlama3;
+    c.rope.factor = 8, c.rope.low_freq_factor = 1, c.rope.high_freq_factor = 4;
+    c.rope.original_max_position_embeddings = 8192;
+    return c;
+  }
+  if (name == "mistral-7b") {  // mistralai/Mistral-7B-v0.1: GQA 4, a 4096-key window on every layer
+    ModelConfig c = shape(Architecture::kMistral, 32000, 4096, 14336, 32, 32, 8, 128, 32768, 1e-5, 10000.0);
+    c.sliding_window = 4096;
+    c.layer_types.assign(size_t(c.num_layers), LayerType::kSliding);
+    return c;
+  }
+  if (name == "qwen2.5-7b") {  // Qwen/Qwen2.5-7B: GQA 7, q/k/v biases, 152k vocabulary, untied
+    ModelConfig c = shape(Architecture::kQwen2, 152064, 3584, 18944, 28, 28, 4, 128, 131072, 1e-6, 1000000.0);
+    c.qkv_bias = true;
+    return c;
+  }
+  if (name == "gemma-2-9b" || name == "gemma-2-9b-nocap") {  // google/gemma-2-9b
+    ModelConfig c = shape(Architecture::kGemma2, 256000, 3584, 14336, 42, 16, 8, 256, 8192, 1e-6, 10000.0);
+    c.activation = Activation::kGeluTanh;
+    c.tie_word_embeddings = true;
+    c.post_norms = true;
+    c.query_pre_attn_scalar = 256;
+    c.sliding_window = 4096;
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      c.layer_types.push_back(i % 2 == 0 ? LayerType::kSliding : LayerType::kFull);
+    if (name == "gemma-2-9b") c.attn_logit_softcapping = 50, c.final_logit_softcapping = 30;
+    return c;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 StatusOr<ModelConfig> preset_config(const std::string& name) {
   ModelConfig c;
@@ -63,6 +118,8 @@ StatusOr<ModelConfig> preset_config(const std::string& name) {
     c.rms_norm_eps = 1e-6;
     c.activation = Activation::kGeluTanh;
     c.tie_word_embeddings = true;
+  } else if (auto f = family_preset(name)) {
+    c = *f;
   } else {
     std::string names;
     for (const std::string& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -84,7 +141,12 @@ RandomInit random_init(const ModelConfig& c, RandomTensor t) {
     case RandomTensor::kDown: return fan_in(c.intermediate_size);
     case RandomTensor::kFinalNorm:
     case RandomTensor::kAttnNorm:
-    case RandomTensor::kMlpNorm: return {0.1f, norm_offset};
+    case RandomTensor::kMlpNorm:
+    case RandomTensor::kPostAttnNorm:
+    case RandomTensor::kPostMlpNorm: return {0.1f, norm_offset};
+    case RandomTensor::kQNorm:
+    case RandomTensor::kKNorm: return {0.1f, 1.f};  // Qwen3's head norms multiply by w
+    case RandomTensor::kQkvBias: return {0.1f, 0.f};
   }
   return {};
 }
@@ -130,6 +192,12 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, const std:
     fill(l.mlp_norm, c, seed, RandomTensor::kMlpNorm, i);
     fill(l.w_gate_up, c, seed, RandomTensor::kGateUp, i);
     fill(l.w_down, c, seed, RandomTensor::kDown, i);
+    size_family_weights(c, l);  // the family's tensors (empty when absent: fill does nothing)
+    fill(l.qkv_bias, c, seed, RandomTensor::kQkvBias, i);
+    fill(l.q_norm, c, seed, RandomTensor::kQNorm, i);
+    fill(l.k_norm, c, seed, RandomTensor::kKNorm, i);
+    fill(l.post_attn_norm, c, seed, RandomTensor::kPostAttnNorm, i);
+    fill(l.post_mlp_norm, c, seed, RandomTensor::kPostMlpNorm, i);
   }
   return w;
 }
@@ -155,7 +223,7 @@ StatusOr<ModelConfig> spec_config(const ModelSpec& spec, int64_t layers) {
   if (layers < 0) return Status::invalid_argument("--layers must be >= 1 (got " + std::to_string(layers) + ")");
   if (layers > 0) {
     if (!spec.builtin) return Status::invalid_argument("--layers applies to built-in models only");
-    c->num_layers = layers;
+    set_layer_count(*c, layers);
     TUNABLEOP_RETURN_IF_ERROR(c->validate("builtin:" + spec.preset + " with --layers " + std::to_string(layers)));
   }
   return c;

@@ -14,12 +14,31 @@
 
 namespace tunableop::llm {
 
-// "tiny" (the default: Llama-style, GQA), "tiny-gemma" (MQA), "llama-2-7b", "gemma-2b".
+// "tiny" (the default: Llama-style, GQA), "tiny-gemma" (MQA), "llama-2-7b", "gemma-2b", and the
+// current families' benchmark shapes: "llama-3-8b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b"
+// (and "gemma-2-9b-nocap": the same without softcapping, to measure what it costs).
 std::vector<std::string> preset_names();
 StatusOr<ModelConfig> preset_config(const std::string& name);
 
 // Which tensor a random stream belongs to (fused layouts, as in weights.h).
-enum class RandomTensor : uint64_t { kEmbed = 1, kFinalNorm, kLmHead, kAttnNorm, kWqkv, kWo, kMlpNorm, kGateUp, kDown };
+// Values stay below 16 (random_stream's stride); new tensors go at the end, so the existing
+// ones keep their streams.
+enum class RandomTensor : uint64_t {
+  kEmbed = 1,
+  kFinalNorm,
+  kLmHead,
+  kAttnNorm,
+  kWqkv,
+  kWo,
+  kMlpNorm,
+  kGateUp,
+  kDown,
+  kQkvBias,
+  kQNorm,
+  kKNorm,
+  kPostAttnNorm,
+  kPostMlpNorm,
+};
 
 inline uint64_t random_stream(RandomTensor t, int64_t layer) { return uint64_t(t) + 16u * uint64_t(layer + 1); }
 

@@ -19,9 +19,18 @@ int64_t ModelWeights::bytes() const {
   int64_t n = int64_t(embed.size() + final_norm.size() + lm_head.size());
   for (const LayerWeights& l : layers) {
     n += int64_t(l.attn_norm.size() + l.wqkv.size() + l.wo.size() + l.mlp_norm.size() + l.w_gate_up.size() +
-                 l.w_down.size());
+                 l.w_down.size() + l.qkv_bias.size() + l.q_norm.size() + l.k_norm.size() + l.post_attn_norm.size() +
+                 l.post_mlp_norm.size());
   }
   return n * int64_t(sizeof(float));
+}
+
+void size_family_weights(const ModelConfig& c, LayerWeights& l) {
+  l.qkv_bias.assign(c.qkv_bias ? size_t(c.qkv_dim()) : 0, 0.f);
+  l.q_norm.assign(c.qk_norm ? size_t(c.head_dim) : 0, 0.f);
+  l.k_norm.assign(c.qk_norm ? size_t(c.head_dim) : 0, 0.f);
+  l.post_attn_norm.assign(c.post_norms ? size_t(c.hidden_size) : 0, 0.f);
+  l.post_mlp_norm.assign(c.post_norms ? size_t(c.hidden_size) : 0, 0.f);
 }
 
 std::string layer_tensor_name(int64_t layer, const char* suffix) {
@@ -50,19 +59,29 @@ bool for_each_slot(ModelWeights& w, Fn&& fn) {
   if (!fn(TensorSlot{"model.embed_tokens.weight", {c.vocab_size, H}, at(w.embed, 0)})) return false;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& l = size_t(i) < w.layers.size() ? w.layers[size_t(i)] : unsized;
-    const TensorSlot layer[] = {
-        {layer_tensor_name(i, "input_layernorm.weight"), {H}, at(l.attn_norm, 0)},
-        {layer_tensor_name(i, "self_attn.q_proj.weight"), {Q, H}, at(l.wqkv, 0)},
-        {layer_tensor_name(i, "self_attn.k_proj.weight"), {KV, H}, at(l.wqkv, Q * H)},
-        {layer_tensor_name(i, "self_attn.v_proj.weight"), {KV, H}, at(l.wqkv, (Q + KV) * H)},
-        {layer_tensor_name(i, "self_attn.o_proj.weight"), {H, Q}, at(l.wo, 0)},
-        {layer_tensor_name(i, "post_attention_layernorm.weight"), {H}, at(l.mlp_norm, 0)},
-        {layer_tensor_name(i, "mlp.gate_proj.weight"), {I, H}, at(l.w_gate_up, 0)},
-        {layer_tensor_name(i, "mlp.up_proj.weight"), {I, H}, at(l.w_gate_up, I * H)},
-        {layer_tensor_name(i, "mlp.down_proj.weight"), {H, I}, at(l.w_down, 0)},
+    auto slot = [&](const char* suffix, std::vector<int64_t> shape, float* data) {
+      return fn(TensorSlot{layer_tensor_name(i, suffix), std::move(shape), data});
     };
-    for (const TensorSlot& slot : layer)
-      if (!fn(slot)) return false;
+    // In the order transformers' modules list them. Gemma-2 names its pre-MLP norm
+    // pre_feedforward_layernorm and uses post_attention_layernorm after attention.
+    if (!slot("input_layernorm.weight", {H}, at(l.attn_norm, 0)) ||
+        !slot("self_attn.q_proj.weight", {Q, H}, at(l.wqkv, 0)) ||
+        (c.qkv_bias && !slot("self_attn.q_proj.bias", {Q}, at(l.qkv_bias, 0))) ||
+        !slot("self_attn.k_proj.weight", {KV, H}, at(l.wqkv, Q * H)) ||
+        (c.qkv_bias && !slot("self_attn.k_proj.bias", {KV}, at(l.qkv_bias, Q))) ||
+        !slot("self_attn.v_proj.weight", {KV, H}, at(l.wqkv, (Q + KV) * H)) ||
+        (c.qkv_bias && !slot("self_attn.v_proj.bias", {KV}, at(l.qkv_bias, Q + KV))) ||
+        !slot("self_attn.o_proj.weight", {H, Q}, at(l.wo, 0)) ||
+        (c.qk_norm && !slot("self_attn.q_norm.weight", {c.head_dim}, at(l.q_norm, 0))) ||
+        (c.qk_norm && !slot("self_attn.k_norm.weight", {c.head_dim}, at(l.k_norm, 0))) ||
+        (c.post_norms && !slot("post_attention_layernorm.weight", {H}, at(l.post_attn_norm, 0))) ||
+        !slot(c.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", {H},
+              at(l.mlp_norm, 0)) ||
+        !slot("mlp.gate_proj.weight", {I, H}, at(l.w_gate_up, 0)) ||
+        !slot("mlp.up_proj.weight", {I, H}, at(l.w_gate_up, I * H)) ||
+        !slot("mlp.down_proj.weight", {H, I}, at(l.w_down, 0)) ||
+        (c.post_norms && !slot("post_feedforward_layernorm.weight", {H}, at(l.post_mlp_norm, 0))))
+      return false;
   }
   if (!fn(TensorSlot{"model.norm.weight", {H}, at(w.final_norm, 0)})) return false;
   if (!c.tie_word_embeddings && !fn(TensorSlot{"lm_head.weight", {c.vocab_size, H}, at(w.lm_head, 0)})) return false;
@@ -113,6 +132,7 @@ void size_buffers(ModelWeights& w) {
     l.mlp_norm.assign(size_t(H), 0.f);
     l.w_gate_up.assign(size_t(2 * I * H), 0.f);
     l.w_down.assign(size_t(H * I), 0.f);
+    size_family_weights(c, l);
   }
 }
 

@@ -17,9 +17,14 @@ struct LayerWeights {
   std::vector<float> attn_norm;  // [H]
   std::vector<float> wqkv;       // [q_dim + 2 kv_dim, H]: q_proj rows, then k_proj, then v_proj
   std::vector<float> wo;         // [H, q_dim]
-  std::vector<float> mlp_norm;   // [H]
+  std::vector<float> mlp_norm;   // [H] (Gemma-2: pre_feedforward_layernorm)
   std::vector<float> w_gate_up;  // [2 I, H]: gate_proj rows, then up_proj
   std::vector<float> w_down;     // [H, I]
+  // Family features; empty when the model has none (config.h).
+  std::vector<float> qkv_bias;        // [q_dim + 2 kv_dim]: q_proj, k_proj, v_proj biases (Qwen2)
+  std::vector<float> q_norm, k_norm;  // [head_dim] each (Qwen3)
+  std::vector<float> post_attn_norm;  // [H] (Gemma-2: post_attention_layernorm)
+  std::vector<float> post_mlp_norm;   // [H] (Gemma-2: post_feedforward_layernorm)
 };
 
 struct ModelWeights {
@@ -35,6 +40,9 @@ struct ModelWeights {
   // Bytes of fp32 weights (what one decode step reads at least once).
   int64_t bytes() const;
 };
+
+// Sizes (zero-filled) the family tensors of one layer that `c` has, empties the others.
+void size_family_weights(const ModelConfig& c, LayerWeights& l);
 
 // Hugging Face tensor names.
 std::string layer_tensor_name(int64_t layer, const char* suffix);  // "model.layers.3.mlp.up_proj.weight"

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "llm/cpu/family_kernels.h"
 #include "llm/cpu/kernels.h"
 
 namespace tunableop::llm::cpu {
@@ -59,8 +60,8 @@ TEST(LlmKernels, RopeRotatesHalvesAtEachPosition) {
 }
 
 // Attention over a cache filled by store_kv, against fp64 softmax(q k^T * scale) v with the
-// causal limit and GQA head mapping written out directly.
-void check_attention(int64_t n_heads, int64_t n_kv) {
+// causal limit (and a window, a softcap when given) and GQA head mapping written out directly.
+void check_attention(int64_t n_heads, int64_t n_kv, int64_t window = 0, float softcap = 0) {
   const int64_t hd = 8, batch = 2, max_seq = 12;
   const int64_t q_dim = n_heads * hd, kv_dim = n_kv * hd, stride = q_dim + 2 * kv_dim;
   KvLayout kv{n_kv, hd, max_seq};
@@ -74,7 +75,8 @@ void check_attention(int64_t n_heads, int64_t n_kv) {
   store_kv(qkv.data(), rows, stride, q_dim, seqs.data(), pos.data(), kv, kc.data(), vc.data());
   std::vector<float> out(size_t(rows * q_dim));
   const float scale = 1.0f / std::sqrt(float(hd));
-  attention(qkv.data(), rows, stride, n_heads, seqs.data(), pos.data(), kv, kc.data(), vc.data(), scale, out.data());
+  attention(qkv.data(), rows, stride, n_heads, seqs.data(), pos.data(), kv, kc.data(), vc.data(),
+            ScoreRule{scale, softcap, window}, out.data());
 
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -84,11 +86,12 @@ void check_attention(int64_t n_heads, int64_t n_kv) {
       std::vector<int64_t> src;
       for (int64_t j = 0; j < rows; ++j) {
         if (seqs[size_t(j)] != seqs[size_t(r)] || pos[size_t(j)] > pos[size_t(r)]) continue;
+        if (window > 0 && pos[size_t(j)] <= pos[size_t(r)] - window) continue;
         double dot = 0;
         for (int64_t i = 0; i < hd; ++i) {
           dot += double(qkv[size_t(r * stride + h * hd + i)]) * qkv[size_t(j * stride + q_dim + g * hd + i)];
         }
-        s.push_back(dot * scale);
+        s.push_back(softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale);
         src.push_back(j);
       }
       double m = *std::max_element(s.begin(), s.end()), sum = 0;
@@ -107,6 +110,62 @@ void check_attention(int64_t n_heads, int64_t n_kv) {
 TEST(LlmKernels, AttentionMultiHead) { check_attention(4, 4); }
 TEST(LlmKernels, AttentionGroupedQuery) { check_attention(6, 2); }
 TEST(LlmKernels, AttentionMultiQuery) { check_attention(5, 1); }
+TEST(LlmKernels, AttentionSlidingWindowAndSoftcap) {
+  check_attention(6, 2, 3, 0);
+  check_attention(4, 4, 0, 0.7f);
+  check_attention(5, 1, 2, 1.5f);
+}
+
+// The GEMM path's softmax: row r (token r / group) sees columns max(0, t + 1 - window) .. t,
+// softcapped first.
+TEST(LlmKernels, CausalSoftmaxWindowAndSoftcap) {
+  const int64_t rows = 12, cols = 6, group = 2;
+  auto scores = random_vector(size_t(rows * cols), 17, -3, 3);
+  std::vector<float> got = scores;
+  causal_softmax(got.data(), 1, rows, cols, group, ScoreRule{1, 1.5f, 3});
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r / group, first = std::max<int64_t>(0, t - 2);
+    double sum = 0;
+    for (int64_t j = first; j <= t; ++j) sum += std::exp(1.5 * std::tanh(scores[size_t(r * cols + j)] / 1.5));
+    for (int64_t j = 0; j < cols; ++j) {
+      const double want =
+          j < first || j > t ? 0.0 : std::exp(1.5 * std::tanh(scores[size_t(r * cols + j)] / 1.5)) / sum;
+      EXPECT_NEAR(got[size_t(r * cols + j)], want, 1e-6) << r << " " << j;
+    }
+  }
+}
+
+// Qwen2's biases, Qwen3's per-head norms (each head of the q and k columns normed alone, the rest
+// of the row untouched), Gemma-2's softcap.
+TEST(LlmKernels, FamilyKernels) {
+  const int64_t rows = 3, width = 10;
+  auto y = random_vector(size_t(rows * width), 21, -2, 2), bias = random_vector(size_t(width), 22, -1, 1);
+  std::vector<float> yb = y;
+  add_bias(yb.data(), bias.data(), rows, width);
+  for (int64_t i = 0; i < rows * width; ++i) EXPECT_FLOAT_EQ(yb[size_t(i)], y[size_t(i)] + bias[size_t(i % width)]);
+
+  const int64_t hd = 4, stride = 20;  // heads 1..3 of each row normed, columns 0..3 and 16..19 kept
+  auto x = random_vector(size_t(rows * stride), 23, -3, 3), w = random_vector(size_t(hd), 24, 0.5f, 1.5f);
+  std::vector<float> xn = x;
+  head_rmsnorm(xn.data(), rows, stride, 1, 3, hd, w.data(), 1e-6f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < stride; ++i) {
+      const int64_t head = i / hd;
+      if (head < 1 || head > 3) {
+        EXPECT_EQ(xn[size_t(r * stride + i)], x[size_t(r * stride + i)]);
+        continue;
+      }
+      double ss = 0;
+      for (int64_t e = 0; e < hd; ++e)
+        ss += double(x[size_t(r * stride + head * hd + e)]) * x[size_t(r * stride + head * hd + e)];
+      const double want = x[size_t(r * stride + i)] / std::sqrt(ss / hd + 1e-6) * w[size_t(i % hd)];
+      EXPECT_NEAR(xn[size_t(r * stride + i)], want, 1e-5 * (1 + std::abs(want)));
+    }
+  }
+  std::vector<float> c = y;
+  cpu::softcap(c.data(), rows * width, 0.5f);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], 0.5 * std::tanh(y[i] / 0.5), 1e-6);
+}
 
 TEST(LlmKernels, GatedActivations) {
   const int64_t rows = 3, inter = 11;

@@ -120,4 +120,63 @@ inline ModelConfig small_gemma() {
   return c;
 }
 
+// The current families, small, each with its features on (random weights from the shared
+// generator), for the engine against the fp64 reference and the devices against each other.
+// Llama 3: GQA, llama3 RoPE scaling over an original context of 16 (so that positions past it
+// occur), untied.
+inline ModelConfig small_llama3() {
+  ModelConfig c = small_llama();
+  c.rope_theta = 500000.0;
+  c.rope.type = RopeType::kLlama3;
+  c.rope.factor = 8, c.rope.low_freq_factor = 1, c.rope.high_freq_factor = 4;
+  c.rope.original_max_position_embeddings = 16;
+  return c;
+}
+
+// Mistral: a 4-key window on every layer (prompts of 5+ tokens overrun it).
+inline ModelConfig small_mistral() {
+  ModelConfig c = small_llama();
+  c.arch = Architecture::kMistral;
+  c.sliding_window = 4;
+  c.layer_types.assign(size_t(c.num_layers), LayerType::kSliding);
+  return c;
+}
+
+// Qwen2: q/k/v biases, tied embeddings, YaRN RoPE.
+inline ModelConfig small_qwen2() {
+  ModelConfig c = small_llama();
+  c.arch = Architecture::kQwen2;
+  c.qkv_bias = true;
+  c.tie_word_embeddings = true;
+  c.rope.type = RopeType::kYarn;
+  c.rope.factor = 4, c.rope.original_max_position_embeddings = 16;
+  return c;
+}
+
+// Qwen3: q/k head norms, explicit head_dim (12 x 4 heads over hidden 32), MQA.
+inline ModelConfig small_qwen3() {
+  ModelConfig c = small_llama();
+  c.arch = Architecture::kQwen3;
+  c.qk_norm = true;
+  c.num_kv_heads = 1;
+  c.head_dim = 12;
+  return c;
+}
+
+// Gemma-2: GQA, post-norms, attention and final softcapping tight enough to bend the values, its
+// own attention scale, and layers alternating between a 3-key window and full attention.
+inline ModelConfig small_gemma2() {
+  ModelConfig c = small_gemma();
+  c.arch = Architecture::kGemma2;
+  c.num_layers = 3;
+  c.num_heads = 4, c.num_kv_heads = 2;  // GQA, as Gemma-2 has
+  c.post_norms = true;
+  c.attn_logit_softcapping = 1.5;
+  c.final_logit_softcapping = 3.0;
+  c.query_pre_attn_scalar = 6;
+  c.sliding_window = 3;
+  c.layer_types = {LayerType::kSliding, LayerType::kFull, LayerType::kSliding};
+  return c;
+}
+
 }  // namespace tunableop::llm::testing

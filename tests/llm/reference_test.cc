@@ -37,7 +37,8 @@ TEST_P(HfReference, MatchesTransformers) {
   const std::string ref_path = dir + "/reference.json";
   if (!std::filesystem::exists(ref_path)) {
     GTEST_SKIP() << ref_path << " is missing: run `python3 scripts/make_llm_fixtures.py --out tests/fixtures/llm` "
-                 << "on a machine with torch and transformers, then commit tests/fixtures/llm";
+                 << "on a machine with torch and transformers 5.x (scripts/gpu-models.sh does), then commit "
+                 << "tests/fixtures/llm/" << GetParam();
   }
   std::ifstream in(ref_path);
   nlohmann::json ref = nlohmann::json::parse(in);
@@ -94,7 +95,12 @@ TEST_P(HfReference, MatchesTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfReference, ::testing::Values("llama_gqa", "gemma_mqa", "llama_tied_sharded"));
+// The families' fixtures (scripts/make_llm_fixtures.py): llama3 RoPE with a vocabulary of 8192,
+// Mistral's window of 5 under an 11-token prompt, Qwen2's biases and YaRN, Qwen3's head norms,
+// Gemma-2's softcapping, post-norms and alternating windows.
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfReference,
+                         ::testing::Values("llama_gqa", "gemma_mqa", "llama_tied_sharded", "llama3_rope",
+                                           "mistral_window", "qwen2_bias", "qwen3_qknorm", "gemma2_softcap"));
 
 }  // namespace
 }  // namespace tunableop::llm

@@ -181,9 +181,9 @@ TEST_F(BrokenModelDir, BadConfigJson) {
 }
 
 TEST_F(BrokenModelDir, UnsupportedArchitecture) {
-  write_text(dir_.path() + "/config.json", R"({"model_type": "mistral", "architectures": ["MistralForCausalLM"]})");
+  write_text(dir_.path() + "/config.json", R"({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]})");
   Status s = load();
-  expect_message(s, {dir_.path() + "/config.json", "unsupported architecture", "mistral"});
+  expect_message(s, {dir_.path() + "/config.json", "unsupported architecture", "phi3"});
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
 }
 

@@ -66,10 +66,12 @@ HostAttention make_attention_problem(const AttentionParams& params, uint64_t see
   for (int64_t r = 0; r < p.batch * p.q_len; ++r)
     for (int64_t e = 0; e < p.heads * p.head_dim; ++e)
       store_from_double(p.dtype, h.q.data(), r * p.q_row_stride + e, 1.5 * uni(rng));
-  // k, v only where a sequence has keys.
+  // k, v only where a sequence has keys some query sees: with a sliding window, the keys before
+  // the first query's window stay poisoned (a kernel must not read them).
   for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t first = attention_first_visible_key(p, h.kv_lens[size_t(b)], h.q_lens[size_t(b)], 0);
     for (int64_t g = 0; g < p.kv_heads; ++g) {
-      for (int64_t j = 0; j < h.kv_lens[size_t(b)]; ++j) {
+      for (int64_t j = first; j < h.kv_lens[size_t(b)]; ++j) {
         const int64_t off = attention_kv_row(p, h.block_table.data(), b, g, j);
         for (int64_t e = 0; e < p.head_dim; ++e) {
           store_from_double(p.dtype, h.k.data(), off + e, uni(rng));
@@ -158,6 +160,27 @@ std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode
   for (int64_t d : {64, 128, 256}) {
     add(1, 48, 20, 8, 2, d, false);       // contiguous, one length
     add(2, 33, 20, 4, 2, d, false, 256);  // pages of 256, every sequence shorter than its queries
+  }
+  // Sliding windows, logit softcapping and a scale of their own (Mistral, Gemma-2's local and
+  // global layers), in prefill (one length, ragged, after a cache) and decode (static and paged,
+  // ragged), with windows shorter and longer than the sequences, a window of one key, and the
+  // scores spread (scale 0.3) so that the cap bends them. Last, so the shapes above keep their
+  // seeds.
+  auto add_windowed = [&](int64_t b, int64_t q, int64_t k, int64_t h, int64_t kvh, int64_t d, int64_t window,
+                          double softcap, int64_t page = 0, bool var = false, bool var_q = false) {
+    add(b, q, k, h, kvh, d, true, page, var, 0, 0, var_q);
+    v.back().window = window, v.back().softcap = softcap;
+    if (softcap > 0) v.back().scale = 0.3;
+  };
+  for (int64_t d : {64, 128, 256}) {
+    add_windowed(2, 150, 150, 8, 2, d, 40, 0);                  // prefill longer than the window
+    add_windowed(3, 96, 96, 4, 1, d, 33, 2.0, 16, true, true);  // padded prompts, pages of 16, softcap
+    add_windowed(1, 70, 300, 8, 2, d, 100, 0);                  // prefill after a cache
+    add_windowed(3, 1, 700, 8, 1, d, 128, 0, 16, true);         // decode, pages of 16, ragged
+    add_windowed(2, 1, 400, 16, 8, d, 64, 1.5, 0, true);        // Gemma-2's local decode
+    add_windowed(2, 1, 300, 16, 8, d, 0, 1.5, 64, true);        // Gemma-2's global decode, paged
+    add_windowed(1, 3, 90, 8, 2, d, 1, 0);                      // a window of one key
+    add_windowed(2, 37, 37, 4, 2, d, 4096, 0.5);                // window beyond the sequence, hard cap
   }
   return v;
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "llm/attention_gemms.h"
+#include "llm/cpu/family_kernels.h"
 #include "llm/cpu/kernels.h"
 #include "llm/cpu/paged_kv.h"
 #include "llm/engine_limits.h"
@@ -36,14 +37,18 @@ class CpuKernels final : public DeviceKernels {
   explicit CpuKernels(std::shared_ptr<const ModelWeights> w, int64_t max_seq)
       : DeviceKernels(w->config), w_(std::move(w)) {
     const ModelConfig& c = config();
-    rope_ = make_rope_table(c.head_dim, c.rope_theta, max_seq);
+    rope_ = make_rope_table(c, max_seq);
     // The weights are used in place.
     view_.embed = w_->embed.data();
     view_.final_norm = w_->final_norm.data();
     view_.lm_head = w_->lm_head_data();
+    auto opt = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };  // family tensors
     for (const LayerWeights& l : w_->layers) {
-      view_.layers.push_back(
-          {l.attn_norm.data(), l.wqkv.data(), l.wo.data(), l.mlp_norm.data(), l.w_gate_up.data(), l.w_down.data()});
+      DeviceWeights::Layer v{l.attn_norm.data(), l.wqkv.data(),      l.wo.data(),
+                             l.mlp_norm.data(),  l.w_gate_up.data(), l.w_down.data()};
+      v.qkv_bias = opt(l.qkv_bias), v.q_norm = opt(l.q_norm), v.k_norm = opt(l.k_norm);
+      v.post_attn_norm = opt(l.post_attn_norm), v.post_mlp_norm = opt(l.post_mlp_norm);
+      view_.layers.push_back(v);
     }
     view_.bytes = w_->bytes();
   }
@@ -104,9 +109,30 @@ class CpuKernels final : public DeviceKernels {
     if (!sc.is_ok()) return sc.status();
     if (p.phase == Phase::kPrefill && linear.has_gemm())
       return prefill_attention(p, layer, f(qkv), **sc, linear, f(out));
+    cpu::attention(f(qkv), p.rows(), config().qkv_dim(), config().num_heads, p.seqs, p.positions, (*sc)->layout(),
+                   f((*sc)->k(layer)), f((*sc)->v(layer)), score_rule(layer), f(out));
+    return Status::ok();
+  }
+  Status add_bias(void* y, const void* bias, int64_t rows, int64_t width) override {
+    cpu::add_bias(f(y), f(bias), rows, width);
+    return Status::ok();
+  }
+  Status qk_norm(void* qkv, int64_t rows, const void* q_norm, const void* k_norm) override {
     const ModelConfig& c = config();
-    cpu::attention(f(qkv), p.rows(), c.qkv_dim(), c.num_heads, p.seqs, p.positions, (*sc)->layout(), f((*sc)->k(layer)),
-                   f((*sc)->v(layer)), 1.0f / std::sqrt(float(c.head_dim)), f(out));
+    const float eps = float(c.rms_norm_eps);
+    cpu::head_rmsnorm(f(qkv), rows, c.qkv_dim(), 0, c.num_heads, c.head_dim, f(q_norm), eps);
+    cpu::head_rmsnorm(f(qkv), rows, c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim, f(k_norm), eps);
+    return Status::ok();
+  }
+  Status add_normed_residual(float* x, const void* y, const void* w, int64_t rows) override {
+    const ModelConfig& c = config();
+    grow(normed_, size_t(rows * c.hidden_size));
+    cpu::rmsnorm(f(y), f(w), rows, c.hidden_size, float(c.rms_norm_eps), c.norm_adds_one(), normed_.data());
+    cpu::add_inplace(x, normed_.data(), rows * c.hidden_size);
+    return Status::ok();
+  }
+  Status softcap(void* x, int64_t rows, int64_t width, float cap) override {
+    cpu::softcap(f(x), rows * width, cap);
     return Status::ok();
   }
   Status gated_activation(const void* gate_up, int64_t rows, void* out) override {
@@ -151,17 +177,26 @@ class CpuKernels final : public DeviceKernels {
     cpu::permute_q(qkv, p.rows(), c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim, T, q_perm_.data());
     TUNABLEOP_RETURN_IF_ERROR(
         linear.gemm(Phase::kPrefill, g.scores, GemmOperands{cache.k(layer), q_perm_.data(), scores_.data()}));
-    cpu::causal_softmax(scores_.data(), p.batch * c.num_kv_heads, T * group, T, group);
+    cpu::causal_softmax(scores_.data(), p.batch * c.num_kv_heads, T * group, T, group, score_rule(layer));
     TUNABLEOP_RETURN_IF_ERROR(
         linear.gemm(Phase::kPrefill, g.output, GemmOperands{cache.v(layer), scores_.data(), o_perm_.data()}));
     cpu::unpermute_heads(o_perm_.data(), p.batch, c.num_kv_heads, T, group, c.head_dim, out);
     return Status::ok();
   }
 
+  // The layer's attention scores as the attention op's parameters say (layer_attention).
+  cpu::ScoreRule score_rule(int64_t layer) const {
+    const ModelConfig& c = config();
+    const double scale = c.attention_scale();
+    return {float(scale > 0 ? scale : 1.0 / std::sqrt(double(c.head_dim))), float(c.attn_logit_softcapping),
+            c.layer_window(layer)};
+  }
+
   std::shared_ptr<const ModelWeights> w_;
   DeviceWeights view_;
   RopeTable rope_;
   std::vector<float> q_perm_, o_perm_, scores_;  // prefill attention scratch
+  std::vector<float> normed_;                    // add_normed_residual's
 };
 
 }  // namespace

@@ -77,8 +77,8 @@ void store_kv(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim,
 }
 
 void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, const int32_t* seqs,
-               const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache, float scale,
-               float* out) {
+               const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache,
+               const ScoreRule& rule, float* out) {
   const int64_t hd = kv.head_dim;
   const int64_t group = n_heads / kv.n_kv_heads;
   [[maybe_unused]] int64_t work = 0;  // multiply-adds, roughly (read by the OpenMP pragma only)
@@ -91,25 +91,28 @@ void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_hea
       for (int64_t h = 0; h < n_heads; ++h) {
         const float* q = qkv + r * row_stride + h * hd;
         const int64_t len = int64_t(positions[r]) + 1;
+        const int64_t first = rule.window > 0 && len > rule.window ? len - rule.window : 0;
         const int64_t base = kv.offset(seqs[r], h / group, 0);
         const float* kc = k_cache + base;
         const float* vc = v_cache + base;
         float m = -INFINITY;
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = first; j < len; ++j) {
           float dot = 0;
           for (int64_t i = 0; i < hd; ++i) dot += q[i] * kc[j * hd + i];
-          scores[size_t(j)] = dot * scale;
-          m = std::max(m, scores[size_t(j)]);
+          float s = dot * rule.scale;
+          if (rule.softcap > 0) s = rule.softcap * std::tanh(s / rule.softcap);
+          scores[size_t(j)] = s;
+          m = std::max(m, s);
         }
         float sum = 0;
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = first; j < len; ++j) {
           scores[size_t(j)] = std::exp(scores[size_t(j)] - m);
           sum += scores[size_t(j)];
         }
         const float inv = 1.0f / sum;
         float* o = out + r * n_heads * hd + h * hd;
         std::fill(o, o + hd, 0.0f);
-        for (int64_t j = 0; j < len; ++j) {
+        for (int64_t j = first; j < len; ++j) {
           const float p = scores[size_t(j)] * inv;
           for (int64_t i = 0; i < hd; ++i) o[i] += p * vc[j * hd + i];
         }
@@ -133,17 +136,21 @@ void permute_q(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_hea
   }
 }
 
-void causal_softmax(float* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group) {
+void causal_softmax(float* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group, const ScoreRule& rule) {
 #pragma omp parallel for schedule(static) if (mats * rows * cols >= kParallelMin)
   for (int64_t row = 0; row < mats * rows; ++row) {
     float* s = scores + row * cols;
     const int64_t valid = (row % rows) / group + 1;
+    const int64_t first = rule.window > 0 && valid > rule.window ? valid - rule.window : 0;
+    if (rule.softcap > 0)
+      for (int64_t j = first; j < valid; ++j) s[j] = rule.softcap * std::tanh(s[j] / rule.softcap);
     float m = -INFINITY;
-    for (int64_t j = 0; j < valid; ++j) m = std::max(m, s[j]);
+    for (int64_t j = first; j < valid; ++j) m = std::max(m, s[j]);
     float sum = 0;
-    for (int64_t j = 0; j < valid; ++j) sum += (s[j] = std::exp(s[j] - m));
+    for (int64_t j = first; j < valid; ++j) sum += (s[j] = std::exp(s[j] - m));
     const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < valid; ++j) s[j] *= inv;
+    for (int64_t j = first; j < valid; ++j) s[j] *= inv;
+    std::fill(s, s + first, 0.0f);
     std::fill(s + valid, s + cols, 0.0f);
   }
 }

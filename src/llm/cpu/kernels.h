@@ -32,22 +32,32 @@ void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t hea
 void store_kv(const float* qkv, int64_t rows, int64_t row_stride, int64_t q_dim, const int32_t* seqs,
               const int32_t* positions, const KvLayout& kv, float* k_cache, float* v_cache);
 
-// For each row r and query head h: softmax(scale * q . k_j) over cache positions
+// The score transform and mask of a layer's attention: the scale, Gemma-2's softcap
+// (cap * tanh(s / cap); 0: none) and a sliding window (0: none).
+struct ScoreRule {
+  float scale = 1;
+  float softcap = 0;
+  int64_t window = 0;
+};
+
+// For each row r and query head h: softmax(rule(q . k_j)) over cache positions
 // j = 0..positions[r] of sequence seqs[r] (causal: a token never sees a later one, so right
-// padding is never attended to), then the weighted sum of v_j. Query head h reads kv head
-// h / (n_heads / n_kv_heads) (GQA; MQA when n_kv_heads = 1). out is [rows, n_heads * head_dim].
+// padding is never attended to; a window keeps the last `window` of them), then the weighted sum
+// of v_j. Query head h reads kv head h / (n_heads / n_kv_heads) (GQA; MQA when n_kv_heads = 1).
+// out is [rows, n_heads * head_dim].
 void attention(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, const int32_t* seqs,
-               const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache, float scale,
-               float* out);
+               const int32_t* positions, const KvLayout& kv, const float* k_cache, const float* v_cache,
+               const ScoreRule& rule, float* out);
 
 // Prefill attention as GEMMs (see cpu_engine.cc): the (rotated) q heads of `tokens` rows per
 // sequence, regrouped so each kv head's query heads form one matrix:
 // q_perm[seq][kv_head][t][group][head_dim], t = row % tokens, seq = row / tokens.
 void permute_q(const float* qkv, int64_t rows, int64_t row_stride, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, int64_t tokens, float* q_perm);
-// scores [mats][rows][cols] -> causal softmax in place; row r is token r / group and sees
-// columns 0..r / group (the rest become 0).
-void causal_softmax(float* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group);
+// scores [mats][rows][cols] (scaled) -> causal softmax in place; row r is token r / group and
+// sees columns 0..r / group, the last `window` of them with a window (the rest become 0); scores
+// are softcapped first when rule.softcap > 0 (rule.scale is not applied: the GEMM did).
+void causal_softmax(float* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group, const ScoreRule& rule);
 // o_perm [seq][kv_head][t][group][head_dim] -> attn [seq * tokens + t][(kv_head * group + i) * head_dim]
 void unpermute_heads(const float* o_perm, int64_t seqs, int64_t n_kv_heads, int64_t tokens, int64_t group,
                      int64_t head_dim, float* attn);

@@ -30,6 +30,14 @@ StatusOr<TensorParallelLayout> TensorParallelLayout::make(const ModelConfig& c, 
                " sharing a kv head");
   if (c.intermediate_size < world) return bad("the MLP has only " + std::to_string(c.intermediate_size) + " columns");
   if (c.vocab_size < world) return bad("the vocabulary has only " + std::to_string(c.vocab_size) + " entries");
+  // The families' per-layer tensors are not sharded yet (shard_weights); window, softcap, scale
+  // and RoPE scaling are config only and carry over to every rank.
+  if (world > 1 && (c.qkv_bias || c.qk_norm || c.post_norms))
+    return bad(std::string(architecture_name(c.arch)) + "'s " +
+               (c.qkv_bias  ? "q/k/v biases"
+                : c.qk_norm ? "q/k head norms"
+                            : "post-norms") +
+               " are not split yet");
   TensorParallelLayout l;
   l.full_ = c;
   l.world_ = world;

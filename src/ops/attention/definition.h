@@ -58,7 +58,9 @@ struct OpDefinition<AttentionOp> {
             p.num_pages,
             int64_t(p.var_kv_len),
             int64_t(p.var_q_len),
-            std::bit_cast<int64_t>(p.scale)};
+            std::bit_cast<int64_t>(p.scale),
+            p.window,
+            std::bit_cast<int64_t>(p.softcap)};
   }
 
   static std::vector<BufferSpec> buffers(const AttentionParams& p) {

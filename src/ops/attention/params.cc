@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -71,6 +72,11 @@ Status AttentionParams::validate() const {
     return bad(fmt::format("causal q_len ({}) exceeds kv_len ({}): queries are the last q_len keys", q_len, kv_len));
   if (!std::isfinite(scale) || scale < 0)
     return bad(fmt::format("scale ({}) must be finite and >= 0 (0: default)", scale));
+  if (window < 0 || window > kMaxDim)
+    return bad(fmt::format("window ({}) must be in 0..{} (0: none)", window, kMaxDim));
+  if (window > 0 && !causal) return bad(fmt::format("window ({}) needs causal attention", window));
+  if (!std::isfinite(softcap) || softcap < 0)
+    return bad(fmt::format("softcap ({}) must be finite and >= 0 (0: none)", softcap));
   if (q_row_stride < heads * head_dim)
     return bad(fmt::format("q_row_stride ({}) must be >= heads * head_dim ({})", q_row_stride, heads * head_dim));
   if (o_row_stride < heads * head_dim)
@@ -108,11 +114,19 @@ double AttentionParams::flops() const {
   // Visible keys summed over the queries: q_len * kv_len, less the triangle above the diagonal.
   double visible = double(q_len) * double(kv_len);
   if (causal) visible -= double(q_len) * double(q_len - 1) / 2.0;
+  if (window > 0 && causal) {
+    // Query i (key position kv_len - q_len + i) sees min(position + 1, window) keys: the first
+    // `early` queries see their whole prefix, the rest `window` keys each.
+    const double first = double(kv_len - q_len + 1);  // keys the first query sees without a window
+    const double early = std::clamp(double(window) - first + 1, 0.0, double(q_len));
+    visible = early * first + early * (early - 1) / 2.0 + (double(q_len) - early) * double(window);
+  }
   return 4.0 * double(batch) * double(heads) * double(head_dim) * visible;
 }
 
 double AttentionParams::kv_bytes() const {
-  return 2.0 * double(batch) * double(kv_heads) * double(kv_len) * double(head_dim) * double(dtype_size(dtype));
+  const int64_t keys = window > 0 ? std::min(window, kv_len) : kv_len;
+  return 2.0 * double(batch) * double(kv_heads) * double(keys) * double(head_dim) * double(dtype_size(dtype));
 }
 
 std::string attention_op_signature(const AttentionParams& p) {
@@ -133,7 +147,9 @@ std::string attention_params_signature(const AttentionParams& in) {
   if (p.var_q_len) s += "_vq";
   if (p.q_row_stride != default_row_stride(p)) s += fmt::format("_qs{}", p.q_row_stride);
   if (p.o_row_stride != default_row_stride(p)) s += fmt::format("_os{}", p.o_row_stride);
-  if (p.scale != 0.0) s += fmt::format("_sc{:.9g}", p.scale);
+  if (p.scale != 0.0) s += fmt::format("_sc{}", p.scale);
+  if (p.window != 0) s += fmt::format("_w{}", p.window);
+  if (p.softcap != 0.0) s += fmt::format("_cap{}", p.softcap);
   return s;
 }
 
@@ -163,7 +179,8 @@ StatusOr<AttentionParams> parse_attention_signature(const std::string& op, const
   Field fields[] = {{"b", &p.batch, true},      {"q", &p.q_len, true},           {"k", &p.kv_len, true},
                     {"h", &p.heads, true},      {"kv", &p.kv_heads, true},       {"d", &p.head_dim, true},
                     {"p", &p.page_size, false}, {"pp", &p.pages_per_seq, false}, {"np", &p.num_pages, false},
-                    {"ms", &p.max_seq, false},  {"qs", &p.q_row_stride, false},  {"os", &p.o_row_stride, false}};
+                    {"ms", &p.max_seq, false},  {"qs", &p.q_row_stride, false},  {"os", &p.o_row_stride, false},
+                    {"w", &p.window, false}};
   std::vector<std::string> seen;
   size_t pos = 0;
   size_t required_seen = 0;
@@ -181,11 +198,12 @@ StatusOr<AttentionParams> parse_attention_signature(const std::string& op, const
       p.var_kv_len = true;
     } else if (tag == "vq" && value.empty()) {
       p.var_q_len = true;
-    } else if (tag == "sc") {
+    } else if (tag == "sc" || tag == "cap") {
       const char* first = value.data();
       char* last = nullptr;
-      p.scale = std::strtod(first, &last);
-      if (value.empty() || last != first + value.size()) return bad("scale '" + value + "' is not a number");
+      (tag == "sc" ? p.scale : p.softcap) = std::strtod(first, &last);
+      if (value.empty() || last != first + value.size())
+        return bad(std::string(tag == "sc" ? "scale" : "softcap") + " '" + value + "' is not a number");
     } else {
       Field* f = nullptr;
       for (auto& c : fields)

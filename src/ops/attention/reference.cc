@@ -45,22 +45,23 @@ void reference_row(const AttentionParams& p, const AttentionOperands& host, int6
   const int64_t qlen = attention_seq_q_len(p, host.q_lens, b);
   if (i >= qlen) return;
   const int64_t visible = attention_visible_keys(p, len, qlen, i);
+  const int64_t first = attention_first_visible_key(p, len, qlen, i);  // keys [first, visible)
   std::vector<double> q(static_cast<size_t>(d)), score(static_cast<size_t>(visible)), acc(static_cast<size_t>(d));
   for (int64_t h = 0; h < p.heads; ++h) {
     const int64_t g = h / p.group();
     const int64_t qrow = attention_q_row(p, b, i, h);
     for (int64_t e = 0; e < d; ++e) q[size_t(e)] = load_as_double(p.dtype, host.q, qrow + e);
     double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = first; j < visible; ++j) {
       const int64_t krow = attention_kv_row(p, host.block_table, b, g, j);
       double s = 0;
       for (int64_t e = 0; e < d; ++e) s += q[size_t(e)] * load_as_double(p.dtype, host.k, krow + e);
-      score[size_t(j)] = s * scale;
+      score[size_t(j)] = attention_softcapped(p, s * scale);
       mx = std::max(mx, score[size_t(j)]);
     }
     double sum = 0;
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = first; j < visible; ++j) {
       const double w = std::exp(score[size_t(j)] - mx);
       sum += w;
       const int64_t vrow = attention_kv_row(p, host.block_table, b, g, j);

@@ -2,6 +2,7 @@
 // held to, and the index arithmetic of the operand layouts (params.h) shared by host kernels.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,19 @@ namespace tunableop {
 inline int64_t attention_visible_keys(const AttentionParams& p, int64_t len, int64_t qlen, int64_t i) {
   if (i >= qlen) return 0;
   return p.causal ? len - qlen + i + 1 : len;
+}
+
+// First key visible to query i of such a sequence: 0, or with a sliding window the oldest of
+// the `window` keys ending at the query's own position.
+inline int64_t attention_first_visible_key(const AttentionParams& p, int64_t len, int64_t qlen, int64_t i) {
+  if (p.window <= 0 || i >= qlen) return 0;
+  const int64_t end = attention_visible_keys(p, len, qlen, i);
+  return end > p.window ? end - p.window : 0;
+}
+
+// A scaled score after logit softcapping (p.softcap > 0): cap * tanh(s / cap).
+inline double attention_softcapped(const AttentionParams& p, double s) {
+  return p.softcap > 0 ? p.softcap * std::tanh(s / p.softcap) : s;
 }
 
 // Element offset of key/value row j (head_dim elements) of sequence b, kv head g, in k or v.

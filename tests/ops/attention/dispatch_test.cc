@@ -60,7 +60,7 @@ TEST(AttentionDispatch, DefaultWhenOffTunedOnceThenServed) {
     ASSERT_TRUE(attention(ctx, h.p, h.operands()).is_ok());
     EXPECT_TRUE(testing::attention_output_ok(h, h.out));
     auto plan = make_plan(ctx, h.p);
-    ASSERT_TRUE(plan.is_ok());
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
     EXPECT_EQ(plan->solution(),
               tuned ? ctx.results().lookup(attention_op_signature(h.p), attention_params_signature(h.p))->solution
                     : "Default");

@@ -75,6 +75,10 @@ TEST(AttentionParams, ValidationNamesTheField) {
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.dtype = DType::kF64; }), "dtype"));
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.page_size = 16, p.pages_per_seq = 3; }), "pages_per_seq"));
   EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.heads = int64_t(1) << 40; }), "heads"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.window = -1; }), "window"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.window = 64, p.causal = false; }), "window"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.softcap = -2; }), "softcap"));
+  EXPECT_TRUE(invalid_naming(with([](AttentionParams& p) { p.softcap = INFINITY; }), "softcap"));
   // Not causal: any q_len.
   EXPECT_TRUE(with([](AttentionParams& p) { p.causal = false, p.q_len = 4096; }).is_ok());
 }
@@ -104,6 +108,9 @@ TEST(AttentionSignature, RoundTrip) {
   b.dtype = DType::kF32, b.causal = false, b.max_seq = 4096, b.q_row_stride = 48 * 128, b.o_row_stride = 33 * 128;
   b.scale = 0.0625;
   all.push_back(b);
+  AttentionParams w = llama_prefill();  // Gemma-2's local layer in decode: window, cap, scale
+  w.q_len = 1, w.kv_len = 8192, w.max_seq = 0, w.window = 4096, w.softcap = 50, w.scale = double(1.0f / 12);
+  all.push_back(w);
   for (const auto& p0 : all) {
     const AttentionParams p = p0.with_defaults();
     const std::string op = attention_op_signature(p), params = attention_params_signature(p);
@@ -117,7 +124,46 @@ TEST(AttentionSignature, RoundTrip) {
     EXPECT_EQ(back->var_kv_len, p.var_kv_len);
     EXPECT_EQ(back->var_q_len, p.var_q_len);
     EXPECT_EQ(back->scale, p.scale);
+    EXPECT_EQ(back->window, p.window);
+    EXPECT_EQ(back->softcap, p.softcap);
   }
+}
+
+// Window and softcap appear in the key only when set: results files without them stay valid.
+TEST(AttentionSignature, WindowAndSoftcapOnlyWhenSet) {
+  AttentionParams p = llama_prefill();
+  const std::string plain = attention_params_signature(p);
+  p.window = 4096;
+  EXPECT_EQ(attention_params_signature(p), plain + "_w4096");
+  p.softcap = 50;
+  EXPECT_EQ(attention_params_signature(p), plain + "_w4096_cap50");
+  p.window = 0;
+  EXPECT_EQ(attention_params_signature(p), plain + "_cap50");
+  auto back = parse_attention_signature(attention_op_signature(p), plain + "_cap50");
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->softcap, 50.0);
+  EXPECT_EQ(back->window, 0);
+  for (const char* bad : {"_w0", "_w-3", "_cap", "_capx", "_cap-1", "_w4096_w4096"}) {
+    auto r = parse_attention_signature(attention_op_signature(p), plain + bad);
+    EXPECT_FALSE(r.is_ok()) << bad;
+  }
+  // A window needs causal attention (in a file too).
+  EXPECT_FALSE(parse_attention_signature("AttentionTunableOp_float_full", "b1_q4_k4_h1_kv1_d64_w2").is_ok());
+}
+
+TEST(AttentionParams, WindowLimitsTheVisibleKeys) {
+  AttentionParams p = llama_prefill();  // 2048 queries over 2048 keys
+  p.window = 512;
+  // Queries 0..511 see i + 1 keys, the other 1536 see 512 each.
+  const double visible = 512.0 * 513.0 / 2.0 + 1536.0 * 512.0;
+  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 32 * 128 * visible);
+  p.window = 4096;  // longer than the sequence: no change
+  EXPECT_DOUBLE_EQ(p.flops(), llama_prefill().flops());
+  AttentionParams d = llama_prefill();
+  d.q_len = 1, d.kv_len = 8192, d.max_seq = 0, d.window = 1024;
+  d = d.with_defaults();
+  EXPECT_DOUBLE_EQ(d.flops(), 4.0 * 32 * 128 * 1024.0);
+  EXPECT_DOUBLE_EQ(d.kv_bytes(), 2.0 * 8 * 1024 * 128 * 2);
 }
 
 TEST(AttentionSignature, MalformedIsAParseError) {

@@ -4,6 +4,7 @@
 // with duplicated kv heads, and the operand checks refuse bad tables and lengths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -49,6 +50,39 @@ TEST(AttentionReference, FirstCausalQuerySeesOnlyKeyZero) {
   std::vector<float> out(size_t(p.o_span()));
   const auto ref = attention_reference_f64(p, AttentionOperands{q.data(), k.data(), v.data(), out.data()});
   for (int64_t e = 0; e < 8; ++e) EXPECT_DOUBLE_EQ(ref[size_t(e)], v[size_t(e)]);
+}
+
+// A window of w keys: uniform scores average the w latest visible values (fewer at the start).
+TEST(AttentionReference, SlidingWindowAveragesTheLatestKeys) {
+  AttentionParams p = small(6, 9, true);
+  p.window = 3;
+  std::vector<float> q = ramp(p.q_span(), 0.37f), k(size_t(p.kv_span()), 0.25f), v = ramp(p.kv_span(), 0.11f);
+  std::vector<float> out(size_t(p.o_span()));
+  const auto ref = attention_reference_f64(p, AttentionOperands{q.data(), k.data(), v.data(), out.data()});
+  for (int64_t i = 0; i < 6; ++i) {
+    const int64_t end = 9 - 6 + i + 1, first = std::max<int64_t>(0, end - 3);  // keys [first, end)
+    for (int64_t e = 0; e < 8; ++e) {
+      double mean = 0;
+      for (int64_t j = first; j < end; ++j) mean += v[size_t(j * 8 + e)];
+      mean /= double(end - first);
+      EXPECT_NEAR(ref[size_t((i * 2) * 8 + e)], mean, 1e-12) << i << " " << e;
+    }
+    EXPECT_EQ(attention_first_visible_key(p, 9, 6, i), first);
+  }
+}
+
+// Softcapping bounds every score: a key that would dominate (score 400) gets at most e^(2 cap)
+// times the weight of one scoring -cap.
+TEST(AttentionReference, SoftcapBoundsTheScores) {
+  AttentionParams p = small(1, 6, false);
+  p.scale = 50.0, p.softcap = 1.0;
+  std::vector<float> q(size_t(p.q_span()), 1.f), k(size_t(p.kv_span()), 0.f), v(size_t(p.kv_span()), 0.f);
+  for (int64_t e = 0; e < 8; ++e) k[size_t(4 * 8 + e)] = 1.f, v[size_t(4 * 8 + e)] = 1.f;
+  std::vector<float> out(size_t(p.o_span()));
+  const auto ref = attention_reference_f64(p, AttentionOperands{q.data(), k.data(), v.data(), out.data()});
+  // Key 4 scores tanh(400) ~ 1, the other five tanh(0) = 0: its weight is e / (e + 5).
+  EXPECT_NEAR(ref[0], std::exp(1.0) / (std::exp(1.0) + 5.0), 1e-12);
+  EXPECT_DOUBLE_EQ(attention_softcapped(p, 400.0), std::tanh(400.0));
 }
 
 TEST(AttentionReference, DominantScorePicksItsValue) {

@@ -72,7 +72,7 @@ void attend_block(const AttentionParams& p, const AttentionOperands& o, const Fu
                   int64_t i0, int64_t npos, int64_t k_begin, int64_t k_end, int64_t len, int64_t qlen, RowState& st,
                   Scratch& sc) {
   const int64_t d = p.head_dim, group = p.group(), rows = npos * group, kb = cfg.key_block;
-  const float scale = float(p.softmax_scale());
+  const float scale = float(p.softmax_scale()), cap = float(p.softcap);
   sc.q.resize(size_t(rows * d));
   sc.kt.resize(size_t(d * kb));
   sc.v.resize(size_t(kb * d));
@@ -95,31 +95,35 @@ void attend_block(const AttentionParams& p, const AttentionOperands& o, const Fu
       load_attention_row(p.dtype, o.v, off, d, sc.v.data() + j * d);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t visible = attention_visible_keys(p, len, qlen, i0 + r / group);  // keys [0, visible)
-      const int64_t nvis = std::clamp<int64_t>(visible - j0, 0, nk);
-      if (nvis == 0) continue;
+      // Keys [first, visible) of the row, the block's [jlo, jhi).
+      const int64_t visible = attention_visible_keys(p, len, qlen, i0 + r / group);
+      const int64_t first = attention_first_visible_key(p, len, qlen, i0 + r / group);
+      const int64_t jlo = std::clamp<int64_t>(first - j0, 0, nk), jhi = std::clamp<int64_t>(visible - j0, 0, nk);
+      if (jhi <= jlo) continue;
       float* s = sc.s.data() + r * kb;
       const float* qr = sc.q.data() + r * d;
-      std::fill(s, s + nvis, 0.f);
+      std::fill(s + jlo, s + jhi, 0.f);
       for (int64_t e = 0; e < d; ++e) {
         const float qe = qr[e];
         const float* kte = sc.kt.data() + e * kb;
 #pragma omp simd
-        for (int64_t j = 0; j < nvis; ++j) s[j] += qe * kte[j];
+        for (int64_t j = jlo; j < jhi; ++j) s[j] += qe * kte[j];
       }
+      if (cap > 0.f)
+        for (int64_t j = jlo; j < jhi; ++j) s[j] = cap * std::tanh(s[j] / cap);
       float mx = st.max[size_t(r)];
-      for (int64_t j = 0; j < nvis; ++j) mx = std::max(mx, s[j]);
+      for (int64_t j = jlo; j < jhi; ++j) mx = std::max(mx, s[j]);
       const float corr = std::exp(st.max[size_t(r)] - mx);  // exp(-inf) = 0 on the first block
       st.max[size_t(r)] = mx;
       float sum = 0.f;
-      for (int64_t j = 0; j < nvis; ++j) {
+      for (int64_t j = jlo; j < jhi; ++j) {
         s[j] = std::exp(s[j] - mx);
         sum += s[j];
       }
       st.sum[size_t(r)] = st.sum[size_t(r)] * corr + sum;
       float* acc = st.acc.data() + r * d;
       for (int64_t e = 0; e < d; ++e) acc[e] *= corr;
-      for (int64_t j = 0; j < nvis; ++j) {
+      for (int64_t j = jlo; j < jhi; ++j) {
         const float pj = s[j];
         const float* vj = sc.v.data() + j * d;
 #pragma omp simd
@@ -150,7 +154,7 @@ Status fused_attention(const AttentionParams& params, const AttentionOperands& o
 
   // A work item's place; rows of padding queries (i >= qlen) see no key and store zeros.
   auto item_place = [&](int64_t item, int64_t& b, int64_t& g, int64_t& i0, int64_t& npos, int64_t& len, int64_t& qlen,
-                        int64_t& hi) {
+                        int64_t& lo, int64_t& hi) {
     const int64_t qb = item % qblocks, bg = item / qblocks;
     b = bg / p.kv_heads, g = bg % p.kv_heads;
     i0 = qb * cfg.query_block;
@@ -159,18 +163,20 @@ Status fused_attention(const AttentionParams& params, const AttentionOperands& o
     qlen = attention_seq_q_len(p, o.q_lens, b);
     // The block's last real query sees the most.
     hi = i0 < qlen ? attention_visible_keys(p, len, qlen, std::min(i0 + npos, qlen) - 1) : 0;
+    // and the first sees the oldest key (a sliding window's start; keys before it are not read).
+    lo = i0 < qlen ? attention_first_visible_key(p, len, qlen, i0) : 0;
   };
 
   cpu_kernels::parallel_for(items * splits, threads, [&](int64_t work) {
     thread_local Scratch sc;
     thread_local RowState st;
     const int64_t item = work / splits, split = work % splits;
-    int64_t b, g, i0, npos, len, qlen, hi;
-    item_place(item, b, g, i0, npos, len, qlen, hi);
-    const int64_t blocks = cpu_kernels::ceil_div(hi, cfg.key_block);
+    int64_t b, g, i0, npos, len, qlen, lo, hi;
+    item_place(item, b, g, i0, npos, len, qlen, lo, hi);
+    const int64_t blocks = cpu_kernels::ceil_div(hi - lo, cfg.key_block);
     const int64_t per = cpu_kernels::ceil_div(blocks, splits);
-    const int64_t k_begin = std::min(hi, split * per * cfg.key_block);
-    const int64_t k_end = std::min(hi, (split + 1) * per * cfg.key_block);
+    const int64_t k_begin = std::min(hi, lo + split * per * cfg.key_block);
+    const int64_t k_end = std::min(hi, lo + (split + 1) * per * cfg.key_block);
     attend_block(p, o, cfg, b, g, i0, npos, k_begin, k_end, len, qlen, st, sc);
     const int64_t rows = npos * group;
     for (int64_t r = 0; r < rows; ++r) {
@@ -189,8 +195,8 @@ Status fused_attention(const AttentionParams& params, const AttentionOperands& o
   if (splits == 1) return Status::ok();
 
   cpu_kernels::parallel_for(items, threads, [&](int64_t item) {
-    int64_t b, g, i0, npos, len, qlen, hi;
-    item_place(item, b, g, i0, npos, len, qlen, hi);
+    int64_t b, g, i0, npos, len, qlen, lo, hi;
+    item_place(item, b, g, i0, npos, len, qlen, lo, hi);
     std::vector<float> acc(static_cast<size_t>(d));
     for (int64_t r = 0; r < npos * group; ++r) {
       auto part = [&](int64_t s) { return partial.data() + size_t(((item * splits + s) * max_rows + r) * (d + 2)); };

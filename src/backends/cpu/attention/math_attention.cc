@@ -33,7 +33,11 @@ Status math_attention(const AttentionParams& params, const AttentionOperands& o,
     for (int64_t g = 0; g < p.kv_heads; ++g) {
       for (int64_t r = 0; r < rows; ++r)
         load_attention_row(p.dtype, o.q, attention_q_row(p, b, r / group, g * group + r % group), d, q.data() + r * d);
-      for (int64_t j = 0; j < len; ++j) {
+      // Keys before the first query's window are never read: zeros (their probabilities are 0).
+      const int64_t lo = attention_first_visible_key(p, len, qlen, 0);
+      std::fill(k.begin(), k.begin() + lo * d, 0.f);
+      std::fill(v.begin(), v.begin() + lo * d, 0.f);
+      for (int64_t j = lo; j < len; ++j) {
         const int64_t off = attention_kv_row(p, o.block_table, b, g, j);
         load_attention_row(p.dtype, o.k, off, d, k.data() + j * d);
         load_attention_row(p.dtype, o.v, off, d, v.data() + j * d);
@@ -44,15 +48,19 @@ Status math_attention(const AttentionParams& params, const AttentionOperands& o,
       sp.m = len, sp.n = rows, sp.k = d, sp.lda = d, sp.ldb = d, sp.ldc = len;
       sp.alpha = p.softmax_scale();
       TUNABLEOP_RETURN_IF_ERROR(cpu_kernels::blocked_gemm(sp, GemmOperands{k.data(), q.data(), s.data()}, gemm_cfg));
+      const float cap = float(p.softcap);
       for (int64_t r = 0; r < rows; ++r) {
         float* sr = s.data() + r * len;
-        const int64_t visible = attention_visible_keys(p, len, qlen, r / group);  // 0: padding row
+        const int64_t visible = attention_visible_keys(p, len, qlen, r / group);     // 0: padding row
+        const int64_t first = attention_first_visible_key(p, len, qlen, r / group);  // sliding window
+        if (cap > 0.f)
+          for (int64_t j = first; j < visible; ++j) sr[j] = cap * std::tanh(sr[j] / cap);
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, sr[j]);
+        for (int64_t j = first; j < visible; ++j) mx = std::max(mx, sr[j]);
         float sum = 0.f;
-        for (int64_t j = 0; j < visible; ++j) sum += (sr[j] = std::exp(sr[j] - mx));
-        const float inv = visible > 0 ? 1.f / sum : 0.f;
-        for (int64_t j = 0; j < len; ++j) sr[j] = j < visible ? sr[j] * inv : 0.f;
+        for (int64_t j = first; j < visible; ++j) sum += (sr[j] = std::exp(sr[j] - mx));
+        const float inv = visible > first ? 1.f / sum : 0.f;
+        for (int64_t j = 0; j < len; ++j) sr[j] = j >= first && j < visible ? sr[j] * inv : 0.f;
       }
       // Row-major O[rows][d] is column-major O^T = V^T P^T: "nn", m = d, n = rows, k = len.
       GemmParams op;

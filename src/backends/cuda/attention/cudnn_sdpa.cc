@@ -637,6 +637,7 @@ Status supports(const AttentionParams& p) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
   if (p.paged() || p.var_kv_len || p.var_q_len) return Status::unsupported("contiguous cache with one length only");
+  if (p.window > 0 || p.softcap > 0) return Status::unsupported("no sliding window or softcapping in our graph");
   if (p.head_dim > 256 || p.head_dim % 8) return Status::unsupported("head_dim <= 256, multiple of 8");
   if (p.q_row_stride % 8 || p.o_row_stride % 8) return Status::unsupported("row strides must be multiples of 8");
   auto api = cudnn_api();

@@ -152,10 +152,12 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   const int csize = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int splits = int(gridDim.x) / csize, split = int(blockIdx.x) / csize;  // 1-D clusters along x
   const int bk = blockIdx.y, b = bk / a.kv_heads, kvh = bk % a.kv_heads;
-  // This cluster's share of the 16-key tiles of a sequence of n keys: [first, end).
-  auto share = [&](int n, int* first, int* end) {
-    const int tiles = (n + kTileKeys - 1) / kTileKeys, per = (tiles + splits - 1) / splits;
-    *first = min(tiles, split * per);
+  // This cluster's share of the 16-key tiles of keys [lo, n): [first, end) (lo > 0: a sliding
+  // window's start; the tile holding it is the first).
+  auto share = [&](int lo, int n, int* first, int* end) {
+    const int tiles = (n + kTileKeys - 1) / kTileKeys, t0 = min(lo / kTileKeys, tiles);
+    const int per = (tiles - t0 + splits - 1) / splits;
+    *first = min(tiles, t0 + split * per);
     *end = min(tiles, *first + per);
   };
 
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     const int hint = int(min(int64_t(min(max(a.kv_lens ? a.kv_lens[b] : a.kv_len, 0), a.kv_len)), a.max_seq));
     const char* base = static_cast<const char*>(lane == 0 ? a.k : a.v) + int64_t(bk) * a.max_seq * D * 2;
     int first, end;
-    share(hint, &first, &end);
+    share(a.window > 0 ? max(0, hint - a.q_len - a.window + 1) : 0, hint, &first, &end);
     for (int tile = first + warp * csize + rank; tile < end; tile += warps * csize) {
       const uint32_t bytes = uint32_t(min(kTileKeys, hint - tile * kTileKeys) * D * 2);
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + int64_t(tile) * kTileKeys * D * 2),
@@ -184,7 +186,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   const int len = a.kv_lens ? a.kv_lens[b] : a.kv_len;
   const int q_real = a.q_lens ? a.q_lens[b] : a.q_len;
   const int rows_real = q_real * group;
-  const int pos0 = len - q_real;  // causal: query i sits at key position pos0 + i
+  const int pos0 = len - q_real;                                  // causal: query i sits at key position pos0 + i
+  const int lo = a.window > 0 ? max(0, pos0 - a.window + 1) : 0;  // keys before it are never read
   const float scale_log2 = a.scale * 1.4426950408889634f;
 
   const T* kbase = static_cast<const T*>(a.k);
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
   T* pt = reinterpret_cast<T*>(smem + L::pt(warps) + warp * L::kPtBytes);  // [row][key]
 
   int tile_first, tile_end;
-  share(len, &tile_first, &tile_end);
+  share(lo, len, &tile_first, &tile_end);
   // Paged caches (pages of whole 16-key tiles): the same L2 prefetch of the warp's later tiles,
   // now that the length and the block table can be read (the first tile is loaded at once).
   if (a.page_size && a.page_size % kTileKeys == 0 && lane < 2) {
@@ -236,7 +239,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
 #pragma unroll
     for (int f0 = 0; f0 < kTileKeys * kChunks; f0 += 32) {
       const int f = f0 + lane, kk = f / kChunks, ch = f % kChunks;
-      const bool valid = j0 + kk < len;
+      const bool valid = j0 + kk < len && j0 + kk >= lo;
       const int64_t off = valid ? row_offset(j0 + kk) + ch * 8 : 0;
       if constexpr (kStages == 2)
         cp_async16(k_dst + uint32_t((kk * kChunks + (ch ^ ((kk & 1) << 2))) * 16), kbase + off, valid);
@@ -284,7 +287,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     } else {
       issue_tile(tile, 0, v_smem);
       // K rows gq and gq + 8 into registers (zeros past the length: masked below anyway).
-      const bool va = j0 + gq < len, vb = j0 + gq + 8 < len;
+      const bool va = j0 + gq < len && j0 + gq >= lo, vb = j0 + gq + 8 < len && j0 + gq + 8 >= lo;
       const T* pa = kbase + (va ? row_offset(j0 + gq) : 0) + 8 * tq;
       const T* pb = kbase + (vb ? row_offset(j0 + gq + 8) : 0) + 8 * tq;
 #pragma unroll
@@ -304,11 +307,16 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_cluster_kernel(FlashArg
     }
     float s[4];  // (key gq, row 2 tq), (key gq, row 2 tq + 1), (key gq + 8, row 2 tq), (key gq + 8, row 2 tq + 1)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[e] = (sacc[0][e] + sacc[1][e] + sacc[2][e] + sacc[3][e]) * scale_log2;
+    for (int e = 0; e < 4; ++e) {
+      const float dot = sacc[0][e] + sacc[1][e] + sacc[2][e] + sacc[3][e];
+      s[e] = a.softcap > 0.f ? flash_detail::softcap_score(dot * a.scale, a.softcap) * 1.4426950408889634f
+                             : dot * scale_log2;
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = j0 + gq + (e >= 2 ? 8 : 0), r = 2 * tq + (e & 1);
-      const bool vis = j < len && r < rows_real && (!a.causal || j <= pos0 + r / group);
+      const bool vis = j < len && r < rows_real && (!a.causal || j <= pos0 + r / group) &&
+                       (a.window == 0 || j > pos0 + r / group - a.window);
       s[e] = vis ? s[e] : -INFINITY;
     }
     // Online softmax per row (2 tq + x).

@@ -106,14 +106,18 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
   const int rows_real = q_real * group;
   const int pos0 = len - q_real;  // causal: query i sits at key position pos0 + i
 
-  // Keys of this block, then of this warp.
-  const int per_split = (len + splits - 1) / splits;
-  const int j0 = min(len, split * per_split), j1 = min(len, j0 + per_split);
+  // Keys of this block, then of this warp: [lo, len) shared out, lo the first query's window
+  // start (keys before it are never read).
+  const int lo = a.window > 0 ? max(0, pos0 - a.window + 1) : 0;
+  const int per_split = (len - lo + splits - 1) / splits;
+  const int j0 = min(len, lo + split * per_split), j1 = min(len, j0 + per_split);
   const int per_warp = (j1 - j0 + warps - 1) / warps;
   const int wj0 = min(j1, j0 + warp * per_warp), wj1 = min(j1, wj0 + per_warp);
 
-  // Query rows in registers, pre-scaled into log2 units; padding rows are zeros (and masked).
-  const float scale_log2 = a.scale * 1.4426950408889634f;
+  // Query rows in registers, pre-scaled into log2 units (softcapping: scaled only, the capped
+  // score goes to log2 units); padding rows are zeros (and masked).
+  const bool capped = a.softcap > 0.f;
+  const float scale_log2 = a.scale * (capped ? 1.f : 1.4426950408889634f);
   float q[R][E];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -180,6 +184,12 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
     for (int u = 0; u < kKeysPerStep; ++u)
 #pragma unroll
       for (int r = 0; r < R; ++r) s[u][r] = warp_sum(s[u][r]);
+    if (capped) {
+#pragma unroll
+      for (int u = 0; u < kKeysPerStep; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[u][r] = flash_detail::softcap_score(s[u][r], a.softcap) * 1.4426950408889634f;
+    }
     float vf[kKeysPerStep][E];
 #pragma unroll
     for (int u = 0; u < kKeysPerStep; ++u) to_floats<T, E>(vr[u], vf[u]);
@@ -190,7 +200,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps) decode_attention_kernel(FlashA
 #pragma unroll
       for (int u = 0; u < kKeysPerStep; ++u) {
         const int j = jb + u;
-        vis[u] = j < wj1 && r < rows_real && (!a.causal || j <= pos0 + r / group);
+        vis[u] = j < wj1 && r < rows_real && (!a.causal || j <= pos0 + r / group) &&
+                 (a.window == 0 || j > pos0 + r / group - a.window);
         mx = vis[u] ? fmaxf(mx, s[u][r]) : mx;
       }
       const float m_use = mx == -INFINITY ? 0.f : mx;  // a row that saw no key yet stays at 0

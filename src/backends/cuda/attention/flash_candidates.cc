@@ -91,6 +91,8 @@ FlashArgs flash_args(const AttentionParams& p, const AttentionOperands& o, int s
   a.page_size = int(p.page_size), a.pages_per_seq = int(p.pages_per_seq);
   a.causal = p.causal ? 1 : 0;
   a.scale = float(p.softmax_scale());
+  a.window = p.window < p.kv_len ? int(p.window) : 0;  // a window of every key is none
+  a.softcap = float(p.softcap);
   a.splits = splits;
   return a;
 }

@@ -78,6 +78,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Logit softcapping of a scaled score s: cap * tanh(s / cap), as cap - 2 cap / (exp(2 s / cap) + 1)
+// through ex2.approx (absolute error a few ulp of cap; tanh.approx's 2^-11 relative error would
+// move Gemma-2's probabilities by up to 0.5% at its cap of 50). Saturates to +-cap.
+__device__ __forceinline__ float softcap_score(float s, float cap) {
+  const float e = fast_exp2(s * (2.8853900817779268f / cap));  // exp(2 s / cap)
+  return cap - __fdividef(2.f * cap, e + 1.f);
+}
+
 // Two floats -> one register of two 16-bit values, the lower column in the low half.
 template <class T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
@@ -185,14 +193,17 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
   const int pos0 = len - q_real;  // query i sits at key position pos0 + i (causal)
 
   // Key range of the block: causal blocks stop at their last row's position; a block of
-  // padding rows only writes zeros.
+  // padding rows only writes zeros. A sliding window starts it at its first row's window: the
+  // keys before kv_lo are never read (zero-filled in a tile that straddles it, and masked).
   const int last_row = min(m0 + BM, rows_real) - 1;
   const int kv_hi = m0 >= rows_real ? 0 : a.causal ? max(0, min(len, pos0 + last_row / group + 1)) : max(0, len);
+  const int kv_lo = a.window > 0 && m0 < rows_real ? max(0, pos0 + m0 / group - a.window + 1) : 0;
   const int tiles_all = (kv_hi + BN - 1) / BN;
-  int t_begin = 0, t_end = tiles_all;
+  const int tile_lo = min(kv_lo / BN, tiles_all);
+  int t_begin = tile_lo, t_end = tiles_all;
   if (gridDim.z > 1) {
-    const int per = (tiles_all + gridDim.z - 1) / gridDim.z;
-    t_begin = min(tiles_all, int(blockIdx.z) * per);
+    const int per = (tiles_all - tile_lo + gridDim.z - 1) / gridDim.z;
+    t_begin = min(tiles_all, tile_lo + int(blockIdx.z) * per);
     t_end = min(tiles_all, t_begin + per);
   }
 
@@ -223,7 +234,7 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
     }
     for (int r = tid / G::kChunks; r < BN; r += G::kRowsPerPass) {
       const int j = t * BN + r;
-      const bool valid = j < len;
+      const bool valid = j < len && j >= kv_lo;
       int64_t off = 0;
       if (valid) {
         if (!a.page_size) {
@@ -258,15 +269,20 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
   // with a padding sentinel: without causality a sequence may have fewer keys than queries, and
   // then pos0 + i is negative for real rows, which a negative sentinel would take for padding.
   int row_limit[G::kMt][2];
+  int row_first[G::kMt][2];  // first key the row sees (its window's start; 0 without a window)
 #pragma unroll
   for (int mt = 0; mt < G::kMt; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wrow0 + mt * 16 + h * 8 + gq;
       row_limit[mt][h] = row >= rows_real ? -1 : a.causal ? min(len - 1, pos0 + row / group) : len - 1;
+      row_first[mt][h] = a.window > 0 ? pos0 + row / group - a.window + 1 : 0;
     }
+  // The warp's oldest visible key (its first row's window start): tiles wholly before it are skipped.
+  const int wkey_min = a.window > 0 ? wpos_min - a.window + 1 : 0;
 
-  const float scale_log2 = a.scale * 1.4426950408889634f;
+  // Softcapped scores are capped in natural units, then taken to log2 units.
+  const float scale_log2 = (a.softcap > 0.f ? 1.f : a.scale) * 1.4426950408889634f;
   float o_acc[G::kMt][D / 8][4];
   float row_max[G::kMt][2], row_sum[G::kMt][2];
 #pragma unroll
@@ -300,8 +316,9 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
     cp_async_commit();
 
     const int key0 = t * BN;
-    // Skip the tile when every row of the warp is above it (causal) or the warp has no rows.
-    if (!warp_live || (a.causal && key0 > wpos_max)) continue;
+    // Skip the tile when every row of the warp is above it (causal), its keys are all before the
+    // warp's windows, or the warp has no rows.
+    if (!warp_live || (a.causal && key0 > wpos_max) || key0 + BN <= wkey_min) continue;
     const uint32_t ks = k_smem + uint32_t((it % STAGES) * G::kKvBytes);
     const uint32_t vs = v_smem + uint32_t((it % STAGES) * G::kKvBytes);
 
@@ -335,9 +352,19 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
       }
     }
 
-    // Mask keys past the sequence end and, on tiles crossing the diagonal, above it; padding
-    // rows see no key.
-    if (key0 + BN > len || (a.causal && key0 + BN - 1 > wpos_min) || warp_padded) {
+    if (a.softcap > 0.f) {
+#pragma unroll
+      for (int mt = 0; mt < G::kMt; ++mt)
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+          for (int x = 0; x < 4; ++x) s_acc[mt][n][x] = softcap_score(s_acc[mt][n][x] * a.scale, a.softcap);
+    }
+
+    // Mask keys past the sequence end and, on tiles crossing the diagonal, above it; keys before
+    // a row's window; padding rows see no key.
+    if (key0 + BN > len || (a.causal && key0 + BN - 1 > wpos_min) || warp_padded ||
+        (a.window > 0 && key0 < wpos_max - a.window + 1)) {
 #pragma unroll
       for (int mt = 0; mt < G::kMt; ++mt)
 #pragma unroll
@@ -345,7 +372,7 @@ __global__ void __launch_bounds__(32 * WARPS) flash_fwd_kernel(FlashArgs a) {
 #pragma unroll
           for (int x = 0; x < 4; ++x) {
             const int key = key0 + n * 8 + 2 * tq + (x & 1);
-            if (key > row_limit[mt][x >> 1]) s_acc[mt][n][x] = -INFINITY;
+            if (key > row_limit[mt][x >> 1] || key < row_first[mt][x >> 1]) s_acc[mt][n][x] = -INFINITY;
           }
     }
 

@@ -35,6 +35,12 @@ struct FlashArgs {
   int page_size = 0, pages_per_seq = 0;  // page_size 0: contiguous
   int causal = 1;
   float scale = 1.f;  // softmax scale (the kernels work in log2 units)
+  // Sliding window (0: none): the query at key position i sees keys i - window < j <= i only;
+  // kernels that take it never read the keys before a block's first window. Logit softcapping
+  // (0: none): scores s * scale become softcap * tanh(s * scale / softcap). Candidates whose
+  // kernels do not implement them refuse such problems.
+  int window = 0;
+  float softcap = 0.f;
   // splits > 1: each block takes 1/splits of its key tiles and writes fp32 partial outputs and
   // log-sum-exps into the workspace; flash_combine then merges them into out.
   int splits = 1;

@@ -78,6 +78,7 @@ Status run(const AttentionParams& p, const AttentionOperands& o) {
   a.q_row_stride = p.q_row_stride, a.o_row_stride = p.o_row_stride, a.max_seq = p.max_seq;
   a.batch = p.batch, a.q_len = p.q_len, a.kv_len = p.kv_len, a.heads = p.heads, a.kv_heads = p.kv_heads;
   a.head_dim = p.head_dim, a.page_size = p.page_size, a.pages_per_seq = p.pages_per_seq, a.causal = p.causal;
+  a.window = p.window, a.softcap = float(p.softcap);
 
   const size_t es = dtype_size(p.dtype);
   const int64_t d = p.head_dim, L = p.kv_len, M = l.rows;

@@ -34,11 +34,18 @@ __global__ void gather_q_kernel(MathArgs a, T* qg) {
   for (int64_t e = threadIdx.x; e < D; e += blockDim.x) qg[row * D + e] = real ? src[e] : from_f<T>(0.f);
 }
 
+// First key visible to query i of sequence b (its window's start), given the visible end.
+__device__ __forceinline__ int64_t first_visible(const MathArgs& a, int64_t visible) {
+  return a.window > 0 && visible > a.window ? visible - a.window : 0;
+}
+
 template <class T>
 __global__ void gather_kv_kernel(MathArgs a, T* kg, T* vg) {
   const int64_t D = a.head_dim, row = blockIdx.x, bg = row / a.kv_len, j = row % a.kv_len;
   const int64_t b = bg / a.kv_heads, g = bg % a.kv_heads;
-  const bool real = j < seq_len(a, b);
+  const int64_t len = seq_len(a, b);
+  // The first query (key position len - q_len') sees keys from its window's start.
+  const bool real = j < len && j >= first_visible(a, len - seq_q_len(a, b) + 1);
   const int64_t off = real ? kv_row(a, b, g, j) : 0;
   const T* k = static_cast<const T*>(a.k) + off;
   const T* v = static_cast<const T*>(a.v) + off;
@@ -72,16 +79,20 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(MathArgs a, int64_t b
   const int64_t row = blockIdx.x, bg = bg0 + row / M, i = (row % M) / group, b = bg / a.kv_heads;
   const int64_t len = seq_len(a, b), qlen = seq_q_len(a, b);
   const int64_t visible = i >= qlen ? 0 : a.causal ? len - qlen + i + 1 : len;
+  const int64_t first = first_visible(a, visible);
   const float* sr = s + row * L;
   T* pr = p + row * L;
+  const float cap = a.softcap;
+  auto score = [&](int64_t j) { return cap > 0.f ? cap * tanhf(sr[j] / cap) : sr[j]; };
   float mx = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < visible; j += kThreads) mx = fmaxf(mx, sr[j]);
+  for (int64_t j = first + threadIdx.x; j < visible; j += kThreads) mx = fmaxf(mx, score(j));
   mx = block_reduce<true>(mx, scratch);
   float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < visible; j += kThreads) sum += __expf(sr[j] - mx);
+  for (int64_t j = first + threadIdx.x; j < visible; j += kThreads) sum += __expf(score(j) - mx);
   sum = block_reduce<false>(sum, scratch);
-  const float inv = visible > 0 ? 1.f / sum : 0.f;
-  for (int64_t j = threadIdx.x; j < L; j += kThreads) pr[j] = from_f<T>(j < visible ? __expf(sr[j] - mx) * inv : 0.f);
+  const float inv = visible > first ? 1.f / sum : 0.f;
+  for (int64_t j = threadIdx.x; j < L; j += kThreads)
+    pr[j] = from_f<T>(j >= first && j < visible ? __expf(score(j) - mx) * inv : 0.f);
 }
 
 template <class T>

@@ -27,10 +27,12 @@ struct MathArgs {
   int64_t batch = 1, q_len = 1, kv_len = 1, heads = 1, kv_heads = 1, head_dim = 128;
   int64_t page_size = 0, pages_per_seq = 0;
   bool causal = true;
+  int64_t window = 0;  // sliding window (0: none); keys before a sequence's first window are not read
+  float softcap = 0;   // scores s become softcap * tanh(s / softcap) (0: none)
 };
 
-// qg, kg, vg from the operands: rows of padding queries and keys past a sequence's length are
-// zeros (so the GEMMs never read stale or NaN memory).
+// qg, kg, vg from the operands: rows of padding queries, keys past a sequence's length and keys
+// before its first query's window are zeros (so the GEMMs never read stale or NaN memory).
 cudaError_t math_gather(const MathArgs& a, void* qg, void* kg, void* vg, cudaStream_t s);
 // p = softmax over each row's visible keys of the scores of slabs [bg0, bg0 + slabs); zeros
 // elsewhere (masked keys and padding rows).
