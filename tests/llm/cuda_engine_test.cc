@@ -20,6 +20,10 @@
 namespace tunableop::llm {
 namespace {
 
+// The Hugging Face fixtures (scripts/make_llm_fixtures.py), the families' included.
+const char* const kFixtures[] = {"llama_gqa",      "gemma_mqa",  "llama_tied_sharded", "llama3_rope",
+                                 "mistral_window", "qwen2_bias", "qwen3_qknorm",       "gemma2_softcap"};
+
 ModelSpec builtin(const std::string& preset) {
   ModelSpec s;
   s.builtin = true;
@@ -672,23 +676,32 @@ TEST(LlmCuda, AutoGateChoiceIsTimedAndReadBackFromTheResultsFile) {
 // The Hugging Face fixtures on the GPU, in fp32 (attention: Default's math path; the fixtures'
 // head dims 16-32 have no flash kernel), static and paged caches, decode projections unfused
 // and fused: greedy tokens exactly, logits within 1e-3 of the largest (cuBLAS's summation order
-// differs from torch's CPU one).
+// differs from torch's CPU one). In bf16 (the families' stated tolerance): the prompt's logits
+// within 2e-2 relative (bf16 rounds weights and activations at every op; greedy tokens may then
+// part where the fixture's margins are thin, so they are printed, not required).
 TEST(LlmCuda, MatchesTransformersFixtures) {
   const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
   const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
   int ran = 0;
-  for (const std::string name : {"llama_gqa", "gemma_mqa", "llama_tied_sharded"}) {
+  for (const std::string name : kFixtures) {
     const std::string dir = root + "/" + name;
     if (!std::filesystem::exists(dir + "/reference.json")) continue;
     std::ifstream in(dir + "/reference.json");
     nlohmann::json ref = nlohmann::json::parse(in);
     ModelSpec spec;
     spec.dir = dir;
-    for (auto fusion : {kUnfused, kFused}) {
+    struct Way {
+      DType dtype;
+      decltype(kFused) fusion;
+    };
+    for (const Way w : {Way{DType::kF32, kUnfused}, Way{DType::kF32, kFused}, Way{DType::kBF16, kFused}}) {
       for (int64_t page : {int64_t(0), int64_t(4)}) {
-        SCOPED_TRACE(std::string(fusion == kFused ? "fused decode projections" : "unfused") +
-                     (page ? ", paged" : ", static"));
-        const EngineOptions o = opts(DType::kF32, 1, 8, true, fusion);
+        const bool bf16 = w.dtype == DType::kBF16;
+        const std::string way = std::string(bf16 ? "bf16, " : "fp32, ") +
+                                (w.fusion == kFused ? "fused decode projections" : "unfused") +
+                                (page ? ", paged" : ", static");
+        SCOPED_TRACE(way);
+        const EngineOptions o = opts(w.dtype, 1, 8, true, w.fusion);
         MAKE_GPU_ENGINE(gpu, spec, 0, page ? paged(o, page) : o);
         const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
         const auto want_logits = ref["last_logits"].get<std::vector<double>>();
@@ -697,12 +710,20 @@ TEST(LlmCuda, MatchesTransformersFixtures) {
         ASSERT_TRUE(gpu.engine->prefill({prompt}, &next).is_ok());
         std::vector<float> got;
         ASSERT_TRUE(gpu.engine->last_logits(&got).is_ok());
+        auto g = generate(*gpu.engine, {prompt}, int64_t(want_ids.size()));
+        ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+        if (bf16) {
+          EXPECT_LT(relative_error(got, std::vector<float>(want_logits.begin(), want_logits.end())), 2e-2) << name;
+          size_t same = 0;
+          while (same < want_ids.size() && g->tokens[0][same] == want_ids[same]) ++same;
+          std::printf("%s %s: the first %zu of %zu greedy tokens as transformers' fp32\n", name.c_str(), way.c_str(),
+                      same, want_ids.size());
+          continue;
+        }
         double scale = 1, worst = 0;
         for (double v : want_logits) scale = std::max(scale, std::abs(v));
         for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want_logits[i]));
         EXPECT_LE(worst, 1e-3 * scale) << name;
-        auto g = generate(*gpu.engine, {prompt}, int64_t(want_ids.size()));
-        ASSERT_TRUE(g.is_ok()) << g.status().to_string();
         EXPECT_EQ(g->tokens[0], want_ids) << name << (page ? " paged" : " static");
         // The device-side decode loop (issue 13) too.
         auto d = generate(*gpu.engine, {prompt}, testing::loop_options(int64_t(want_ids.size()), DecodeLoop::kDevice));

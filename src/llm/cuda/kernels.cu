@@ -15,6 +15,7 @@
 #include "cuda_common/gated_act.cuh"
 #include "cuda_common/pdl.cuh"
 #include "cuda_common/rope.cuh"
+#include "llm/cuda/kernel_common.cuh"
 #include "llm/cuda/kernels.h"
 #include "llm/random_hash.h"
 
@@ -26,20 +27,6 @@ using ::tunableop::cuda::from_f;
 using ::tunableop::cuda::launch;
 using ::tunableop::cuda::rope_rotate;
 using ::tunableop::cuda::to_f;
-
-// Every kernel of a decode step starts like this: wait for the previous kernel of the stream
-// (a no-op unless launched with PDL), then let the next one launch (it waits for us in turn).
-__device__ __forceinline__ void pdl_enter() {
-  ::tunableop::cuda::pdl_wait();
-  ::tunableop::cuda::pdl_launch_dependents();
-}
-
-// Calls f.template operator()<E>() with E the element type for `e`.
-template <class F>
-cudaError_t dispatch(Elem e, F&& f) {
-  if (e == Elem::kF32) return f(float{});
-  return f(__nv_bfloat16{});
-}
 
 unsigned grid_for(int64_t n, int threads) {
   int64_t blocks = (n + threads - 1) / threads;

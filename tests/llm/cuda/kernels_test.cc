@@ -1,7 +1,8 @@
 // The CUDA engine's element-wise kernels (src/llm/cuda/kernels.cu) against fp64 references on
 // the host: the fused residual add + rmsnorm of prefill (issue 12) and the packed forms of
 // rmsnorm, the residual add, the gated activation, RoPE + KV-cache store and argmax (its tie
-// rule), at widths that take the packed path and widths that fall back to the scalar one.
+// rule), at widths that take the packed path and widths that fall back to the scalar one; the
+// families' kernels (family_kernels.cu: biases, q/k head norms, post-norm residual adds, softcap).
 // Outputs start as NaN and sit before guard elements that must stay NaN; cache slots a pass
 // must not write stay NaN too. Skips without a GPU.
 #include "llm/cuda/kernels.h"
@@ -18,6 +19,7 @@
 
 #include "backends/cuda/cuda_testing.h"
 #include "llm/cuda/cudnn_gate.h"
+#include "llm/cuda/family_kernels.h"
 #include "llm/rope.h"
 #include "tunableop/half.h"
 
@@ -405,6 +407,85 @@ TEST(LlmCudaKernels, RopeStoreMatchesTheReference) {
             }
           }
           cudaFree(dseqs), cudaFree(dpos), cudaFree(dtable), cudaFree(dlens);
+        }
+      }
+    }
+  }
+}
+
+// Qwen2's biases and Gemma-2's softcap, element-wise, in both dtypes; the output's neighbours
+// (guard elements) untouched.
+TEST(LlmCudaKernels, FamilyBiasAndSoftcapMatchTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : kElems) {
+    const int64_t rows = 5, width = 1000;  // odd rows, a width that is no power of two
+    const auto y = random_values(e, size_t(rows * width), 31, 3.f), b = random_values(e, size_t(width), 32);
+    DeviceArray dy(e, y), db(e, b);
+    ASSERT_EQ(add_bias(e, dy.get(), db.get(), rows, width, nullptr), cudaSuccess);
+    std::vector<double> want(y.size());
+    for (size_t i = 0; i < y.size(); ++i) want[i] = double(y[i]) + b[i % size_t(width)];
+    expect_close(e, dy.read(), want, std::string("add_bias ") + ename(e));
+
+    DeviceArray dc(e, y);
+    ASSERT_EQ(softcap(e, dc.get(), rows * width, 2.5f, nullptr), cudaSuccess);
+    for (size_t i = 0; i < y.size(); ++i) want[i] = 2.5 * std::tanh(double(y[i]) / 2.5);
+    expect_close(e, dc.read(), want, std::string("softcap ") + ename(e));
+  }
+}
+
+// Qwen3's per-head q/k norms: each q head with wq, each k head with wk, v and the gaps between
+// rows untouched; head dims 64 and 128 (the real ones) and 24.
+TEST(LlmCudaKernels, QkNormNormsEachHead) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : kElems) {
+    for (int64_t hd : {24, 64, 128}) {
+      const int64_t rows = 3, nh = 4, nkv = 2, stride = (nh + 2 * nkv) * hd + 8;
+      const auto x = random_values(e, size_t(rows * stride), 41, 2.f);
+      const auto wq = random_values(e, size_t(hd), 42), wk = random_values(e, size_t(hd), 43);
+      DeviceArray dx(e, x), dq(e, wq), dk(e, wk);
+      ASSERT_EQ(qk_norm(e, dx.get(), rows, stride, nh, nkv, hd, dq.get(), dk.get(), 1e-6f, nullptr), cudaSuccess);
+      std::vector<double> want(x.begin(), x.end());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t h = 0; h < nh + nkv; ++h) {
+          const int64_t at = r * stride + h * hd;
+          double ss = 0;
+          for (int64_t i = 0; i < hd; ++i) ss += double(x[size_t(at + i)]) * x[size_t(at + i)];
+          const double inv = 1 / std::sqrt(ss / double(hd) + 1e-6);
+          for (int64_t i = 0; i < hd; ++i)
+            want[size_t(at + i)] = x[size_t(at + i)] * inv * (h < nh ? wq[size_t(i)] : wk[size_t(i)]);
+        }
+      }
+      expect_close(e, dx.read(), want, std::string("qk_norm ") + ename(e) + " d" + std::to_string(hd));
+    }
+  }
+}
+
+// Gemma-2's post-norms: x (fp32) += E(rmsnorm(y) * (1 + w)), decode (1 row) and prefill rows.
+TEST(LlmCudaKernels, AddNormedResidualMatchesTheReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : kElems) {
+    for (int64_t rows : {1, 7}) {
+      const int64_t width = 3584;  // Gemma-2-9B's hidden size
+      const auto x = random_values(Elem::kF32, size_t(rows * width), 51),
+                 y = random_values(e, size_t(rows * width), 52, 4.f);
+      const auto w = random_values(e, size_t(width), 53, 0.3f);
+      DeviceArray dx(Elem::kF32, x), dy(e, y), dw(e, w);
+      ASSERT_EQ(add_normed_residual(e, dx.f32(), dy.get(), dw.get(), rows, width, 1e-6f, true, nullptr), cudaSuccess);
+      const std::vector<float> got = dx.read();
+      int bad = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < width; ++i) ss += double(y[size_t(r * width + i)]) * y[size_t(r * width + i)];
+        const double inv = 1 / std::sqrt(ss / double(width) + 1e-6);
+        for (int64_t i = 0; i < width && bad < 5; ++i) {
+          const size_t k = size_t(r * width + i);
+          // The normed term is rounded to E before the fp32 add: one rounding of E on it, fp32's on the sum.
+          const double term = y[k] * inv * (1.0 + w[size_t(i)]), want = x[k] + term;
+          const double tol = std::fabs(term) * (e == Elem::kBF16 ? 0.0079 : 2e-6) + 2e-6 * (1 + std::fabs(want));
+          if (!(std::fabs(got[k] - want) <= tol)) {
+            ++bad;
+            ADD_FAILURE() << ename(e) << " row " << r << " element " << i << ": " << got[k] << ", want " << want;
+          }
         }
       }
     }

@@ -78,9 +78,14 @@ void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2, std::vector
   // TUNABLEOP_ATTENTION_TEST_ONLY=<name>[,<name>...]: only these candidates (sanitizer runs).
   const char* only_env = std::getenv("TUNABLEOP_ATTENTION_TEST_ONLY");
   const std::string only = only_env ? std::string(",") + only_env + "," : "";
-  if (shapes.empty()) shapes = testing::attention_test_shapes(dtype, /*long_decode=*/!quick);
+  // TUNABLEOP_ATTENTION_TEST_FEATURES=1: only the shapes with a sliding window or a softcap
+  // (scripts/gpu-models.sh).
+  const char* features_env = std::getenv("TUNABLEOP_ATTENTION_TEST_FEATURES");
+  const bool features = features_env && *features_env == '1';
+  if (shapes.empty()) shapes = testing::attention_test_shapes(dtype, /*long_decode=*/!quick && !features);
   for (const AttentionParams& shape : shapes) {
     if (quick && shape.head_dim != 128) continue;
+    if (features && shape.window == 0 && shape.softcap == 0) continue;
     HostAttention h = testing::make_attention_problem(shape, seed++);
     DeviceAttention dev(h);
     int ran = 0;
