@@ -48,7 +48,9 @@ UNTUNED = ["GemmTunableOp_float_NN,nn_1024_512_2048", "GemmTunableOp_float_TN,tn
            "FusedLinearTunableOp_float,out_16_tokens_4_in_64_input_0_eps_0_output_3",
            "AttentionTunableOp_BFloat16_causal,b1_q512_k512_h32_kv32_d128",
            "AttentionTunableOp_float_causal,b2_q1_k4096_h8_kv2_d64_p64_vk",
-           "AttentionTunableOp_Half_full,b1_q16_k64_h4_kv1_d256_ms128_qs2048"]
+           "AttentionTunableOp_Half_full,b1_q16_k64_h4_kv1_d256_ms128_qs2048",
+           "AttentionTunableOp_BFloat16_causal,b1_q1_k8192_h16_kv8_d256_vk_w4096_cap50",
+           "AttentionTunableOp_float_causal,b2_q7_k7_h4_kv2_d64_sc0.0833333358168602_cap2.5"]
 put("untuned_signature", "untuned.csv", "\n".join(UNTUNED) + "\n")
 for i, line in enumerate(UNTUNED):
     put("untuned_signature", "line%d.csv" % i, line + "\n")
@@ -71,25 +73,39 @@ def safetensors(tensors):
     return struct.pack("<Q", len(h)) + h + data
 
 
-def model(arch, vocab, hidden, inter, layers, heads, kv, head_dim, tied, dtype="F32", es=4):
-    cfg = {"architectures": ["GemmaForCausalLM" if arch == "gemma" else "LlamaForCausalLM"],
+CLASSES = {"llama": "LlamaForCausalLM", "gemma": "GemmaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+           "qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "mistral": "MistralForCausalLM"}
+
+
+def model(arch, vocab, hidden, inter, layers, heads, kv, head_dim, tied, dtype="F32", es=4, extra=None):
+    cfg = {"architectures": [CLASSES[arch]],
            "model_type": arch, "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
            "head_dim": head_dim, "max_position_embeddings": 32, "rms_norm_eps": 1e-6,
            "tie_word_embeddings": tied}
+    cfg.update(extra or {})
     q, k = heads * head_dim, kv * head_dim
     t = [("model.embed_tokens.weight", dtype, [vocab, hidden], es)]
     for i in range(layers):
         p = "model.layers.%d." % i
+        bias = arch == "qwen2"
         t += [(p + "input_layernorm.weight", dtype, [hidden], es),
-              (p + "self_attn.q_proj.weight", dtype, [q, hidden], es),
-              (p + "self_attn.k_proj.weight", dtype, [k, hidden], es),
-              (p + "self_attn.v_proj.weight", dtype, [k, hidden], es),
-              (p + "self_attn.o_proj.weight", dtype, [hidden, q], es),
-              (p + "post_attention_layernorm.weight", dtype, [hidden], es),
-              (p + "mlp.gate_proj.weight", dtype, [inter, hidden], es),
+              (p + "self_attn.q_proj.weight", dtype, [q, hidden], es)]
+        t += [(p + "self_attn.q_proj.bias", dtype, [q], es)] if bias else []
+        t += [(p + "self_attn.k_proj.weight", dtype, [k, hidden], es)]
+        t += [(p + "self_attn.k_proj.bias", dtype, [k], es)] if bias else []
+        t += [(p + "self_attn.v_proj.weight", dtype, [k, hidden], es)]
+        t += [(p + "self_attn.v_proj.bias", dtype, [k], es)] if bias else []
+        t += [(p + "self_attn.o_proj.weight", dtype, [hidden, q], es)]
+        if arch == "qwen3":
+            t += [(p + "self_attn.q_norm.weight", dtype, [head_dim], es),
+                  (p + "self_attn.k_norm.weight", dtype, [head_dim], es)]
+        t += [(p + "post_attention_layernorm.weight", dtype, [hidden], es)]
+        t += [(p + "pre_feedforward_layernorm.weight", dtype, [hidden], es)] if arch == "gemma2" else []
+        t += [(p + "mlp.gate_proj.weight", dtype, [inter, hidden], es),
               (p + "mlp.up_proj.weight", dtype, [inter, hidden], es),
               (p + "mlp.down_proj.weight", dtype, [hidden, inter], es)]
+        t += [(p + "post_feedforward_layernorm.weight", dtype, [hidden], es)] if arch == "gemma2" else []
     t.append(("model.norm.weight", dtype, [hidden], es))
     if not tied:
         t.append(("lm_head.weight", dtype, [vocab, hidden], es))
@@ -100,6 +116,17 @@ def model(arch, vocab, hidden, inter, layers, heads, kv, head_dim, tied, dtype="
 put("model_loader", "llama.bin", model("llama", 16, 8, 12, 1, 2, 1, 4, False))
 put("model_loader", "gemma_bf16.bin", model("gemma", 12, 8, 10, 2, 2, 1, 4, True, "BF16", 2))
 put("model_loader", "llama_f16_2layers.bin", model("llama", 10, 4, 6, 2, 1, 1, 4, False, "F16", 2))
+# The current families (issue 28): biases, head norms, post-norms, windows, softcaps, RoPE scaling.
+put("model_loader", "qwen2_yarn.bin", model("qwen2", 16, 8, 12, 1, 2, 1, 4, True, extra={
+    "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8},
+    "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 0}))
+put("model_loader", "qwen3.bin", model("qwen3", 16, 8, 12, 1, 2, 1, 6, False))
+put("model_loader", "gemma2.bin", model("gemma2", 12, 8, 10, 2, 2, 1, 4, True, "BF16", 2, extra={
+    "attn_logit_softcapping": 50.0, "final_logit_softcapping": None, "query_pre_attn_scalar": 6,
+    "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}))
+put("model_loader", "llama3_mistral.bin", model("llama", 16, 8, 12, 1, 2, 1, 4, False, extra={
+    "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                        "high_freq_factor": 4.0, "original_max_position_embeddings": 8}}))
 put("model_loader", "config_only.bin", struct.pack("<H", 60) + b'{"model_type":"llama","vocab_size":1000000000}' +
     b" " * 14)
 put("model_loader", "overlap.bin", struct.pack("<H", 2) + b"{}" + safetensors([("a", "F32", [4], 4)])[:-16] +

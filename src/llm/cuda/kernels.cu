@@ -152,6 +152,12 @@ __device__ __forceinline__ int64_t kv_cache_offset(const RopeStoreArgs& a, int64
   return ((page * a.n_kv_heads + head) * a.page_size + pos % a.page_size) * a.head_dim;
 }
 
+// qkv row element j with the row's bias added when there is one (rounded to E, as add_bias does).
+template <class E>
+__device__ __forceinline__ float biased(const RopeStoreArgs& a, const E* row, int64_t j) {
+  return a.qkv_bias ? to_f(from_f<E>(to_f(row[j]) + to_f(static_cast<const E*>(a.qkv_bias)[j]))) : to_f(row[j]);
+}
+
 // One block per (row, q or k head): decode has one row per sequence, so a block per row alone
 // left one SM walking every head in a serial loop (15 us for Llama's 64 heads). A k-head block
 // also stores that kv head's v.
@@ -171,13 +177,13 @@ __global__ void rope_store_kernel(RopeStoreArgs a) {
   E* dst = h < a.n_heads ? row + h * hd : kc + off;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     float y0, y1;
-    rope_rotate(to_f(row[h * hd + i]), to_f(row[h * hd + i + half]), c[i], s[i], y0, y1);
+    rope_rotate(biased(a, row, h * hd + i), biased(a, row, h * hd + i + half), c[i], s[i], y0, y1);
     dst[i] = from_f<E>(y0);
     dst[i + half] = from_f<E>(y1);
   }
   if (h < a.n_heads) return;
-  const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) vc[off + d] = v[d];
+  const int64_t v0 = (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) vc[off + d] = from_f<E>(biased(a, row, v0 + d));
 }
 
 // The same rotation, V pairs (i, i + half) per thread with packed loads (half a multiple of V):
@@ -195,7 +201,14 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   const int64_t off = h < a.n_heads ? 0 : kv_cache_offset(a, seq, h - a.n_heads, pos);
   if (off < 0) return;  // a paged cache's padding row
   E* dst = h < a.n_heads ? row + h * hd : static_cast<E*>(a.k_cache) + off;
-  const Pack<E, V> x0 = load_pack<E, V>(row + h * hd + i), x1 = load_pack<E, V>(row + h * hd + i + half);
+  Pack<E, V> x0 = load_pack<E, V>(row + h * hd + i), x1 = load_pack<E, V>(row + h * hd + i + half);
+  const E* bias = static_cast<const E*>(a.qkv_bias);
+  auto add_bias = [&](Pack<E, V>& x, int64_t at) {  // the bits of add_bias (family_kernels.h)
+    const Pack<E, V> b = load_pack<E, V>(bias + at);
+#pragma unroll
+    for (int j = 0; j < V; ++j) x.v[j] = from_f<E>(to_f(x.v[j]) + to_f(b.v[j]));
+  };
+  if (bias) add_bias(x0, h * hd + i), add_bias(x1, h * hd + i + half);
   const Pack<float, V> c = load_pack<float, V>(a.cos + pos * half + i),
                        sn = load_pack<float, V>(a.sin + pos * half + i);
   Pack<E, V> y0, y1;
@@ -209,10 +222,12 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
   store_pack<E, V>(dst + i, y0);
   store_pack<E, V>(dst + i + half, y1);
   if (h < a.n_heads) return;
-  const E* v = row + (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
+  const int64_t v0 = (a.n_heads + a.n_kv_heads + (h - a.n_heads)) * hd;
   E* vc = static_cast<E*>(a.v_cache) + off;
-  store_pack<E, V>(vc + i, load_pack<E, V>(v + i));
-  store_pack<E, V>(vc + i + half, load_pack<E, V>(v + i + half));
+  Pack<E, V> va = load_pack<E, V>(row + v0 + i), vb = load_pack<E, V>(row + v0 + i + half);
+  if (bias) add_bias(va, v0 + i), add_bias(vb, v0 + i + half);
+  store_pack<E, V>(vc + i, va);
+  store_pack<E, V>(vc + i + half, vb);
 }
 
 template <class E>
@@ -443,7 +458,7 @@ cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl)
     // a multiple of 4 elements.
     const bool packed = half % 4 == 0 && a.row_stride % 4 == 0 && aligned(a.qkv, 4 * sizeof(E)) &&
                         aligned(a.k_cache, 4 * sizeof(E)) && aligned(a.v_cache, 4 * sizeof(E)) && aligned(a.cos, 16) &&
-                        aligned(a.sin, 16) && half / 4 <= 128;
+                        aligned(a.sin, 16) && half / 4 <= 128 && aligned(a.qkv_bias, 4 * sizeof(E));
     if (packed && a.rows > 0) {
       const int head_threads = int(half / 4);
       const int64_t per_block = std::max<int64_t>(1, 128 / head_threads);

@@ -59,6 +59,9 @@ struct RopeStoreArgs {
   const int32_t* block_table = nullptr;  // device, [seq][pages_per_seq]
   int64_t page_size = 0, pages_per_seq = 0;
   const int32_t* seq_lens = nullptr;  // device, [seq]
+  // Qwen2's q/k/v biases (null: none), [q_dim + 2 kv_dim]: each value is E(value + bias) before
+  // the rotation and the store, the bits of add_bias (family_kernels.h) followed by rope_store.
+  const void* qkv_bias = nullptr;
 };
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl = false);

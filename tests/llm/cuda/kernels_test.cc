@@ -413,6 +413,54 @@ TEST(LlmCudaKernels, RopeStoreMatchesTheReference) {
   }
 }
 
+// Qwen2's biases folded into rope_store (decode keeps one kernel) give the bits of add_bias
+// followed by rope_store, packed (head_dim 128) and scalar (6) forms, q in place and k, v cached.
+TEST(LlmCudaKernels, RopeStoreWithBiasEqualsAddBiasThenRopeStore) {
+  TUNABLEOP_REQUIRE_GPU();
+  for (Elem e : kElems) {
+    for (int64_t hd : {128, 6}) {
+      const int64_t rows = 3, nh = 4, nkv = 2, stride = (nh + 2 * nkv) * hd, max_seq = 8;
+      const auto qkv = random_values(e, size_t(rows * stride), 61), bias = random_values(e, size_t(stride), 62);
+      const RopeTable rope = make_rope_table(hd, 10000.0, max_seq);
+      const std::vector<int32_t> seqs = {0, 1, 2}, pos = {0, 3, 7};
+      int32_t* dints = nullptr;
+      ASSERT_EQ(cudaMalloc(&dints, 4 * 6), cudaSuccess);
+      cudaMemcpy(dints, seqs.data(), 12, cudaMemcpyHostToDevice);
+      cudaMemcpy(dints + 3, pos.data(), 12, cudaMemcpyHostToDevice);
+      DeviceArray dcos(Elem::kF32, rope.cos), dsin(Elem::kF32, rope.sin), dbias(e, bias);
+      std::vector<float> out[2][3];  // [fused][q rows, k cache, v cache]
+      for (int fused = 0; fused < 2; ++fused) {
+        const size_t cache_n = size_t(rows * nkv * max_seq * hd);
+        DeviceArray dqkv(e, qkv), kc(e, cache_n), vc(e, cache_n);
+        RopeStoreArgs a;
+        a.qkv = dqkv.get(), a.rows = rows, a.row_stride = stride, a.n_heads = nh, a.n_kv_heads = nkv, a.head_dim = hd;
+        a.seqs = dints, a.positions = dints + 3, a.cos = dcos.f32(), a.sin = dsin.f32();
+        a.k_cache = kc.get(), a.v_cache = vc.get(), a.max_seq = max_seq;
+        if (fused) {
+          a.qkv_bias = dbias.get();
+        } else {
+          ASSERT_EQ(add_bias(e, dqkv.get(), dbias.get(), rows, stride, nullptr), cudaSuccess);
+        }
+        ASSERT_EQ(rope_store(e, a, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> q = dqkv.read(), q_only;
+        for (int64_t r = 0; r < rows; ++r)
+          q_only.insert(q_only.end(), q.begin() + r * stride, q.begin() + r * stride + nh * hd);
+        out[fused][0] = q_only, out[fused][1] = kc.read(), out[fused][2] = vc.read();
+      }
+      for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(out[0][i].size(), out[1][i].size());
+        for (size_t j = 0; j < out[0][i].size(); ++j) {
+          const float x = out[0][i][j], y = out[1][i][j];
+          ASSERT_TRUE((std::isnan(x) && std::isnan(y)) || x == y)
+              << ename(e) << " head_dim " << hd << " part " << i << " element " << j << ": " << x << " vs " << y;
+        }
+      }
+      cudaFree(dints);
+    }
+  }
+}
+
 // Qwen2's biases and Gemma-2's softcap, element-wise, in both dtypes; the output's neighbours
 // (guard elements) untouched.
 TEST(LlmCudaKernels, FamilyBiasAndSoftcapMatchTheReference) {
