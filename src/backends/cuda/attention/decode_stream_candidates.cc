@@ -30,7 +30,7 @@ constexpr DecodeStreamConfig kConfigs[] = {{2, 16, 12, 4, 4}, {2, 32, 6, 3, 4}, 
 Status supports(const AttentionParams& p, const DecodeStreamConfig& c) {
   TUNABLEOP_RETURN_IF_ERROR(p.validate());  // params as the op passes them: with_defaults applied
   if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return Status::unsupported("bf16 and fp16 only");
-  if (p.window > 0 || p.softcap > 0) return Status::unsupported("no sliding window or softcapping");
+  if (p.window > 0) return Status::unsupported("no sliding window (its chunks start at key 0)");
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
     return Status::unsupported("head_dim 64, 128 or 256 only");
   const int64_t rows = p.q_len * p.group();

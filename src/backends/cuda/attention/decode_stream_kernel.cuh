@@ -274,8 +274,10 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
       }
     }
   } else {
-    // Consumers: the query rows, pre-scaled to log2 units, this lane's dims of them.
-    const float scale_log2 = a.scale * 1.4426950408889634f;
+    // Consumers: the query rows, pre-scaled to log2 units (softcapping: scaled only, the capped
+    // score taken to log2 units), this lane's dims of them.
+    const bool capped = a.softcap > 0.f;
+    const float scale_log2 = a.scale * (capped ? 1.f : 1.4426950408889634f);
     float q[kRows][kE];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -329,6 +331,7 @@ __global__ void __launch_bounds__(32 * (kMaxWarps + 1))
             x += __shfl_xor_sync(0xffffffffu, x, 4);
             const int kk = k0 + kq + 4 * t;
             const bool vis = kk < n && r < rows_real && (!a.causal || j0 + kk <= pos0 + r / group);
+            if (capped) x = flash_detail::softcap_score(x, a.softcap) * 1.4426950408889634f;
             sc[t][r] = vis ? x : -INFINITY;
             top = fmaxf(top, sc[t][r]);
           }
