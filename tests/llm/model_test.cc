@@ -70,6 +70,18 @@ class RecordingDevice final : public DeviceKernels {
                          bool slot_table) override {
     return note("run_decode_step", [&] { return inner_->run_decode_step(batch, linear, step, slot_table); });
   }
+  Status add_bias(void* y, const void* bias, int64_t rows, int64_t width) override {
+    return note("add_bias", [&] { return inner_->add_bias(y, bias, rows, width); });
+  }
+  Status qk_norm(void* qkv, int64_t rows, const void* q_norm, const void* k_norm) override {
+    return note("qk_norm", [&] { return inner_->qk_norm(qkv, rows, q_norm, k_norm); });
+  }
+  Status add_normed_residual(float* x, const void* y, const void* w, int64_t rows) override {
+    return note("add_normed_residual", [&] { return inner_->add_normed_residual(x, y, w, rows); });
+  }
+  Status softcap(void* x, int64_t rows, int64_t width, float cap) override {
+    return note("softcap", [&] { return inner_->softcap(x, rows, width, cap); });
+  }
 
  private:
   template <class F>
@@ -112,22 +124,47 @@ Recorded make_recorded(const ModelConfig& c, const std::string& fail_at = "", in
 // A prefill gathers each sequence's last row of qkv and of the residual stream around the last
 // layer's attention (outputs_only), or of the residual stream before the lm_head when every row
 // runs every layer.
-std::vector<std::string> expected_pass(int64_t layers, bool prefill, bool outputs_only = true) {
+// The families' calls (config.h) sit in the same list: the qkv biases and head norms between
+// the qkv projection and rope_kv, the post-norms as the residual adds of o and down, the
+// softcap after the argmax.
+std::vector<std::string> expected_pass(int64_t layers, bool prefill, bool outputs_only = true,
+                                       const ModelConfig& family = ModelConfig{}) {
+  const char* residual = family.post_norms ? "add_normed_residual" : "add_residual";
   std::vector<std::string> v = {"embedding"};
   for (int64_t l = 0; l < layers; ++l) {
     const bool tail = prefill && outputs_only && l + 1 == layers;
-    for (const char* op : {"rmsnorm", "rope_kv"}) v.push_back(op);
+    v.push_back("rmsnorm");
+    if (family.qkv_bias) v.push_back("add_bias");
+    if (family.qk_norm) v.push_back("qk_norm");
+    v.push_back("rope_kv");
     if (tail) v.push_back("gather_rows");
     v.push_back("attention");
     if (tail) v.push_back("gather_rows");
-    for (const char* op : {"after_row_parallel_linear", "add_residual", "rmsnorm", "gated_activation",
-                           "after_row_parallel_linear", "add_residual"}) {
+    for (const char* op : {"after_row_parallel_linear", residual, "rmsnorm", "gated_activation",
+                           "after_row_parallel_linear", residual}) {
       v.push_back(op);
     }
   }
   if (prefill && !outputs_only) v.push_back("gather_rows");
   for (const char* op : {"rmsnorm", "argmax"}) v.push_back(op);
+  if (family.final_logit_softcapping > 0) v.push_back("softcap");
   return v;
+}
+
+TEST(LlmModel, FamilyCallsSitInTheLayerList) {
+  for (const ModelConfig& c : {testing::small_qwen2(), testing::small_qwen3(), testing::small_gemma2()}) {
+    SCOPED_TRACE(architecture_name(c.arch));
+    Recorded r = make_recorded(c);
+    ASSERT_TRUE(r.engine);
+    std::vector<int32_t> next;
+    ASSERT_TRUE(r.engine->prefill({{1, 2, 3}, {4, 5}}, &next).is_ok());
+    EXPECT_EQ(r.device->calls, expected_pass(c.num_layers, true, true, c));
+    r.device->calls.clear();
+    ASSERT_TRUE(r.engine->decode(next, &next).is_ok());
+    std::vector<std::string> want = {"run_decode_step"};
+    for (const std::string& op : expected_pass(c.num_layers, false, true, c)) want.push_back(op);
+    EXPECT_EQ(r.device->calls, want);
+  }
 }
 
 TEST(LlmModel, DeviceSeesTheLayerList) {
