@@ -52,6 +52,22 @@ Status check_prompts(const ModelConfig& c, const EngineOptions& o, const std::ve
   return Status::ok();
 }
 
+// Every tensor the family's features need is on the device: one that did not load them would
+// otherwise run another model without a word.
+Status check_family_weights(const ModelConfig& c, const DeviceWeights& w, const std::string& device) {
+  for (const DeviceWeights::Layer& l : w.layers) {
+    const char* missing = c.qkv_bias && !l.qkv_bias                                 ? "q/k/v biases"
+                          : c.qk_norm && (!l.q_norm || !l.k_norm)                   ? "q/k head norms"
+                          : c.post_norms && (!l.post_attn_norm || !l.post_mlp_norm) ? "post-norms"
+                                                                                    : nullptr;
+    if (missing) {
+      return Status::unsupported(device + " does not hold the " + missing + " of this " + architecture_name(c.arch) +
+                                 " model (layer " + std::to_string(&l - w.layers.data()) + ")");
+    }
+  }
+  return Status::ok();
+}
+
 // Activations for `rows` tokens. Prefill and decode keep separate sets: decode's are allocated
 // once for max_batch rows and never move, which a captured CUDA graph relies on.
 struct Activations {
@@ -72,6 +88,7 @@ class Model final : public Engine {
         linear_(std::move(fn), std::move(gemm), std::move(attention)) {}
 
   Status init() {
+    TUNABLEOP_RETURN_IF_ERROR(check_family_weights(c_, dev_->weights(), dev_->name()));
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
     esize_ = dtype_size(dev_->dtype());
     auto cache = dev_->make_kv_cache(o_.kv_cache, o_.max_batch, o_.max_seq);

@@ -160,6 +160,20 @@ TEST(LlmFamilies, MissingFamilyTensorsAreNamed) {
   }
 }
 
+// A device that does not hold a family's tensors is refused when the engine is made, never run
+// as another model.
+TEST(LlmFamilies, AnEngineRefusesADeviceWithoutTheFamilyTensors) {
+  auto ctx = testing::default_only_context();
+  for (const ModelConfig& c : {testing::small_qwen2(), testing::small_qwen3(), testing::small_gemma2()}) {
+    ModelWeights w = make_random_weights(c, 1);
+    for (LayerWeights& l : w.layers) l.qkv_bias.clear(), l.k_norm.clear(), l.post_mlp_norm.clear();
+    auto e = make_cpu_engine(std::make_shared<const ModelWeights>(std::move(w)), testing::options(1, 48, 8),
+                             tunableop_linear(*ctx), tunableop_gemm(*ctx), tunableop_attention(*ctx));
+    ASSERT_FALSE(e.is_ok()) << architecture_name(c.arch);
+    EXPECT_NE(e.status().message().find("does not hold"), std::string::npos) << e.status().message();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, LlmFamily, ::testing::ValuesIn(kFamilies),
                          [](const ::testing::TestParamInfo<Family>& i) { return std::string(i.param.name); });
 
