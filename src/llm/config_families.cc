@@ -204,6 +204,8 @@ void read_family_features(Reader& r, ModelConfig& c) {
       return;
     case Architecture::kGemma2:
       refuse_bias(r, "Gemma-2 has none");
+      if (r.opt_bool("use_bidirectional_attention").value_or(false))
+        r.fail("\"use_bidirectional_attention\": true is not supported (attention here is causal)");
       c.post_norms = true;
       c.attn_logit_softcapping = softcap(r, "attn_logit_softcapping", 50.0);
       c.final_logit_softcapping = softcap(r, "final_logit_softcapping", 30.0);
