@@ -326,6 +326,23 @@ std::string model_config_to_json(const ModelConfig& c) {
   return j.dump(2) + "\n";
 }
 
+std::string feature_tag(const ModelConfig& c) {
+  std::string t;
+  auto num = [](double v) {  // as JSON writes the number: 50.0, 0.5
+    json j = v;
+    return j.dump();
+  };
+  if (c.qkv_bias) t += "_bias";
+  if (c.qk_norm) t += "_qknorm";
+  if (c.post_norms) t += "_post";
+  if (c.attn_logit_softcapping > 0 || c.final_logit_softcapping > 0)
+    t += "_cap" + num(c.attn_logit_softcapping) + "_" + num(c.final_logit_softcapping);
+  if (c.sliding_window > 0 && !c.layer_types.empty()) t += "_w" + std::to_string(c.sliding_window);
+  if (c.attention_scale() > 0) t += "_qs" + num(c.query_pre_attn_scalar);
+  if (c.rope.type != RopeType::kDefault) t += std::string("_rope") + rope_type_name(c.rope.type);
+  return t;
+}
+
 void set_layer_count(ModelConfig& c, int64_t layers) {
   if (!c.layer_types.empty() && layers >= 0) {
     const std::vector<LayerType> pattern = c.layer_types;

@@ -94,6 +94,10 @@ StatusOr<ModelConfig> parse_model_config(std::string_view json_text, const std::
 StatusOr<ModelConfig> load_model_config(const std::string& dir);
 // The config.json a Hugging Face loader accepts for this model (used to save random models).
 std::string model_config_to_json(const ModelConfig& c);
+// The features that change a model's decode step beyond its shape, as a results-file tag
+// ("" for Llama 2 and Gemma; e.g. "_bias", "_qknorm", "_post_cap50_30_w4096"): decode choices
+// tuned for one model are not served to another of the same shape.
+std::string feature_tag(const ModelConfig& c);
 // `layers` layers with the family's pattern of layer types kept (a built-in model shrunk with
 // --layers): the types repeat with the first ones' period.
 void set_layer_count(ModelConfig& c, int64_t layers);

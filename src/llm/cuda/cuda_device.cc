@@ -25,6 +25,7 @@
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
 #include "llm/cuda/decode_fusion.h"
+#include "llm/cuda/family_kernels.h"
 #include "llm/cuda/graph_runner.h"
 #include "llm/cuda/kernels.h"
 #include "llm/cuda/prefill_gate.h"
@@ -86,18 +87,17 @@ class CudaKernels final : public DeviceKernels {
     const ModelConfig& c = config();
     graphs_ = std::make_unique<cuda::GraphRunner>(
         ctx_, stream_.get(), variant_, pdl_capable_,
-        fmt::format("{}_l{}_h{}_i{}_q{}_kv{}_d{}_v{}", architecture_name(c.arch), c.num_layers, c.hidden_size,
-                    c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size),
+        fmt::format("{}_l{}_h{}_i{}_q{}_kv{}_d{}_v{}{}", architecture_name(c.arch), c.num_layers, c.hidden_size,
+                    c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, feature_tag(c)),
         o_.dtype);
     gate_.init(stream_.get(), c.activation);
     TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
     TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
-    const int64_t hd = config().head_dim;
     TUNABLEOP_RETURN_IF_ERROR(tp_ ? weights_.load_shard(spec, seed, *tp_, tp_rank_, host, e_, stream_.get())
                                   : weights_.load(spec, seed, config(), e_, stream_.get()));
     view_ = weights_.view();
     if (tp_) TUNABLEOP_RETURN_IF_ERROR(row_gemm_.init(stream_.get()));
-    RopeTable rope = make_rope_table(hd, config().rope_theta, o_.max_seq);
+    RopeTable rope = make_rope_table(config(), o_.max_seq);  // the model's RoPE scaling (rope.h)
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_cos_, rope.cos.data(), rope.cos.size() * 4));
     TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_sin_, rope.sin.data(), rope.sin.size() * 4));
     return Status::ok();
@@ -194,6 +194,11 @@ class CudaKernels final : public DeviceKernels {
       r.v_cache = (*sc)->v(layer);
       r.max_seq = (*sc)->max_seq();
     }
+    if (pending_bias_.y) {  // Qwen2's q/k/v biases, left by add_bias: added as the rows are read
+      if (pending_bias_.y != qkv) return Status::internal("rope_kv: the biases left for it are not this pass's");
+      r.qkv_bias = pending_bias_.bias;
+      pending_bias_ = {};
+    }
     if (pending_qkv_) {  // this pass's qkv, left by project()
       const Projection q = *pending_qkv_;
       pending_qkv_.reset();
@@ -268,6 +273,34 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_CUDA_TRY(cuda::argmax_rows(e_, logits, rows, config().vocab_size, out, stream_.get(), launch_pdl()));
     return Status::ok();
   }
+  // The families' ops (family_kernels.h). Qwen2's biases on the qkv rows are left for the
+  // rope_kv that follows (model.cc calls nothing in between; Qwen3's head norms, when a model has
+  // both, need them first): rope_store adds them as it reads the rows, one kernel less a layer.
+  Status add_bias(void* y, const void* bias, int64_t rows, int64_t width) override {
+    const ModelConfig& c = config();
+    if (width == c.qkv_dim() && !c.qk_norm && !pending_bias_.y) {
+      pending_bias_ = {y, bias};
+      return Status::ok();
+    }
+    TUNABLEOP_CUDA_TRY(cuda::add_bias(e_, y, bias, rows, width, stream_.get(), launch_pdl()));
+    return Status::ok();
+  }
+  Status qk_norm(void* qkv, int64_t rows, const void* q_norm, const void* k_norm) override {
+    const ModelConfig& c = config();
+    TUNABLEOP_CUDA_TRY(cuda::qk_norm(e_, qkv, rows, c.qkv_dim(), c.num_heads, c.num_kv_heads, c.head_dim, q_norm,
+                                     k_norm, float(c.rms_norm_eps), stream_.get(), launch_pdl()));
+    return Status::ok();
+  }
+  Status add_normed_residual(float* x, const void* y, const void* w, int64_t rows) override {
+    const ModelConfig& c = config();
+    TUNABLEOP_CUDA_TRY(cuda::add_normed_residual(e_, x, y, w, rows, c.hidden_size, float(c.rms_norm_eps),
+                                                 c.norm_adds_one(), stream_.get(), launch_pdl()));
+    return Status::ok();
+  }
+  Status softcap(void* x, int64_t rows, int64_t width, float cap) override {
+    TUNABLEOP_CUDA_TRY(cuda::softcap(e_, x, rows * width, cap, stream_.get(), launch_pdl()));
+    return Status::ok();
+  }
   Status sample(const void* logits, int64_t rows, const SamplingRow* params, int32_t* out) override {
     TUNABLEOP_CUDA_TRY(cuda::sample_rows(e_, logits, rows, config().vocab_size, params, out, stream_.get()));
     return Status::ok();
@@ -303,7 +336,10 @@ class CudaKernels final : public DeviceKernels {
     const bool off = (variant_.fuse_off & bit) && o_.fusion == EngineOptions::Fusion::kAuto;
     const bool qkv = (variant_.rope || variant_.qkv_fused) && bit == cuda::kSiteQkv && p.norm &&
                      p.epilogue == Projection::Epilogue::kStore && can_fuse && !off;
-    if (qkv && variant_.rope) {
+    // Biases or head norms come between qkv and RoPE: those models' "RoPE in qkv" variants run
+    // qkv fused and rope_kv on its own (the FusedLinear epilogue has neither).
+    const bool rope_in_qkv = variant_.rope && !config().qkv_bias && !config().qk_norm;
+    if (qkv && rope_in_qkv) {
       pending_qkv_ = p;  // rope_kv runs it, with RoPE and the cache write in its epilogue
       return Status::ok();
     }
@@ -697,7 +733,11 @@ class CudaKernels final : public DeviceKernels {
   cuda::StepVariant variant_;                  // how decode steps are built now (graph_runner.h chooses per step)
   std::unique_ptr<cuda::GraphRunner> graphs_;  // made in init(), once the stream exists
   std::optional<Projection> pending_qkv_;      // variant_.rope: qkv, run by the rope_kv after it
-  bool rope_ran_in_qkv_ = false;               // profiling: the next "rope_kv" mark is dropped
+  struct PendingBias {
+    void* y = nullptr;
+    const void* bias = nullptr;
+  } pending_bias_;                // add_bias: Qwen2's biases, added by the rope_kv after it
+  bool rope_ran_in_qkv_ = false;  // profiling: the next "rope_kv" mark is dropped
   int l2_bytes_ = 0;
   cuda::DecodeFusion fusion_;
   DeviceBuffer scratch_;                           // zero: a timing sink and a 16-byte buffer the timer reads

@@ -54,6 +54,8 @@ Status CudaWeights::load(const ModelSpec& spec, uint64_t seed, const ModelConfig
       TUNABLEOP_RETURN_IF_ERROR(random_weight(d.mlp_norm, c, H, seed, RandomTensor::kMlpNorm, l));
       TUNABLEOP_RETURN_IF_ERROR(random_weight(d.w_gate_up, c, 2 * I * H, seed, RandomTensor::kGateUp, l));
       TUNABLEOP_RETURN_IF_ERROR(random_weight(d.w_down, c, H * I, seed, RandomTensor::kDown, l));
+      DeviceBuffer unused;
+      TUNABLEOP_RETURN_IF_ERROR(load_family(c, l, seed, nullptr, unused));
     }
     TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_));
   } else {
@@ -72,6 +74,7 @@ Status CudaWeights::load(const ModelSpec& spec, uint64_t seed, const ModelConfig
       TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.mlp_norm, h.mlp_norm, staging));
       TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.w_gate_up, h.w_gate_up, staging));
       TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.w_down, h.w_down, staging));
+      TUNABLEOP_RETURN_IF_ERROR(load_family(c, l, seed, &h, staging));
     }
   }
   make_view(c, false);
@@ -130,16 +133,45 @@ Status CudaWeights::load_shard(const ModelSpec& spec, uint64_t seed, const Tenso
   return Status::ok();
 }
 
+Status CudaWeights::load_family(const ModelConfig& c, int64_t l, uint64_t seed, const LayerWeights* host,
+                                DeviceBuffer& staging) {
+  Layer& d = layers_[size_t(l)];
+  struct Tensor {
+    bool has;
+    DeviceBuffer& dst;
+    int64_t n;
+    RandomTensor t;
+    const std::vector<float>* src;
+  };
+  const Tensor tensors[] = {
+      {c.qkv_bias, d.qkv_bias, c.qkv_dim(), RandomTensor::kQkvBias, host ? &host->qkv_bias : nullptr},
+      {c.qk_norm, d.q_norm, c.head_dim, RandomTensor::kQNorm, host ? &host->q_norm : nullptr},
+      {c.qk_norm, d.k_norm, c.head_dim, RandomTensor::kKNorm, host ? &host->k_norm : nullptr},
+      {c.post_norms, d.post_attn_norm, c.hidden_size, RandomTensor::kPostAttnNorm,
+       host ? &host->post_attn_norm : nullptr},
+      {c.post_norms, d.post_mlp_norm, c.hidden_size, RandomTensor::kPostMlpNorm, host ? &host->post_mlp_norm : nullptr},
+  };
+  for (const Tensor& t : tensors) {
+    if (!t.has) continue;
+    TUNABLEOP_RETURN_IF_ERROR(host ? copy_weight(t.dst, *t.src, staging) : random_weight(t.dst, c, t.n, seed, t.t, l));
+  }
+  return Status::ok();
+}
+
 // A shard always holds its own lm_head rows (tied or not); one device reads the embedding as
-// the lm_head when they are tied.
+// the lm_head when they are tied. The family tensors are null where the model has none.
 void CudaWeights::make_view(const ModelConfig& c, bool sharded) {
   view_ = DeviceWeights{};
   view_.embed = embed_.get();
   view_.final_norm = final_norm_.get();
   view_.lm_head = (!sharded && c.tie_word_embeddings) ? embed_.get() : lm_head_.get();
+  auto opt = [](const DeviceBuffer& b) -> const void* { return b.bytes() ? b.get() : nullptr; };
   for (const Layer& d : layers_) {
-    view_.layers.push_back(
-        {d.attn_norm.get(), d.wqkv.get(), d.wo.get(), d.mlp_norm.get(), d.w_gate_up.get(), d.w_down.get()});
+    DeviceWeights::Layer v{d.attn_norm.get(), d.wqkv.get(),      d.wo.get(),
+                           d.mlp_norm.get(),  d.w_gate_up.get(), d.w_down.get()};
+    v.qkv_bias = opt(d.qkv_bias), v.q_norm = opt(d.q_norm), v.k_norm = opt(d.k_norm);
+    v.post_attn_norm = opt(d.post_attn_norm), v.post_mlp_norm = opt(d.post_mlp_norm);
+    view_.layers.push_back(v);
   }
 }
 

@@ -34,7 +34,12 @@ class CudaWeights {
  private:
   struct Layer {
     ::tunableop::cuda::DeviceBuffer attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
+    // The families' tensors (config.h), empty when the model has none.
+    ::tunableop::cuda::DeviceBuffer qkv_bias, q_norm, k_norm, post_attn_norm, post_mlp_norm;
   };
+  // The family tensors of layer l: generated (built-in) or copied from `host` (a directory's).
+  Status load_family(const ModelConfig& c, int64_t l, uint64_t seed, const LayerWeights* host,
+                     ::tunableop::cuda::DeviceBuffer& staging);
   Status copy_weight(::tunableop::cuda::DeviceBuffer& dst, const std::vector<float>& src,
                      ::tunableop::cuda::DeviceBuffer& staging);
   Status random_weight(::tunableop::cuda::DeviceBuffer& dst, const ModelConfig& c, int64_t n, uint64_t seed,
