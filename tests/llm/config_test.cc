@@ -4,6 +4,7 @@
 
 #include "llm/config.h"
 #include "llm/random_model.h"
+#include "llm_test_util.h"
 
 namespace tunableop::llm {
 namespace {
@@ -339,6 +340,18 @@ TEST(LlmConfig, FamilyPresetsKeepTheirLayerPatternWhenShrunk) {
   auto m = spec_config(*spec, 2);
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   EXPECT_EQ(m->layer_types.size(), 2u);
+}
+
+// The decode step's results key tells models of one shape apart by their features.
+TEST(LlmConfig, FeatureTagNamesWhatChangesTheStep) {
+  EXPECT_EQ(feature_tag(*preset_config("llama-2-7b")), "");
+  EXPECT_EQ(feature_tag(*preset_config("gemma-2b")), "");
+  EXPECT_EQ(feature_tag(*preset_config("llama-3-8b")), "_ropellama3");
+  EXPECT_EQ(feature_tag(*preset_config("qwen2.5-7b")), "_bias");
+  EXPECT_EQ(feature_tag(*preset_config("mistral-7b")), "_w4096");
+  EXPECT_EQ(feature_tag(*preset_config("gemma-2-9b")), "_post_cap50.0_30.0_w4096");
+  EXPECT_EQ(feature_tag(*preset_config("gemma-2-9b-nocap")), "_post_w4096");
+  EXPECT_EQ(feature_tag(testing::small_qwen3()), "_qknorm");
 }
 
 TEST(LlmConfig, MissingFileIsNotFound) {
