@@ -69,6 +69,36 @@ def rope_kwargs(config_cls, theta, scaling=None):
     return {"rope_theta": theta}
 
 
+def make(config_cls, **kw):
+    """config_cls(**kw), leaving out what the class does not take (attention_bias for Mistral and
+    Qwen2, say) when its constructor accepts no **kwargs (transformers' strict config classes)."""
+    import inspect
+
+    params = inspect.signature(config_cls.__init__).parameters
+    if not any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        kw = {k: v for k, v in kw.items() if k in params}
+    return config_cls(**kw)
+
+
+def features(config):
+    """What the fixture exercises, as the saved config says (checked in the summary)."""
+    out = []
+    for key in ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
+                "head_dim"):
+        v = getattr(config, key, None)
+        if v is not None:
+            out.append(f"{key}={v}")
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    if rope.get("rope_type", "default") != "default":
+        out.append(f"rope={rope['rope_type']}")
+    types = getattr(config, "layer_types", None)
+    if types and any(t != "full_attention" for t in types):
+        out.append("layers=" + "".join("s" if t == "sliding_attention" else "f" for t in types))
+    if getattr(config, "tie_word_embeddings", False):
+        out.append("tied")
+    return " ".join(out)
+
+
 def family_config(name, common):
     """The newer families (transformers 5.x: Qwen3 needs 4.51+, the rope_parameters form 5.x)."""
     from transformers import (Gemma2Config, Gemma2ForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
@@ -80,28 +110,28 @@ def family_config(name, common):
         llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                   "original_max_position_embeddings": 32}
         c = dict(common, vocab_size=8192)
-        return LlamaForCausalLM, LlamaConfig(
+        return LlamaForCausalLM, make(LlamaConfig,
             **c, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, hidden_act="silu",
             tie_word_embeddings=True, **rope_kwargs(LlamaConfig, 10000.0, llama3)), torch.bfloat16, None
     if name == "mistral_window":
-        return MistralForCausalLM, MistralConfig(
+        return MistralForCausalLM, make(MistralConfig,
             **common, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, hidden_act="silu",
             sliding_window=5, tie_word_embeddings=False, **rope_kwargs(MistralConfig, 10000.0)), torch.float32, None
     if name == "qwen2_bias":
         yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}
         c = dict(common, max_position_embeddings=64)  # = factor x original: transformers' own check
-        return Qwen2ForCausalLM, Qwen2Config(
+        return Qwen2ForCausalLM, make(Qwen2Config,
             **c, num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, hidden_act="silu",
             use_sliding_window=False, tie_word_embeddings=True, **rope_kwargs(Qwen2Config, 10000.0, yarn)), \
             torch.float32, None
     if name == "qwen3_qknorm":
-        return Qwen3ForCausalLM, Qwen3Config(
+        return Qwen3ForCausalLM, make(Qwen3Config,
             **common, num_attention_heads=4, num_key_value_heads=1, head_dim=24, rms_norm_eps=1e-6,
             hidden_act="silu", use_sliding_window=False, tie_word_embeddings=False,
             **rope_kwargs(Qwen3Config, 1000000.0)), torch.float32, None
     if name == "gemma2_softcap":
         c = dict(common, num_hidden_layers=3)
-        return Gemma2ForCausalLM, Gemma2Config(
+        return Gemma2ForCausalLM, make(Gemma2Config,
             **c, num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,
             hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, pad_token_id=0, bos_token_id=2,
             eos_token_id=1, query_pre_attn_scalar=24, sliding_window=6, attn_logit_softcapping=2.0,
@@ -233,7 +263,7 @@ def build(name, out_root):
         if size > MAX_BYTES:
             sys.exit(f"{out}: {size} bytes, over the {MAX_BYTES} byte fixture limit")
         return {"seed": seed, "margin": worst_abs, "relative": worst_rel, "bytes": size,
-                "files": len(os.listdir(out)), "model_type": config.model_type}
+                "files": len(os.listdir(out)), "model_type": config.model_type, "features": features(loaded.config)}
     if os.path.isdir(out):
         shutil.rmtree(out)  # no half-made fixture left behind
     sys.exit(f"{name}: no seed gave clear greedy margins")
@@ -258,9 +288,10 @@ def main():
         except (Exception, SystemExit) as e:  # report, and still build the others
             print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr)
             failed.append(name)
-    print(f"{'fixture':20} {'model_type':11} {'seed':>4} {'margin':>7} {'relative':>8} {'bytes':>9}")
+    print(f"{'fixture':20} {'model_type':11} {'seed':>4} {'margin':>7} {'relative':>8} {'bytes':>9}  features")
     for name, r in rows:
-        print(f"{name:20} {r['model_type']:11} {r['seed']:4d} {r['margin']:7.3f} {r['relative']:8.4f} {r['bytes']:9d}")
+        print(f"{name:20} {r['model_type']:11} {r['seed']:4d} {r['margin']:7.3f} {r['relative']:8.4f} {r['bytes']:9d}  "
+              f"{r['features']}")
     if failed:
         sys.exit(f"no fixture for: {', '.join(failed)}")
 
