@@ -648,8 +648,9 @@ class Model final : public Engine {
   }
 
   // Every chunk attention problem a prefill pass of at most `longest` tokens can meet
-  // (model_slots.h: q and kv rounded up to powers of two, capped at max_seq), run once on layer 0
-  // over the scratch page filled with noise: with TunableOp tuning on, each is tuned here, so a
+  // (model_slots.h: q and kv rounded up to powers of two, capped at max_seq), run once on a layer
+  // of each attention kind (layer 0, and the first of another window) over the scratch page filled
+  // with noise: with TunableOp tuning on, each is tuned here, so a
   // server never meets one untuned while it serves (Default, the math path, is several times
   // slower on long prompts).
   Status prepare_chunk_attention(int64_t longest) {
@@ -670,10 +671,19 @@ class Model final : public Engine {
       }
     }
     const size_t page_bytes = page * esize_;
-    TUNABLEOP_RETURN_IF_ERROR(
-        dev_->upload(static_cast<char*>(pc.k(0)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
-    TUNABLEOP_RETURN_IF_ERROR(
-        dev_->upload(static_cast<char*>(pc.v(0)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
+    // A layer of each attention kind: a sliding window is another problem (Gemma-2's layers alternate).
+    std::vector<int64_t> kinds;
+    for (int64_t l = 0; l < c_.num_layers; ++l) {
+      bool seen = false;
+      for (int64_t k : kinds) seen = seen || c_.layer_window(k) == c_.layer_window(l);
+      if (!seen) kinds.push_back(l);
+    }
+    for (int64_t l : kinds) {
+      TUNABLEOP_RETURN_IF_ERROR(
+          dev_->upload(static_cast<char*>(pc.k(l)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
+      TUNABLEOP_RETURN_IF_ERROR(
+          dev_->upload(static_cast<char*>(pc.v(l)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
+    }
     TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.qkv.get(), noise.data(), rows * esize_));
     const std::vector<int32_t> table(size_t(g.pages_per_seq()), scratch);
     TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_pre_, table.size() * 4));
@@ -692,7 +702,8 @@ class Model final : public Engine {
         c.seq_lens = slot_q_lens_.as<int32_t>();
         c.q_lens = slot_q_lens_.as<int32_t>() + 1;
         c.block_table = slot_table_pre_.as<int32_t>();
-        TUNABLEOP_RETURN_IF_ERROR(dev_->attention(c, 0, pre_.qkv.get(), *cache_, linear_, pre_.attn.get()));
+        for (int64_t l : kinds)
+          TUNABLEOP_RETURN_IF_ERROR(dev_->attention(c, l, pre_.qkv.get(), *cache_, linear_, pre_.attn.get()));
         if (kv >= o_.max_seq) break;
       }
       if (q >= q_max) break;

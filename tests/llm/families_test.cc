@@ -83,6 +83,43 @@ TEST_P(LlmFamily, RaggedBatchesEqualSingleRunsOnStaticAndPagedCaches) {
   }
 }
 
+// Continuous batching (Engine::prefill_slots / decode_slots): a 14-token prompt chunked over two
+// passes (the window slides across the chunk boundary: queries after a cached prefix) and packed
+// with another, then decoded side by side: each sequence's tokens as it gets alone.
+TEST_P(LlmFamily, ChunkedPrefillAndSlotDecodeEqualEachAlone) {
+  auto ctx = testing::default_only_context();
+  const ModelConfig c = GetParam().config();
+  auto w = std::make_shared<const ModelWeights>(make_random_weights(c, 11));
+  auto make = [&](int64_t batch) {
+    auto e = make_cpu_engine(w, testing::paged(testing::options(batch, 48, 8), 4), tunableop_linear(*ctx),
+                             tunableop_gemm(*ctx), tunableop_attention(*ctx));
+    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+    return std::move(e.value());
+  };
+  const std::vector<int32_t> a = {5, 17, 3, 1, 60, 9, 2, 44, 8, 71, 12, 30, 6, 19}, b = {7, 8, 9, 10, 11};
+  constexpr int kSteps = 8;
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& p : {a, b}) {
+    auto g = generate(*make(1), {p}, kSteps);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    want.push_back(g->tokens[0]);
+  }
+  auto e = make(2);
+  std::vector<int32_t> next;
+  std::vector<std::vector<int32_t>> got(2);
+  ASSERT_TRUE(e->prefill_slots({{1, a.data(), 6}, {0, b.data(), 5}}, nullptr, &next).is_ok());
+  got[1].push_back(next[1]);
+  ASSERT_TRUE(e->prefill_slots({{1, a.data() + 6, 8}}, nullptr, &next).is_ok());
+  got[0].push_back(next[0]);
+  while (got[0].size() < size_t(kSteps) || got[1].size() < size_t(kSteps)) {
+    ASSERT_TRUE(e->decode_slots({1, 0}, {got[0].back(), got[1].back()}, nullptr, &next).is_ok());
+    got[0].push_back(next[0]), got[1].push_back(next[1]);
+  }
+  got[0].resize(kSteps), got[1].resize(kSteps);
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_EQ(got[1], want[1]);
+}
+
 TEST_P(LlmFamily, SavedDirectoryLoadsToTheSameModel) {
   const ModelConfig c = GetParam().config();
   const ModelWeights w = make_random_weights(c, 9);
