@@ -102,7 +102,10 @@ if step tests; then
 fi
 
 bin="$BUILD/tools/tunableop"
-export TUNABLEOP_FILENAME="$OUT/results_%d.csv"  # one results file: each problem tuned once
+# One results file, kept in the build folder (a warm machine keeps it between calls; $OUT is new
+# each call): each problem tuned once. Copied to $OUT at the end.
+mkdir -p "$BUILD/results"
+export TUNABLEOP_FILENAME="$BUILD/results/results_%d.csv"
 bench() {  # name, seconds wanted, args...
   local name=$1 secs
   secs=$(left "$2")
@@ -118,8 +121,8 @@ if step bench; then
   # chosen by measurement, PDL), without the in-context check (it would re-prepare inside the
   # first timed run).
   common=(--total-tokens 256 --iterations 3 --warmup 1 --measure-bandwidth --profile-decode 3 --no-in-context-check)
-  # A model's first run tunes its GEMMs and decode attention (the results file is shared, so a
-  # second call finds them): 150 s each at most.
+  # A model's first run tunes its GEMMs and decode attention (the results file is kept, so a
+  # later call finds them): 150 s each at most.
   for m in $MODELS; do bench "${m}_after_b1" 150 --model "builtin:$m" "${common[@]}"; done
   if [[ " $MODELS " == *" mistral-7b "* ]]; then
     bench mistral-7b_window 90 --model builtin:mistral-7b --prompt-len 4500 --max-new-tokens 64 --iterations 2 \
@@ -127,7 +130,7 @@ if step bench; then
   fi
 fi
 
-cp "$OUT"/results_*.csv "$LOGS/" 2>/dev/null
+cp "$BUILD"/results/results_*.csv "$LOGS/" 2>/dev/null
 stamp "done"
 if step bench; then
   {
