@@ -58,9 +58,8 @@ step() { [[ " $STEPS " == *" $1 "* ]]; }
 stamp "machine: $(grep -m1 -E 'NVIDIA|H100|H200' "$LOGS/machine.txt" || echo 'no GPU found'); $(tail -1 "$LOGS/machine.txt")"
 
 if step fixtures; then
-  secs=$(left 150)
   stamp "fixtures (scripts/make_llm_fixtures.py)"
-  PYTHONUNBUFFERED=1 timeout "$secs" python3 scripts/make_llm_fixtures.py --out tests/fixtures/llm \
+  PYTHONUNBUFFERED=1 timeout "$(left 150)" python3 scripts/make_llm_fixtures.py --out tests/fixtures/llm \
     >"$LOGS/fixtures.log" 2>&1 || echo "gpu-models: the fixture script failed (see fixtures.log)"
   tail -12 "$LOGS/fixtures.log"
   tar czf "$OUT/fixtures.tgz" tests/fixtures/llm 2>/dev/null
@@ -73,7 +72,9 @@ if step build; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTUNABLEOP_WITH_BLIS=OFF \
     -DTUNABLEOP_WITH_ONEDNN=OFF ${cudnn_inc:+-DTUNABLEOP_CUDNN_INCLUDE_DIR=$cudnn_inc} >"$LOGS/configure.log" 2>&1 ||
     { tail -20 "$LOGS/configure.log"; echo "gpu-models: configure failed"; pack; exit 1; }
-  timeout "$(left 420)" ninja -C "$BUILD" -j 16 tunableop_cli test_llm test_llm_cuda test_llm_cuda_kernels \
+  secs=$(left 420)
+  [ "$secs" = 0 ] && { echo "gpu-models: no time left to build"; pack; exit 1; }
+  timeout "$secs" ninja -C "$BUILD" -j 16 tunableop_cli test_llm test_llm_cuda test_llm_cuda_kernels \
     test_cuda_attention >"$LOGS/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$LOGS/build.log" | head -20; echo "gpu-models: build failed"; pack; exit 1; }
   stamp "built"
