@@ -344,7 +344,9 @@ std::string feature_tag(const ModelConfig& c) {
 }
 
 void set_layer_count(ModelConfig& c, int64_t layers) {
-  if (!c.layer_types.empty() && layers >= 0) {
+  // Beyond 2^16 layers the types stay as they are: validate() then refuses the count mismatch
+  // (rather than this allocating for an absurd --layers).
+  if (!c.layer_types.empty() && layers >= 0 && layers <= (int64_t(1) << 16)) {
     const std::vector<LayerType> pattern = c.layer_types;
     c.layer_types.resize(size_t(layers));
     for (size_t i = 0; i < c.layer_types.size(); ++i) c.layer_types[i] = pattern[i % pattern.size()];

@@ -122,6 +122,16 @@ bool read_layer_types(Reader& r, ModelConfig& c) {
   return true;
 }
 
+// Per-layer types made from a pattern (no layer_types in the file): one entry per layer, so the
+// layer count is bounded first (a config claiming 2^40 layers must fail, not allocate).
+constexpr int64_t kMaxLayers = int64_t(1) << 16;
+bool layer_count_ok(Reader& r, const ModelConfig& c) {
+  if (c.num_layers >= 0 && c.num_layers <= kMaxLayers) return true;
+  r.fail("field \"num_hidden_layers\" (" + std::to_string(c.num_layers) + ") is beyond " + std::to_string(kMaxLayers) +
+         " layers");
+  return false;
+}
+
 int64_t positive_window(Reader& r, const char* key) {
   auto w = r.opt_int(key);
   if (w && *w <= 0) r.fail(std::string("field \"") + key + "\" must be > 0 (got " + std::to_string(*w) + ")");
@@ -143,9 +153,9 @@ void read_qwen_windows(Reader& r, ModelConfig& c) {
   const int64_t window = positive_window(r, "sliding_window");
   c.sliding_window = use ? window : 0;
   if (read_layer_types(r, c) || !r.ok()) return;
-  if (c.sliding_window == 0) return;
+  if (c.sliding_window == 0 || !layer_count_ok(r, c)) return;
   const int64_t first = r.opt_int("max_window_layers").value_or(28);
-  c.layer_types.assign(size_t(std::max<int64_t>(c.num_layers, 0)), LayerType::kFull);
+  c.layer_types.assign(size_t(c.num_layers), LayerType::kFull);
   for (int64_t i = std::max<int64_t>(first, 0); i < c.num_layers; ++i) c.layer_types[size_t(i)] = LayerType::kSliding;
 }
 
@@ -189,8 +199,8 @@ void read_family_features(Reader& r, ModelConfig& c) {
       refuse_bias(r, "Mistral has none");
       c.sliding_window = positive_window(r, "sliding_window");
       // Mistral slides on every layer when it has a window (transformers' MistralModel).
-      if (!read_layer_types(r, c) && c.sliding_window > 0)
-        c.layer_types.assign(size_t(std::max<int64_t>(c.num_layers, 0)), LayerType::kSliding);
+      if (!read_layer_types(r, c) && c.sliding_window > 0 && layer_count_ok(r, c))
+        c.layer_types.assign(size_t(c.num_layers), LayerType::kSliding);
       return;
     case Architecture::kQwen2:
       c.qkv_bias = true;  // Qwen2Attention: q, k, v with bias, o without, whatever the config says
@@ -217,7 +227,7 @@ void read_family_features(Reader& r, ModelConfig& c) {
       c.sliding_window = r.null("sliding_window") ? 0 : 4096;
       if (r.present("sliding_window")) c.sliding_window = positive_window(r, "sliding_window");
       // Gemma2Config: layer 0 slides, layer 1 is global, and so on.
-      if (!read_layer_types(r, c)) {
+      if (!read_layer_types(r, c) && layer_count_ok(r, c)) {
         c.layer_types.clear();
         for (int64_t i = 0; i < c.num_layers; ++i)
           c.layer_types.push_back(i % 2 == 0 ? LayerType::kSliding : LayerType::kFull);

@@ -318,6 +318,8 @@ TEST(LlmConfig, RejectsBadFamilyConfigsNamingTheField) {
        "query_pre_attn_scalar"},
       {"qwen3 o bias", replace(kQwen3, "\"attention_bias\": false", "\"attention_bias\": true"), "attention_bias"},
       {"gemma2 bias", replace(kGemma2, "\"attention_bias\": false", "\"attention_bias\": true"), "attention_bias"},
+      {"layers beyond bound", replace(kGemma2, "\"num_hidden_layers\": 42", "\"num_hidden_layers\": 1099511627776"),
+       "num_hidden_layers"},
       {"bidirectional", replace(kGemma2, "\"attention_bias\": false", "\"use_bidirectional_attention\": true"),
        "use_bidirectional_attention"},
       {"use_sliding_window type", replace(kQwen25, "\"use_sliding_window\": false", "\"use_sliding_window\": 0"),
