@@ -22,7 +22,8 @@ struct HostAttention {
   AttentionOperands operands();  // host pointers (out included)
 };
 
-// `spare_pages` extra pages in each pool (paged only). Per-sequence query counts drawn in
+// `spare_pages` extra pages in each pool (paged only); keys no query sees (before a sliding
+// window) stay poisoned like the slots past a sequence's length. Per-sequence query counts drawn in
 // [1, q_len] when p.var_q_len, lengths in [max(1, the sequence's queries if causal), kv_len]
 // when p.var_kv_len (sequence 0 keeps q_len and kv_len). With both and q_len == kv_len, each
 // length equals its query count: the engine's padded batch of prompts.
@@ -41,7 +42,9 @@ HostAttention make_attention_problem(const AttentionParams& p, uint64_t seed, in
 // row with a gap; padded batches of prompts of different lengths (per-sequence query counts).
 // `long_decode` adds caches long enough for up to 128 key splits. Last: Gemma-2B's and
 // Llama-2-7B's decode against short caches (1-300 positions, static and paged, 1-8 queries),
-// then non-causal sequences with fewer keys than queries.
+// then non-causal sequences with fewer keys than queries; last, sliding windows and softcapping
+// (Mistral's and Gemma-2's attention) in prefill and decode, static and paged, with the keys
+// before the first query's window poisoned.
 std::vector<AttentionParams> attention_test_shapes(DType dtype, bool long_decode = false);
 
 // Shorthand used in test names and failure messages.
