@@ -9,7 +9,7 @@ function(tunableop_add_test name)
   # a 2-core machine would distort).
   cmake_parse_arguments(ARG "RUN_SERIAL" "" "LABELS" ${ARGN})
   add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
-  target_link_libraries(${name} PRIVATE tunableop tunableop_test_support GTest::gtest_main GTest::gmock fmt::fmt nlohmann_json::nlohmann_json)
+  target_link_libraries(${name} PRIVATE tunableop::llm tunableop_test_support GTest::gtest_main GTest::gmock fmt::fmt nlohmann_json::nlohmann_json)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   tunableop_warnings(${name})
   set(_labels ${ARG_LABELS})

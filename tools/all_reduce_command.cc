@@ -12,10 +12,9 @@
 #include <sstream>
 
 #include "commands.h"
-#include "ops/all_reduce/dispatch.h"
-#include "ops/all_reduce/reference.h"
-#include "ops/framework/elements.h"
 #include "tunableop/all_reduce.h"
+#include "tunableop/context.h"
+#include "tunableop/op_tools.h"
 
 namespace tunableop::cli {
 namespace {
@@ -77,9 +76,9 @@ struct Buffers {
       }
       TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_device(r, in.back(), host.back().data(), p.bytes()));
     }
-    ref = ops::all_reduce_reference(p, hosts);
+    ref = all_reduce_reference(p, hosts);
     if (p.adds_residual()) {  // into a residual of zeros (check() resets it)
-      for (double& v : ref) v = ops::round_as(p.round_to, ops::round_as(p.dtype, v));
+      for (double& v : ref) v = round_as(p.round_to, round_as(p.dtype, v));
     }
     return Status::ok();
   }
@@ -112,8 +111,8 @@ struct Buffers {
     for (int r = 0; r < p.world_size; ++r) {
       std::vector<uint8_t>& h = r == 0 ? first : got;
       TUNABLEOP_RETURN_IF_ERROR(comm.copy_to_host(r, h.data(), out[size_t(r)], out_bytes));
-      const double err = ops::all_reduce_error(p, h.data(), ref);
-      if (!(err <= ops::all_reduce_tolerance(p))) return Status::numerics(fmt::format("rank {} error {:.3g}", r, err));
+      const double err = all_reduce_error(p, h.data(), ref);
+      if (!(err <= all_reduce_tolerance(p))) return Status::numerics(fmt::format("rank {} error {:.3g}", r, err));
       if (r > 0 && std::memcmp(first.data(), got.data(), out_bytes) != 0)
         return Status::numerics(fmt::format("ranks 0 and {} differ", r));
     }
@@ -194,7 +193,7 @@ int run_table(const AllReduceArgs& a) {
     double best = 0;
     std::string fastest;
     std::vector<std::pair<std::string, std::string>> rows;
-    for (const AllReduceCandidate& cand : all_reduce_candidates_for(ctx, p, a.effort)) {
+    for (const AllReduceCandidate& cand : OpTools<AllReduceOp>::candidates(ctx, p, a.effort)) {
       std::string cell;
       Status st = b.check(cand);
       if (st.is_ok()) {

@@ -14,8 +14,8 @@
 #include "bench_suites.h"
 #include "cli_support.h"
 #include "commands.h"
-#include "ops/gemm/dispatch.h"
 #include "tunableop/cpu_info.h"
+#include "tunableop/op_tools.h"
 #include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
@@ -56,7 +56,7 @@ int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   p.lda = a.lda, p.ldb = a.ldb, p.ldc = a.ldc, p.alpha = a.alpha, p.beta = a.beta;
   p = p.with_defaults();
   if (Status st = p.validate(); !st.is_ok()) return fail(st);
-  auto bufs = GemmBuffers::random(ctx, p, 1, stream);
+  auto bufs = RandomOperands<GemmOp>::make(ctx, p, 1, stream);
   if (!bufs.is_ok()) return fail(bufs.status());
   GemmOperands ops = (*bufs)->operands();
   fmt::print("GEMM {}({}) on {}\n", gemm_op_signature(p), gemm_params_signature(p), ctx.device().to_string());
@@ -145,7 +145,7 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   for (const auto& s : shapes) {
     Row r;
     r.s = s;
-    auto rep = tune_gemm(ctx, s.p, /*retune=*/true, stream);
+    auto rep = OpTools<GemmOp>::tune(ctx, s.p, /*retune=*/true, stream);
     if (!rep.is_ok()) return fail(rep.status());
     r.chosen = rep->winner.solution;
     r.tuning_ms = rep->winner.tuning_ms;

@@ -19,7 +19,8 @@
 
 #include "bench_measure.h"
 #include "cli_support.h"
-#include "ops/attention/dispatch.h"
+#include "tunableop/attention.h"
+#include "tunableop/op_tools.h"
 #include "tunableop/safe_file.h"
 
 namespace tunableop::cli {
@@ -76,16 +77,16 @@ bool is_decode(const AttentionParams& p) { return p.q_len <= 16; }
 StatusOr<double> replay_ms_per_call(Context& ctx, const AttentionParams& p, const std::string& name, void* stream) {
   const DeviceRuntime* rt = ctx.runtime();
   if (!rt || !rt->replay_ms) return Status::unsupported("this device has no graph replay");
-  auto cands = ops::Dispatcher<AttentionOp>::candidates_for(ctx, p, ctx.config().snapshot().policy.search_effort);
+  auto cands = OpTools<AttentionOp>::candidates(ctx, p, ctx.options().policy.search_effort);
   const AttentionCandidate* c = nullptr;
   for (const auto& cand : cands)
     if (cand.name == name) c = &cand;
   if (!c) return Status::unsupported(name + " is not a candidate here");
   const size_t set_bytes = size_t(p.q_span() + 2 * p.kv_span() + p.o_span()) * dtype_size(p.dtype) + 1;
   const size_t copies = std::clamp<size_t>((4 * rt->last_level_cache_bytes() + set_bytes - 1) / set_bytes, 1, 8);
-  std::vector<std::unique_ptr<ops::OpBuffers<AttentionOp>>> sets;
+  std::vector<std::unique_ptr<RandomOperands<AttentionOp>>> sets;
   for (size_t i = 0; i < copies; ++i) {
-    auto b = ops::OpBuffers<AttentionOp>::random(ctx, p, 11 + i, stream);
+    auto b = RandomOperands<AttentionOp>::make(ctx, p, 11 + i, stream);
     if (!b.is_ok()) return b.status();
     sets.push_back(std::move(*b));
   }
@@ -151,7 +152,7 @@ int bench_attention_suite(Context& ctx, const AttentionSuiteArgs& a, void* strea
       "shape,params,default_ms,tuned_ms,chosen,best_ms,best_name,tflops,pct_kv_floor,tuning_ms,graph_ms,graph_tflops,"
       "graph_pct_kv_floor\n";
   for (const auto& s : shapes) {
-    auto rep = AttentionDispatch::tune(ctx, s.p, /*retune=*/true, stream);
+    auto rep = OpTools<AttentionOp>::tune(ctx, s.p, /*retune=*/true, stream);
     if (!rep.is_ok()) return fail(rep.status());
     const std::string chosen = rep->winner.solution;
     const bool cpu = ctx.device().kind == DeviceKind::kCpu;

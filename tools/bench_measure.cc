@@ -7,9 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "ops/gemm/dispatch.h"
-#include "ops/gemm/tuning_problem.h"
-
 namespace tunableop::cli {
 
 double bytes_moved(const GemmParams& p) {

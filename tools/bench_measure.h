@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/framework/dispatch.h"
+#include "tunableop/context.h"
 #include "tunableop/gemm.h"
+#include "tunableop/op_tools.h"
 #include "tunableop/tuner.h"
 
 namespace tunableop::cli {
@@ -23,18 +24,16 @@ struct CandidateTiming {
 template <class Op>
 StatusOr<std::vector<CandidateTiming>> measure_op_candidates(Context& ctx, const typename Op::Params& params,
                                                              int rounds, double ms_per_sample, void* stream) {
-  auto bufs = ops::OpBuffers<Op>::random(ctx, params, 7, stream);
+  auto bufs = RandomOperands<Op>::make(ctx, params, 7, stream);
   if (!bufs.is_ok()) return bufs.status();
   const auto& p = (*bufs)->params();
-  const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
-  Options o = ctx.config().snapshot();
-  auto cands = ops::Dispatcher<Op>::candidates_for(ctx, p, o.policy.search_effort);
-  auto pr_or = ops::OpTuningProblem<Op>::create(p, (*bufs)->operands(), cands, *rt, o.policy, ctx.log());
+  auto cands = OpTools<Op>::candidates(ctx, p, ctx.options().policy.search_effort);
+  auto pr_or = OpTools<Op>::tuning_problem(ctx, p, (*bufs)->operands(), cands);
   if (!pr_or.is_ok()) return pr_or.status();
   auto& pr = **pr_or;
-  // The tuner's own pieces (sizing, interleaved rounds, medians), so that the suite's numbers
-  // are measured exactly as tuning measures them.
-  TuningSession session(pr, o.policy, ctx.log());
+  // The tuner's own pieces (timed runs, interleaved rounds, medians), so that the suite's
+  // numbers are measured exactly as tuning measures them.
+  size_t rotation = 0;
   std::vector<CandidateTiming> out(cands.size());
   std::vector<int> runs(cands.size(), 0);
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -43,7 +42,7 @@ StatusOr<std::vector<CandidateTiming>> measure_op_candidates(Context& ctx, const
     Status st = pr.supports(i);
     if (st.is_ok()) st = pr.check_numerics(i);
     if (st.is_ok()) {  // size the sample from one warm run
-      auto one = session.time_runs(i, 1);
+      auto one = time_runs(pr, i, 1, &rotation);
       if (one.is_ok())
         runs[i] = std::clamp(int(ms_per_sample / std::max(*one, 1e-4)), 1, 2000);
       else
@@ -58,7 +57,7 @@ StatusOr<std::vector<CandidateTiming>> measure_op_candidates(Context& ctx, const
       cands.size(), InterleavedRounds{rounds, rounds}, pr.timer(),
       [&](size_t i) -> StatusOr<double> {
         if (runs[i] == 0) return Status::unsupported("not measured");
-        return session.time_runs(i, runs[i]);
+        return time_runs(pr, i, runs[i], &rotation);
       },
       [&](size_t i, const Status& st) {
         if (runs[i] == 0) return;

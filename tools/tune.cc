@@ -11,8 +11,9 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "ops/gemm/dispatch.h"
+#include "tunableop/gemm.h"
 #include "tunableop/in_context.h"
+#include "tunableop/op_tools.h"
 #include "tunableop/results.h"
 #include "tune.h"
 
@@ -52,13 +53,13 @@ Status check_recorded_workload(Context& ctx, const DeviceRuntime& rt,
                                const std::vector<std::pair<std::string, std::string>>& problems) {
   struct Step {
     GemmParams p;
-    std::unique_ptr<GemmBuffers> buffers;
+    std::unique_ptr<RandomOperands<GemmOp>> buffers;
   };
   std::vector<Step> steps;
   for (const auto& [op, params] : problems) {
     auto p = parse_gemm_signature(op, params);
     if (!p.is_ok()) continue;
-    auto b = GemmBuffers::random(ctx, *p, 1, nullptr);
+    auto b = RandomOperands<GemmOp>::make(ctx, *p, 1, nullptr);
     if (!b.is_ok()) return b.status();
     steps.push_back({*p, std::move(*b)});
   }
@@ -113,7 +114,7 @@ int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lin
     } else if (auto p = parse_gemm_signature(op, params); !p.is_ok()) {
       fmt::print(stderr, "tunableop tune: skipping: {}\n", printable(p.status().message()));
       ++failed;
-    } else if (auto rep = tune_gemm(ctx, *p, a.retune); !rep.is_ok()) {
+    } else if (auto rep = OpTools<GemmOp>::tune(ctx, *p, a.retune); !rep.is_ok()) {
       fmt::print(stderr, "tunableop tune: {}: {}\n", printable(what), printable(rep.status().to_string()));
       ++failed;
     } else {

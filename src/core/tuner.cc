@@ -2,7 +2,7 @@
 // candidate), successive halving of the survivors (tuner_halving.cc), re-measure finalists
 // interleaved with Default, decide (Default unless the winner beats it by the margin).
 // Tuner::find_fastest composes them.
-#include "tunableop/tuner.h"
+#include "core/tuning_session.h"
 
 #include <fmt/format.h>
 
@@ -69,11 +69,11 @@ TuningSession::TuningSession(TuningProblem& problem, const TuningPolicy& policy,
 
 double TuningSession::elapsed_ms() { return pr_.timer().now_ms() - t_begin_; }
 
-StatusOr<double> TuningSession::time_runs(size_t i, int runs) {
-  Timer& t = pr_.timer();
+StatusOr<double> time_runs(TuningProblem& problem, size_t i, int runs, size_t* rotation) {
+  Timer& t = problem.timer();
   t.start();
   for (int r = 0; r < runs; ++r) {
-    Status st = pr_.run(i, rotation_++);
+    Status st = problem.run(i, (*rotation)++);
     if (!st.is_ok()) {
       t.stop_ms();
       return st;
@@ -81,6 +81,8 @@ StatusOr<double> TuningSession::time_runs(size_t i, int runs) {
   }
   return t.stop_ms() / runs;
 }
+
+StatusOr<double> TuningSession::time_runs(size_t i, int runs) { return tunableop::time_runs(pr_, i, runs, &rotation_); }
 
 void TuningSession::note(size_t i, Outcome o, std::string detail, Measurement m) {
   report_.candidates.push_back({pr_.candidate_name(i), o, std::move(detail), m});

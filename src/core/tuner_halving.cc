@@ -10,7 +10,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tunableop/tuner.h"
+#include "core/tuning_session.h"
 
 namespace tunableop {
 

@@ -71,9 +71,9 @@ StatusOr<std::string> tune_decode_attention(Context& ctx, const AttentionParams&
   TUNABLEOP_RETURN_IF_ERROR(p.validate());
   const std::string op = attention_op_signature(p), sig = attention_params_signature(p);
   auto valid = [&](const std::string& name) { return AttentionDispatch::cached_candidate(ctx, p, name) != nullptr; };
-  std::unique_ptr<ops::OpBuffers<AttentionOp>> random;  // lives until the tuning is done
+  std::unique_ptr<RandomOperands<AttentionOp>> random;  // lives until the tuning is done
   auto make = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
-    auto b = ops::OpBuffers<AttentionOp>::random(ctx, p, 1, stream);
+    auto b = RandomOperands<AttentionOp>::make(ctx, p, 1, stream);
     if (!b.is_ok()) return b.status();
     random = std::move(*b);
     return AttentionDispatch::make_problem(ctx, random->params(), random->operands());

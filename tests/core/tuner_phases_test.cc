@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/fake_problem.h"
-#include "tunableop/tuner.h"
+#include "core/tuning_session.h"
 
 namespace tunableop {
 namespace {

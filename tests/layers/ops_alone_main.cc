@@ -2,6 +2,7 @@
 // program registers itself, without the registry glue or any backend.
 #include <cstdio>
 
+#include "tunableop/context.h"
 #include "tunableop/gemm.h"
 
 int main() {

@@ -47,3 +47,7 @@ void register_cuda(Registry& r) {
 }
 
 }  // namespace tunableop
+
+extern "C" __attribute__((visibility("default"))) void tunableop_register_backend_cuda(void* registry) {
+  tunableop::register_cuda(*static_cast<tunableop::Registry*>(registry));
+}

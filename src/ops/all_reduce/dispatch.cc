@@ -77,6 +77,9 @@ void Communicator::abort(const Status& why) {
   s.cv.notify_all();
 }
 
+// Its operands live on every rank, so of the tools only the candidate list applies.
+template std::vector<AllReduceCandidate> OpTools<AllReduceOp>::candidates(Context&, const AllReduceParams&, int);
+
 std::vector<AllReduceCandidate> all_reduce_candidates_for(Context& ctx, const AllReduceParams& p, int search_effort) {
   return AllReduceDispatch::candidates_for(ctx, p, search_effort);
 }

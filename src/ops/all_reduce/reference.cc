@@ -5,7 +5,7 @@
 
 #include "ops/framework/elements.h"
 
-namespace tunableop::ops {
+namespace tunableop {
 
 std::vector<double> all_reduce_reference(const AllReduceParams& p, const std::vector<const void*>& inputs) {
   std::vector<double> sum(size_t(p.count), 0.0);
@@ -43,4 +43,4 @@ double all_reduce_error(const AllReduceParams& p, const void* output, const std:
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-}  // namespace tunableop::ops
+}  // namespace tunableop

@@ -4,6 +4,8 @@
 namespace tunableop {
 
 template class Plan<AttentionOp>;
+template class RandomOperands<AttentionOp>;
+template struct OpTools<AttentionOp>;
 
 Status attention(Context& ctx, const AttentionParams& p, const AttentionOperands& ops) {
   return AttentionDispatch::call(ctx, p, ops);

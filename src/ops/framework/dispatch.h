@@ -23,6 +23,7 @@
 #include "tunableop/checked_size.h"
 #include "tunableop/context.h"
 #include "tunableop/op.h"
+#include "tunableop/op_tools.h"
 #include "tunableop/status_boundary.h"
 
 namespace tunableop {
@@ -57,65 +58,6 @@ struct PlanSlot {
 }  // namespace detail
 
 namespace ops {
-
-// Random operands of one problem on the context's device, freed on destruction (offline
-// tuning, benches, tests).
-template <class Op>
-class OpBuffers {
- public:
-  using Def = OpDefinition<Op>;
-  using Params = typename Op::Params;
-  using Operands = typename Op::Operands;
-
-  static StatusOr<std::unique_ptr<OpBuffers>> random(Context& ctx, const Params& params, uint64_t seed = 1,
-                                                     void* stream = nullptr) {
-    std::unique_ptr<OpBuffers> b(new OpBuffers());
-    b->p_ = Def::normalize(params);
-    TUNABLEOP_RETURN_IF_ERROR(Def::validate(b->p_));
-    b->rt_ = ctx.runtime();
-    if (!b->rt_) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
-    // Checked before anything is allocated (sizes come from callers and files): the host staging
-    // copies, and on the CPU the operands themselves, must fit this machine.
-    CheckedInt total = 0;
-    for (const BufferSpec& spec : Def::buffers(b->p_))
-      total += CheckedInt(spec.elements) * int64_t(dtype_size(spec.dtype));
-    TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(b->rt_->kind == DeviceKind::kCpu ? total * 2 : total,
-                                                    "random operands of " + Def::params_signature(b->p_)));
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    for (const BufferSpec& spec : Def::buffers(b->p_)) {
-      std::vector<uint8_t> host(std::max<size_t>(spec.bytes(), dtype_size(spec.dtype)));
-      // An op whose buffers hold more than numbers (attention's page tables and lengths) fills
-      // those itself.
-      bool filled = false;
-      if constexpr (requires { Def::fill_random(b->p_, size_t{0}, host.data(), rng); })
-        filled = Def::fill_random(b->p_, size_t(b->bufs_.size()), host.data(), rng);
-      if (!filled)
-        for (int64_t i = 0; i < spec.elements; ++i) store_from_double(spec.dtype, host.data(), i, dist(rng));
-      auto m = b->rt_->alloc(host.size());
-      if (!m.is_ok()) return m.status();
-      b->bufs_.push_back(*m);
-      TUNABLEOP_RETURN_IF_ERROR(b->rt_->copy(*m, host.data(), host.size(), DeviceRuntime::Copy::kHostToDevice, stream));
-    }
-    TUNABLEOP_RETURN_IF_ERROR(b->rt_->synchronize(stream));
-    b->ops_ = Def::bind(b->p_, BoundBuffers{b->bufs_, stream, nullptr, 0});
-    return b;
-  }
-  ~OpBuffers() {
-    for (void* p : bufs_) rt_->free(p);
-  }
-  OpBuffers(const OpBuffers&) = delete;
-  OpBuffers& operator=(const OpBuffers&) = delete;
-  const Operands& operands() const { return ops_; }
-  const Params& params() const { return p_; }
-
- private:
-  OpBuffers() = default;
-  const DeviceRuntime* rt_ = nullptr;
-  Params p_{};
-  std::vector<void*> bufs_;
-  Operands ops_{};
-};
 
 template <class Op>
 class Dispatcher {
@@ -203,13 +145,7 @@ class Dispatcher {
 
   // Tunes p now on the given operands' data (copied), regardless of kEnabled/kTuning.
   static StatusOr<std::unique_ptr<TuningProblem>> make_problem(Context& ctx, const Params& p, const Operands& source) {
-    const DeviceRuntime* rt = ctx.runtime();
-    if (!rt) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
-    const Options& o = ctx.options();
-    auto pr = OpTuningProblem<Op>::create(p, source, candidates_for(ctx, p, o.policy.search_effort), *rt, o.policy,
-                                          ctx.log());
-    if (!pr.is_ok()) return pr.status();
-    return std::unique_ptr<TuningProblem>(std::move(*pr));
+    return OpTools<Op>::tuning_problem(ctx, p, source, candidates_for(ctx, p, ctx.options().policy.search_effort));
   }
 
   // Offline tuning (`tunableop tune`, benches): random operands, stored like any result.
@@ -218,7 +154,7 @@ class Dispatcher {
                            [&] { return tune_unguarded(ctx, params, retune, stream); });
   }
   static StatusOr<TuningReport> tune_unguarded(Context& ctx, const Params& params, bool retune, void* stream) {
-    auto bufs = OpBuffers<Op>::random(ctx, params, 1, stream);
+    auto bufs = RandomOperands<Op>::make(ctx, params, 1, stream);
     if (!bufs.is_ok()) return bufs.status();
     auto pr = make_problem(ctx, (*bufs)->params(), (*bufs)->operands());
     if (!pr.is_ok()) return pr.status();
@@ -315,6 +251,74 @@ class Dispatcher {
 };
 
 }  // namespace ops
+
+// RandomOperands<Op> and OpTools<Op> (tunableop/op_tools.h), instantiated by each op's
+// dispatch.cc (template class RandomOperands<MyOp>; template struct OpTools<MyOp>;).
+template <class Op>
+StatusOr<std::unique_ptr<RandomOperands<Op>>> RandomOperands<Op>::make(Context& ctx, const Params& params,
+                                                                       uint64_t seed, void* stream) {
+  using Def = ops::OpDefinition<Op>;
+  std::unique_ptr<RandomOperands> b(new RandomOperands());
+  b->params_ = Def::normalize(params);
+  TUNABLEOP_RETURN_IF_ERROR(Def::validate(b->params_));
+  b->runtime_ = ctx.runtime();
+  if (!b->runtime_) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
+  // Checked before anything is allocated (sizes come from callers and files): the host staging
+  // copies, and on the CPU the operands themselves, must fit this machine.
+  CheckedInt total = 0;
+  for (const ops::BufferSpec& spec : Def::buffers(b->params_))
+    total += CheckedInt(spec.elements) * int64_t(dtype_size(spec.dtype));
+  TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(b->runtime_->kind == DeviceKind::kCpu ? total * 2 : total,
+                                                  "random operands of " + Def::params_signature(b->params_)));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (const ops::BufferSpec& spec : Def::buffers(b->params_)) {
+    std::vector<uint8_t> host(std::max<size_t>(spec.bytes(), dtype_size(spec.dtype)));
+    // An op whose buffers hold more than numbers (attention's page tables and lengths) fills
+    // those itself.
+    bool filled = false;
+    if constexpr (requires { Def::fill_random(b->params_, size_t{0}, host.data(), rng); })
+      filled = Def::fill_random(b->params_, size_t(b->buffers_.size()), host.data(), rng);
+    if (!filled)
+      for (int64_t i = 0; i < spec.elements; ++i) store_from_double(spec.dtype, host.data(), i, dist(rng));
+    auto m = b->runtime_->alloc(host.size());
+    if (!m.is_ok()) return m.status();
+    b->buffers_.push_back(*m);
+    TUNABLEOP_RETURN_IF_ERROR(
+        b->runtime_->copy(*m, host.data(), host.size(), DeviceRuntime::Copy::kHostToDevice, stream));
+  }
+  TUNABLEOP_RETURN_IF_ERROR(b->runtime_->synchronize(stream));
+  b->operands_ = Def::bind(b->params_, ops::BoundBuffers{b->buffers_, stream, nullptr, 0});
+  return b;
+}
+
+template <class Op>
+RandomOperands<Op>::~RandomOperands() {
+  for (void* p : buffers_) runtime_->free(p);
+}
+
+template <class Op>
+std::vector<Candidate<Op>> OpTools<Op>::candidates(Context& ctx, const Params& p, int search_effort) {
+  return ops::Dispatcher<Op>::candidates_for(ctx, p, search_effort);
+}
+
+template <class Op>
+StatusOr<std::unique_ptr<TuningProblem>> OpTools<Op>::tuning_problem(Context& ctx, const Params& p,
+                                                                     const Operands& source,
+                                                                     std::vector<Candidate<Op>> candidates) {
+  const DeviceRuntime* rt = ctx.runtime();
+  if (!rt) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
+  const Options& o = ctx.options();
+  auto pr = ops::OpTuningProblem<Op>::create(ops::OpDefinition<Op>::normalize(p), source, std::move(candidates), *rt,
+                                             o.policy, ctx.log());
+  if (!pr.is_ok()) return pr.status();
+  return std::unique_ptr<TuningProblem>(std::move(*pr));
+}
+
+template <class Op>
+StatusOr<TuningReport> OpTools<Op>::tune(Context& ctx, const Params& p, bool retune, void* stream) {
+  return ops::Dispatcher<Op>::tune(ctx, p, retune, stream);
+}
 
 // Plan<Op>'s members, instantiated by each op's dispatch.cc (template class Plan<MyOp>;).
 template <class Op>

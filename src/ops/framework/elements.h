@@ -6,13 +6,12 @@
 #include <vector>
 
 #include "ops/framework/definition.h"
+#include "tunableop/op_tools.h"
 #include "tunableop/types.h"
 
 namespace tunableop {
 
-// Reads element `idx` of a host buffer of `dtype` as double.
-double load_as_double(DType dtype, const void* base, int64_t idx);
-void store_from_double(DType dtype, void* base, int64_t idx, double v);
+// load_as_double and store_from_double are declared in tunableop/op_tools.h.
 
 namespace ops {
 

@@ -4,6 +4,8 @@
 namespace tunableop {
 
 template class Plan<FusedLinearOp>;
+template class RandomOperands<FusedLinearOp>;
+template struct OpTools<FusedLinearOp>;
 
 Status fused_linear(Context& ctx, const FusedLinearParams& p, const FusedLinearOperands& ops) {
   return FusedLinearDispatch::call(ctx, p, ops);

@@ -5,6 +5,8 @@ namespace tunableop {
 
 using GemmDispatch = ops::Dispatcher<GemmOp>;
 template class Plan<GemmOp>;
+template class RandomOperands<GemmOp>;
+template struct OpTools<GemmOp>;
 
 std::vector<GemmCandidate> gemm_candidates_for(Context& ctx, const GemmParams& p, int effort) {
   return GemmDispatch::candidates_for(ctx, p, effort);

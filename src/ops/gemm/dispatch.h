@@ -18,7 +18,7 @@ std::vector<GemmCandidate> gemm_candidates_for(Context& ctx, const GemmParams& p
 StatusOr<GemmCandidate> find_gemm_candidate(Context& ctx, const GemmParams& p, const std::string& name);
 
 // Random operands on the context's device, freed on destruction (offline tuning, benches).
-using GemmBuffers = ops::OpBuffers<GemmOp>;
+using GemmBuffers = RandomOperands<GemmOp>;
 
 // Tunes p now on random data (regardless of kEnabled/kTuning) and stores the result.
 StatusOr<TuningReport> tune_gemm(Context& ctx, const GemmParams& p, bool retune = false, void* stream = nullptr);

@@ -4,6 +4,8 @@
 namespace tunableop {
 
 template class Plan<GemmAndBiasOp>;
+template class RandomOperands<GemmAndBiasOp>;
+template struct OpTools<GemmAndBiasOp>;
 
 Status gemm_and_bias(Context& ctx, const GemmAndBiasParams& p, const GemmAndBiasOperands& ops) {
   return GemmAndBiasDispatch::call(ctx, p, ops);

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_testing.h"
 #include "backends/cuda/register.h"
 #include "ops/gemm_and_bias/reference.h"
+#include "tunableop/context.h"
 #include "tunableop/gemm_and_bias.h"
 #include "tunableop/registry.h"
 

@@ -20,6 +20,7 @@
 #include "ops/all_reduce/tuning_problem.h"
 #include "ops/framework/elements.h"
 #include "tunableop/all_reduce.h"
+#include "tunableop/context.h"
 
 namespace tunableop {
 namespace {

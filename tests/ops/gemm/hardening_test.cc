@@ -144,7 +144,7 @@ TEST(GemmDispatchHardening, SizesBeyondMemoryAreRefusedBeforeAllocating) {
   ASSERT_FALSE(rep.is_ok());
   EXPECT_NE(rep.status().message().find("more than this machine's memory"), std::string::npos)
       << rep.status().message();
-  auto bufs = GemmBuffers::random(ctx, p);
+  auto bufs = GemmBuffers::make(ctx, p);
   ASSERT_FALSE(bufs.is_ok());
   EXPECT_NE(bufs.status().message().find("more than this machine's memory"), std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu_runtime.h"
+#include "tunableop/context.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {

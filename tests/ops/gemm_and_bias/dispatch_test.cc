@@ -16,6 +16,7 @@
 #include "ops/gemm/reference.h"
 #include "ops/gemm_and_bias/reference.h"
 #include "support/virtual_clock.h"
+#include "tunableop/context.h"
 #include "tunableop/gemm_and_bias.h"
 
 namespace tunableop {

@@ -17,6 +17,7 @@
 
 #include "backends/cuda/all_reduce/peer_kernels.h"
 #include "tunableop/all_reduce.h"
+#include "tunableop/registry.h"
 
 #ifdef TUNABLEOP_HAVE_NCCL
 #include "backends/cuda/all_reduce/nccl_library.h"

@@ -19,6 +19,7 @@
 #include "ops/all_reduce/reference.h"
 #include "ops/framework/elements.h"
 #include "tunableop/all_reduce.h"
+#include "tunableop/context.h"
 #include "tunableop/half.h"
 
 namespace tunableop {

@@ -24,12 +24,13 @@
 #include <string>
 #include <vector>
 
-#include "tunableop/context.h"
+#include "tunableop/log.h"
 #include "tunableop/op.h"
-#include "tunableop/registry.h"
 #include "tunableop/timer.h"
 
 namespace tunableop {
+
+class Context;  // tunableop/context.h
 
 enum class ReduceOp { kSum = 0 };
 const char* reduce_op_name(ReduceOp op);  // "sum"

@@ -6,14 +6,13 @@
 #include <functional>
 #include <string>
 
-#include "tunableop/context.h"
-#include "tunableop/device.h"
 #include "tunableop/op.h"
 #include "tunableop/status.h"
 #include "tunableop/types.h"
 
 namespace tunableop {
 
+class Context;  // tunableop/context.h
 struct GemmOp;
 
 struct GemmParams {
