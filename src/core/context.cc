@@ -150,6 +150,13 @@ void Context::record_untuned(const std::string& op, const std::string& params) {
 StatusOr<std::string> Context::choose(const std::string& op, const std::string& params,
                                       const std::function<bool(const std::string&)>& is_valid,
                                       const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem) {
+  return decide(op, params, is_valid, make_problem).solution;
+}
+
+Choice Context::decide(const std::string& op, const std::string& params,
+                       const std::function<bool(const std::string&)>& is_valid,
+                       const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem, bool may_tune) {
+  using Source = ChoiceSource;
   const Options& o = config_.options();
   log_.set_level(o.verbose);
   if (recording_.load(std::memory_order_relaxed)) {
@@ -157,43 +164,47 @@ StatusOr<std::string> Context::choose(const std::string& op, const std::string& 
     std::pair<std::string, std::string> key{op, params};
     if (std::find(recorded_.begin(), recorded_.end(), key) == recorded_.end()) recorded_.push_back(std::move(key));
   }
-  if (!o.enabled) return std::string("Default");
+  if (!o.enabled) return {"Default", Source::kDisabled};
   {
     std::lock_guard<std::mutex> lock(file_mu_);
     (void)ensure_loaded_locked(o);  // a bad file was reported; keep going in memory
   }
   bool stale = false;
   if (auto hit = store_.lookup(op, params)) {
-    if (is_valid(hit->solution)) return hit->solution;
+    if (is_valid(hit->solution)) return {hit->solution, Source::kStored};
     stale = true;
     std::string msg = fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
-                                  hit->solution, op, params, o.tuning ? "re-tuning" : "using Default");
+                                  hit->solution, op, params,
+                                  !o.tuning  ? "using Default"
+                                  : may_tune ? "re-tuning"
+                                             : "using Default for now");
     // Re-tuning happens once (the new result replaces the entry): worth a warning. Without
     // tuning this path repeats on every revalidation, so it stays a verbose line.
-    if (o.tuning)
+    if (o.tuning && may_tune)
       log_.warn(msg);
     else
       log_.log(1, msg);
   }
   if (!o.tuning) {
     if (o.record_untuned) record_untuned(op, params);
-    return std::string("Default");
+    return {"Default", Source::kNotTuned};
   }
+  if (!may_tune) return {"Default", Source::kDeferred};
   std::lock_guard<std::mutex> tune_lock(tune_mu_);
   // Tuned meanwhile, by another thread or (picked up from the file) another process?
   (void)refresh_results();
-  if (auto hit = store_.lookup(op, params); hit && is_valid(hit->solution)) return hit->solution;
+  if (auto hit = store_.lookup(op, params); hit && is_valid(hit->solution)) return {hit->solution, Source::kStored};
   auto problem = make_problem();
   if (!problem.is_ok()) {
     log_.warn(fmt::format("cannot tune {}({}): {}; using Default", op, params, problem.status().message()));
-    return std::string("Default");
+    return {"Default", Source::kTuningFailed};
   }
   auto report = tune(**problem, stale);
   if (!report.is_ok()) {
     log_.warn(fmt::format("tuning {}({}) failed: {}; using Default", op, params, report.status().to_string()));
-    return std::string("Default");
+    return {"Default", Source::kTuningFailed};
   }
-  return report->winner.solution;
+  return {report->winner.solution, Source::kTuned};
 }
 
 StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "tunableop/choice.h"
+
 namespace tunableop {
 
 size_t dtype_size(DType t) {
@@ -45,5 +47,17 @@ StatusOr<DType> parse_dtype(const std::string& s) {
 }
 
 const char* device_kind_name(DeviceKind k) { return k == DeviceKind::kCpu ? "cpu" : "cuda"; }
+
+const char* choice_source_name(ChoiceSource s) {
+  switch (s) {
+    case ChoiceSource::kDisabled: return "disabled";
+    case ChoiceSource::kStored: return "stored";
+    case ChoiceSource::kTuned: return "tuned";
+    case ChoiceSource::kNotTuned: return "not tuned";
+    case ChoiceSource::kDeferred: return "deferred";
+    case ChoiceSource::kTuningFailed: return "tuning failed";
+  }
+  return "?";
+}
 
 }  // namespace tunableop

@@ -1,5 +1,6 @@
 // The engine's process state: one tunableop::Context per device (the CPU, each CUDA ordinal, so
-// one results file per device), and what the serve path keeps per device between calls.
+// one results file per device; its plans hold the decisions), and what the serve path keeps per
+// device between calls.
 // Nothing here is ever destroyed: hooked calls may arrive while the process exits.
 #pragma once
 
@@ -9,7 +10,6 @@
 #include <vector>
 
 #include "interpose/abi.h"
-#include "interpose/decision_cache.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm_and_bias.h"
 
@@ -39,14 +39,11 @@ struct DeviceEngine {
   Device device;
   Context* ctx = nullptr;  // leaked on purpose (see above)
   Options options;         // the settings, read once
-  DecisionCache<GemmCandidate> gemm_decisions;
-  DecisionCache<GemmAndBiasCandidate> bias_decisions;
+  // Decisions live in the context's plans (one per problem, found by its ops::ProblemKey).
   GraphWorkspace graph_workspace;
-  // Problems first seen while capturing (tuned at the next call outside a capture) and the
-  // untuned file they are recorded in.
-  std::mutex deferred_mu;
-  std::vector<GemmParams> deferred;
-  std::atomic<bool> has_deferred{false};  // read on every GPU call: one relaxed load
+  // Where problems first met while capturing are written (the op framework tunes them at the
+  // next call outside a capture).
+  std::mutex untuned_mu;
   std::unique_ptr<UntunedFile> untuned;
 };
 

@@ -9,128 +9,22 @@
 #include "interpose/held_timer.h"
 #endif
 #include "ops/gemm/dispatch.h"
-#include "ops/gemm/tuning_problem.h"
 #include "ops/gemm_and_bias/dispatch.h"
 
 namespace tunableop::interpose {
 
 namespace {
 
-// What serve() needs to know about an op, for GEMM and GemmAndBias alike.
-struct GemmOp {
-  using Framework = tunableop::GemmOp;  // the op framework's GEMM
-  using Params = GemmParams;
-  using Operands = GemmOperands;
-  using Candidate = GemmCandidate;
-  using Family = GemmCandidateFamily;
-  using Problem = GemmTuningProblem;
-  static constexpr bool kDeferrable = true;  // `tunableop tune` and tune_gemm() take it
-  static ProblemKey key(const Params& p) { return ProblemKey::of(p); }
-  static const GemmParams& gemm(const Params& p) { return p; }
-  static DecisionCache<Candidate>& cache(DeviceEngine& d) { return d.gemm_decisions; }
-  static std::string op_signature(const Params& p) { return gemm_op_signature(p); }
-  static std::string params_signature(const Params& p) { return gemm_params_signature(p); }
-};
-
-struct BiasOp {
-  using Framework = tunableop::GemmAndBiasOp;
-  using Params = GemmAndBiasParams;
-  using Operands = GemmAndBiasOperands;
-  using Candidate = GemmAndBiasCandidate;
-  using Family = GemmAndBiasCandidateFamily;
-  using Problem = GemmAndBiasTuningProblem;
-  static constexpr bool kDeferrable = false;
-  static ProblemKey key(const Params& p) { return ProblemKey::of(p.gemm, int(p.act)); }
-  static const GemmParams& gemm(const Params& p) { return p.gemm; }
-  static DecisionCache<Candidate>& cache(DeviceEngine& d) { return d.bias_decisions; }
-  static std::string op_signature(const Params& p) { return gemm_and_bias_op_signature(p); }
-  static std::string params_signature(const Params& p) { return gemm_and_bias_params_signature(p); }
-};
-
-template <class Op>
-using DecisionOf = Decision<typename Op::Candidate>;
+const GemmParams& gemm_of(const GemmParams& p) { return p; }
+const GemmParams& gemm_of(const GemmAndBiasParams& p) { return p.gemm; }
 
 bool is_library_default(const DeviceEngine& dev, const std::string& name) {
   return name == (dev.device.kind == DeviceKind::kCuda ? "Default" : kProgramBlasName);
 }
 
-// The decision for a stored solution name (valid: Context::choose or the caller checked it).
-template <class Op>
-DecisionOf<Op> decision_for(DeviceEngine& dev, const typename Op::Params& p, const std::string& key,
-                            const std::string& name) {
-  DecisionOf<Op> d;
-  if (is_library_default(dev, name)) {
-    d.kind = DecisionOf<Op>::Kind::kLibrary;
-    return d;
-  }
-  d.candidate = ops::Dispatcher<typename Op::Framework>::cached_candidate(*dev.ctx, p, name);
-  if (!d.candidate) {
-    d.kind = DecisionOf<Op>::Kind::kTuningFailed;
-    return d;
-  }
-  d.kind = DecisionOf<Op>::Kind::kRun;
-  d.workspace = d.candidate->workspace_bytes ? d.candidate->workspace_bytes(p) : 0;
-  return d;
-}
-
-// "Default" as the program would run it: its own call, replayed on the tuning buffers. Should
-// the replay fail (unexpected: the same call just succeeded for the program), our Default runs.
-template <class Op>
-typename Op::Candidate program_default(typename Op::Candidate ours, const CallSite& site) {
-  ours.run = [replay = site.replay, call = site.replay_call, fallback = ours.run](const typename Op::Params& p,
-                                                                                  const typename Op::Operands& o) {
-    Status st = replay(call, o.a, o.b, o.c);
-    return st.is_ok() ? st : fallback(p, o);
-  };
-  ours.info.details.emplace_back("call", "the program's own");
-  return ours;
-}
-
-// Outside a capture: Context::choose looks the problem up, tunes it (tuning on, on copies of the
-// program's operands) or records it (--record). On a GPU the tuning measures device time only
-// (held_timer.h) and its Default is the program's own call when the call site can replay it.
-template <class Op>
-const DecisionOf<Op>* decide(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops,
-                             const CallSite& site) {
-  Context& ctx = *dev.ctx;
-  const std::string op = Op::op_signature(p), psig = Op::params_signature(p), key = op + "," + psig;
-  using Dispatch = ops::Dispatcher<typename Op::Framework>;
-  auto is_valid = [&](const std::string& name) { return Dispatch::cached_candidate(ctx, p, name) != nullptr; };
-  auto make_problem = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
-    const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
-    if (rt == nullptr) return Status::unsupported("no runtime registered for " + ctx.device().to_string());
-    const TuningPolicy& policy = dev.options.policy;
-    auto candidates = Dispatch::candidates_for(ctx, p, policy.search_effort);
-    if (site.replay != nullptr && !candidates.empty() && candidates.front().name == "Default")
-      candidates.front() = program_default<Op>(candidates.front(), site);
-    auto pr = Op::Problem::create(p, ops, std::move(candidates), *rt, policy, ctx.log());
-    if (!pr.is_ok()) return pr.status();
-    std::unique_ptr<TuningProblem> problem = std::move(*pr);
-#ifdef TUNABLEOP_INTERPOSE_CUDA
-    if (site.gpu) problem = with_held_timer(std::move(problem), ops.stream);
-#endif
-    return problem;
-  };
-  auto chosen = ctx.choose(op, psig, is_valid, make_problem);
-  const std::string name = chosen.is_ok() ? *chosen : "Default";
-  auto stored = ctx.results().lookup(op, psig);
-  DecisionOf<Op> d;
-  if (!stored || stored->solution != name) {
-    // choose() answered Default without a result behind it.
-    d.kind = dev.options.tuning ? DecisionOf<Op>::Kind::kTuningFailed : DecisionOf<Op>::Kind::kNotTuned;
-  } else {
-    d = decision_for<Op>(dev, p, key, name);
-  }
-  ctx.log().log(2, fmt::format("interpose: {}({}) -> {}", op, psig,
-                               d.kind == DecisionOf<Op>::Kind::kRun       ? name
-                               : d.kind == DecisionOf<Op>::Kind::kLibrary ? "the library's own call (tuned)"
-                                                                          : "the library's own call (no result)"));
-  return Op::cache(dev).insert(Op::key(p), std::move(d));
-}
-
 void record_untuned(DeviceEngine& dev, const std::string& op, const std::string& psig) {
   {
-    std::lock_guard lock(dev.deferred_mu);
+    std::lock_guard lock(dev.untuned_mu);
     if (!dev.untuned)
       dev.untuned = std::make_unique<UntunedFile>(
           results_path_for(dev.options.untuned_filename, std::to_string(dev.device.ordinal)));
@@ -139,126 +33,116 @@ void record_untuned(DeviceEngine& dev, const std::string& op, const std::string&
   if (!st.is_ok()) dev.ctx->log().warn(st.to_string());
 }
 
-// While capturing: a stored result only (loaded when the device engine was made); a miss is
-// recorded and, where possible, deferred to the next call outside a capture.
+// How the plan tunes a miss for the interposer: on a GPU its Default is the program's own call
+// (CallSite::replay) and its clock counts device time only (held_timer.h).
 template <class Op>
-const DecisionOf<Op>* decide_while_capturing(DeviceEngine& dev, const typename Op::Params& p, Reason* why) {
-  Context& ctx = *dev.ctx;
-  const std::string op = Op::op_signature(p), psig = Op::params_signature(p);
-  auto stored = ctx.results().lookup(op, psig);
-  if (!stored) {
-    record_untuned(dev, op, psig);
-    if constexpr (Op::kDeferrable) {
-      if (dev.options.tuning) {
-        std::lock_guard lock(dev.deferred_mu);
-        dev.deferred.push_back(Op::gemm(p));
-        dev.has_deferred.store(true, std::memory_order_relaxed);
-      }
-    }
-    *why = Reason::kCapturingUntuned;
-    return nullptr;
-  }
-  // Resolving a candidate may create our handles: only on a thread that has them already.
-  if (!gpu::thread_ready(dev.device.ordinal)) {
-    *why = Reason::kCapturingNotReady;
-    return nullptr;
-  }
-  const std::string key = op + "," + psig;
-  if (!is_library_default(dev, stored->solution) &&
-      !ops::Dispatcher<typename Op::Framework>::cached_candidate(ctx, p, stored->solution)) {
-    *why = Reason::kCapturingUntuned;  // stale: re-tuned at the next call outside a capture
-    return nullptr;
-  }
-  return Op::cache(dev).insert(Op::key(p), decision_for<Op>(dev, p, key, stored->solution));
-}
-
-// GEMMs first seen while capturing: tuned on random data now that no capture is running.
-void tune_deferred(DeviceEngine& dev) {
-  std::vector<GemmParams> todo;
-  {
-    std::lock_guard lock(dev.deferred_mu);
-    todo.swap(dev.deferred);
-    dev.has_deferred.store(false, std::memory_order_relaxed);
-    if (todo.empty()) return;
-  }
-  for (const GemmParams& p : todo) {
-    if (dev.ctx->results().contains(gemm_op_signature(p), gemm_params_signature(p))) continue;
-    auto r = tune_gemm(*dev.ctx, p);
-    if (!r.is_ok())
-      dev.ctx->log().warn(fmt::format("interpose: tuning {}({}) first seen in a CUDA graph failed: {}",
-                                      gemm_op_signature(p), gemm_params_signature(p), r.status().to_string()));
-    gpu::clear_our_error();
-  }
+PlanHooks<Op> hooks_for(const CallSite& site, void* stream) {
+  PlanHooks<Op> h;
+  if (site.replay != nullptr)
+    h.default_run = [replay = site.replay, call = site.replay_call](const typename Op::Params&,
+                                                                    const typename Op::Operands& o) {
+      return replay(call, o.a, o.b, o.c);
+    };
+#ifdef TUNABLEOP_INTERPOSE_CUDA
+  if (site.gpu)
+    h.wrap_problem = [stream](std::unique_ptr<TuningProblem> pr) { return with_held_timer(std::move(pr), stream); };
+#endif
+  return h;
 }
 
 template <class Op>
-Outcome run(DeviceEngine& dev, const DecisionOf<Op>& d, const typename Op::Params& p, typename Op::Operands ops,
+Outcome run(DeviceEngine& dev, const PlanDecision<Op>& d, const typename Op::Params& p, typename Op::Operands ops,
             const CallSite& site, bool capturing) {
-  if (d.workspace > 0) {
-    if (site.workspace_bytes >= d.workspace) {
+  if (d.workspace_bytes > 0) {
+    if (site.workspace_bytes >= d.workspace_bytes) {
       ops.workspace = site.workspace;
       ops.workspace_bytes = site.workspace_bytes;
     } else if (capturing) {
-      void* w = dev.graph_workspace.get(d.workspace);
+      void* w = dev.graph_workspace.get(d.workspace_bytes);
       if (w == nullptr) return {Reason::kCapturingNotReady};
       ops.workspace = w;
-      ops.workspace_bytes = d.workspace;
+      ops.workspace_bytes = d.workspace_bytes;
     } else if (site.gpu) {
       // Eagerly the candidate uses its own scratch; a later capture of this problem will need
       // memory that outlives it.
-      dev.graph_workspace.reserve(d.workspace);
+      dev.graph_workspace.reserve(d.workspace_bytes);
     }
   }
   Status st = d.candidate->run(p, ops);
   if (st.is_ok()) return {Reason::kServed};
   if (site.gpu) gpu::clear_our_error();
   if (st.is_unsupported()) return {Reason::kCandidateDeclined};
-  dev.ctx->log().warn(
-      fmt::format("interpose: {} failed ({}); {}", d.candidate->name, st.to_string(),
-                  Op::gemm(p).beta == 0.0 || !site.gpu ? "passing the call to the library" : "reporting the failure"));
+  const bool beta0 = gemm_of(p).beta == 0.0;
+  dev.ctx->log().warn(fmt::format("interpose: {} failed ({}); {}", d.solution, st.to_string(),
+                                  beta0 || !site.gpu ? "passing the call to the library" : "reporting the failure"));
   // With beta != 0 a candidate that failed part-way may have changed C: the library cannot
   // redo the call, so the program gets the error.
-  if (Op::gemm(p).beta == 0.0 || !site.gpu) return {Reason::kCandidateFailed};
+  if (beta0 || !site.gpu) return {Reason::kCandidateFailed};
   return {Reason::kServed, gpu::execution_failed_status()};
 }
 
+// The problem's plan slot (the op framework's table: ops::ProblemKey -> plan) decides, as for
+// any plan: a hit costs a hashed lookup and a generation check. The interposer adds its rules
+// (docs/interpose.md): a tuned library default and every miss go back to the program's library
+// untouched; a miss while the stream captures is written to the untuned file; a thread that
+// never made our handles passes through while capturing.
 template <class Op>
-Outcome serve(DeviceEngine& dev, const typename Op::Params& p, const typename Op::Operands& ops, const CallSite& site) {
-  const DecisionOf<Op>* d = Op::cache(dev).find(Op::key(p));
-  // GEMMs first met inside a capture are tuned at the next call outside one (one relaxed load).
-  const bool deferred = site.gpu && dev.has_deferred.load(std::memory_order_relaxed);
-  bool capturing = false;
-  if (site.gpu && (d == nullptr || d->kind == DecisionOf<Op>::Kind::kRun || deferred))
-    capturing = gpu::stream_capturing(site.stream);
-  if (deferred && !capturing) {
+Outcome serve(DeviceEngine& dev, const typename Op::Params& params, const typename Op::Operands& ops,
+              const CallSite& site) {
+  using Dispatch = ops::Dispatcher<Op>;
+  Context& ctx = *dev.ctx;
+  const typename Op::Params p = ops::OpDefinition<Op>::normalize(params);
+  auto& slot = Dispatch::slot_for(ctx, p);
+  // The capture query only where its answer matters: a decision to make, problems deferred by
+  // an earlier capture (tuned now unless this call captures too), our handles, workspace.
+  int capturing = -1;  // not asked yet
+  auto is_capturing = [&] {
+    if (capturing < 0) capturing = site.gpu && gpu::stream_capturing(site.stream) ? 1 : 0;
+    return capturing == 1;
+  };
+  // Our handles: made outside a capture (creating one allocates), before anything resolves or
+  // runs a candidate.
+  auto ready = [&] {
+    if (!site.gpu || gpu::thread_ready(dev.device.ordinal)) return true;
+    if (is_capturing()) return false;
     gpu::make_thread_ready(dev.device.ordinal);
-    tune_deferred(dev);
+    return true;
+  };
+  if (site.gpu && Dispatch::has_deferred(ctx) && !is_capturing()) {
+    gpu::make_thread_ready(dev.device.ordinal);
+    Dispatch::tune_deferred(ctx);
     gpu::clear_our_error();
   }
-  if (d == nullptr) {
-    if (capturing) {
-      Reason why = Reason::kCapturingUntuned;
-      d = decide_while_capturing<Op>(dev, p, &why);
-      if (d == nullptr) return {why};
-    } else {
-      if (site.gpu) gpu::make_thread_ready(dev.device.ordinal);
-      d = decide<Op>(dev, p, ops, site);
-      if (site.gpu) gpu::clear_our_error();
-    }
+  const bool deciding = !Dispatch::current(ctx, slot);
+  const PlanDecision<Op>* d = nullptr;
+  if (deciding) {
+    if (!ready()) return {Reason::kCapturingNotReady};
+    const PlanHooks<Op> hooks = hooks_for<Op>(site, site.stream);
+    d = &Dispatch::decide(ctx, slot, p, typename Dispatch::TuneOn{&ops, site.stream, &hooks});
+    if (site.gpu) gpu::clear_our_error();
+  } else {
+    d = slot.decision.load(std::memory_order_acquire);
   }
-  switch (d->kind) {
-    case DecisionOf<Op>::Kind::kLibrary: return {Reason::kLibraryDefault};
-    case DecisionOf<Op>::Kind::kNotTuned: return {Reason::kNotTuned};
-    case DecisionOf<Op>::Kind::kTuningFailed: return {Reason::kTuningFailed};
-    case DecisionOf<Op>::Kind::kRun: break;
+  switch (d->source) {
+    case ChoiceSource::kStored:
+    case ChoiceSource::kTuned: break;
+    case ChoiceSource::kDeferred:
+      record_untuned(dev, slot.op_signature, slot.params_signature);
+      return {Reason::kCapturingUntuned};
+    case ChoiceSource::kNotTuned:
+      // First met while capturing: written to the untuned file whatever --record says.
+      if (deciding && is_capturing()) {
+        record_untuned(dev, slot.op_signature, slot.params_signature);
+        return {Reason::kCapturingUntuned};
+      }
+      return {Reason::kNotTuned};
+    case ChoiceSource::kDisabled: return {Reason::kNotTuned};
+    case ChoiceSource::kTuningFailed: return {Reason::kTuningFailed};
   }
-  if (site.gpu && !gpu::thread_ready(dev.device.ordinal)) {
-    // A thread that only ever hit decisions other threads made: make its handles now, outside a
-    // capture, or pass through while capturing.
-    if (capturing) return {Reason::kCapturingNotReady};
-    gpu::make_thread_ready(dev.device.ordinal);
-  }
-  return run<Op>(dev, *d, p, ops, site, capturing);
+  if (!d->candidate) return {Reason::kTuningFailed};
+  if (is_library_default(dev, d->solution)) return {Reason::kLibraryDefault};
+  if (!ready()) return {Reason::kCapturingNotReady};
+  return run<Op>(dev, *d, p, ops, site, d->workspace_bytes > site.workspace_bytes && is_capturing());
 }
 
 }  // namespace
@@ -269,7 +153,7 @@ Outcome serve_gemm(DeviceEngine& dev, const GemmParams& p, const GemmOperands& o
 
 Outcome serve_gemm_and_bias(DeviceEngine& dev, const GemmAndBiasParams& p, const GemmAndBiasOperands& ops,
                             const CallSite& site) {
-  return serve<BiasOp>(dev, p, ops, site);
+  return serve<GemmAndBiasOp>(dev, p, ops, site);
 }
 
 }  // namespace tunableop::interpose

@@ -1,7 +1,7 @@
-// The one place where an intercepted call, once mapped to our params, is dispatched:
-//   decision (cached per problem) -> run our candidate, or hand the call back to the library.
-// At merge, the framework's plan handles replace the decision cache: ctx.plan(params) gives what
-// decide() below works out, and serve() keeps only the capture and workspace rules.
+// The one place where an intercepted call, once mapped to our params, is dispatched: the
+// problem's plan decides (the op framework's slot, found by its ops::ProblemKey; a hit is a
+// hashed lookup and a generation check), then serve() runs our candidate or hands the call back
+// to the library, with the interposer's capture and workspace rules.
 #pragma once
 
 #include <cstddef>
@@ -29,9 +29,10 @@ struct CallSite {
 };
 
 // Rules (docs/interpose.md):
-// - first sight outside a capture: tune (tuning on), or record (--record), via Context::choose;
-//   on a GPU the tuning's Default is the program's own call (CallSite::replay) and its clock
-//   counts device time only (held_timer.h);
+// - first sight outside a capture: tune (tuning on), or record (--record), as any plan decides
+//   (Context::decide); on a GPU the tuning's Default is the program's own call (CallSite::replay,
+//   the plan's Default override) and its clock counts device time only (held_timer.h, the
+//   plan's timer wrapper);
 // - while the stream captures a CUDA graph: never tune, allocate or synchronize; serve a known
 //   result whose workspace is at hand, else pass through (a miss is recorded in the untuned file
 //   and, for GEMMs with tuning on, tuned on random data at the next call outside a capture);

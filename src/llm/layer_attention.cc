@@ -1,9 +1,8 @@
 #include "llm/layer_attention.h"
 
 #include <algorithm>
-#include <memory>
 
-#include "ops/attention/dispatch.h"
+#include "tunableop/attention.h"
 
 namespace tunableop::llm {
 
@@ -67,20 +66,14 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
 }
 
 StatusOr<std::string> tune_decode_attention(Context& ctx, const AttentionParams& params, void* stream) {
-  const AttentionParams p = params.with_defaults();
-  TUNABLEOP_RETURN_IF_ERROR(p.validate());
-  const std::string op = attention_op_signature(p), sig = attention_params_signature(p);
-  auto valid = [&](const std::string& name) { return AttentionDispatch::cached_candidate(ctx, p, name) != nullptr; };
-  std::unique_ptr<RandomOperands<AttentionOp>> random;  // lives until the tuning is done
-  auto make = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
-    auto b = RandomOperands<AttentionOp>::make(ctx, p, 1, stream);
-    if (!b.is_ok()) return b.status();
-    random = std::move(*b);
-    return AttentionDispatch::make_problem(ctx, random->params(), random->operands());
-  };
-  // The context's decision, as a dispatch makes it (results loaded, a hit, Default when off or
-  // not tuning), except that a miss is tuned on the random operands.
-  return ctx.choose(op, sig, valid, make);
+  // The problem's plan, decided now: the context's decision as any run makes it (results loaded,
+  // a hit, Default when off or not tuning), except that a miss is tuned on random operands at
+  // full length, made only then.
+  auto plan = make_plan(ctx, params);
+  if (!plan.is_ok()) return plan.status();
+  auto decision = plan->prepare(stream);
+  if (!decision.is_ok()) return decision.status();
+  return *decision ? (*decision)->solution : std::string("Default");
 }
 
 }  // namespace tunableop::llm

@@ -29,12 +29,13 @@ StatusOr<LayerAttention> layer_attention(const ModelConfig& c, DType dtype, cons
 
 // Decode attention is one problem for every step (lengths read on the device), so tuned on its
 // first call it would be timed at the prompt's end, while later steps read up to kv_len keys.
-// With TunableOp on and tuning on, a problem not in the results is tuned here first on random
-// operands at full length (every sequence at kv_len, valid page tables: what `tunableop tune`
-// does) and recorded; the first call then finds it. Returns the solution name: the context's
-// decision (Context::choose: "Default" when TunableOp is off; with tuning off, the stored
-// solution or "Default"). Allocates and synchronizes `stream` when it tunes: not while a CUDA
-// graph is being captured.
+// So its plan is prepared here (Plan::prepare): with TunableOp on and tuning on, a problem not in
+// the results is tuned first on random operands at full length (every sequence at kv_len, valid
+// page tables: what `tunableop tune` does) and recorded; every later call of the problem finds
+// that decision. Returns the solution name: the context's decision ("Default" when TunableOp is
+// off; with tuning off, the stored solution or "Default"). Allocates and synchronizes `stream`
+// when it tunes; while a CUDA graph is being captured it tunes nothing (the plan's capture
+// policy).
 StatusOr<std::string> tune_decode_attention(Context& ctx, const AttentionParams& p, void* stream);
 
 }  // namespace tunableop::llm

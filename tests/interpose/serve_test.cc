@@ -132,7 +132,7 @@ struct Call {
   }
 };
 
-TEST(Serve, StoredWinnerRunsAndTheDecisionIsKept) {
+TEST(Serve, StoredWinnerRunsAndTheDecisionFollowsTheResults) {
   Fixture f(/*tuning=*/false);
   Call call(9, 5, 7);
   f.store(call.p, "Gemm_Winner");
@@ -140,10 +140,16 @@ TEST(Serve, StoredWinnerRunsAndTheDecisionIsKept) {
   EXPECT_EQ(o.reason, Reason::kServed);
   EXPECT_EQ(f.winner_runs, 1);
   EXPECT_TRUE(testing::matches_reference(call.prob, call.prob.c));
-  f.dev.ctx->results().clear();  // the decision no longer needs the store
   EXPECT_EQ(call.serve(f.dev).reason, Reason::kServed);
   EXPECT_EQ(f.winner_runs, 2);
   EXPECT_EQ(f.default_runs, 0);
+  // The problem's plan decides again when the results change, as every plan does.
+  f.store(call.p, "Default");
+  EXPECT_EQ(call.serve(f.dev).reason, Reason::kServed);
+  EXPECT_EQ(f.default_runs, 1);
+  f.dev.ctx->results().clear();
+  EXPECT_EQ(call.serve(f.dev).reason, Reason::kNotTuned);
+  EXPECT_EQ(f.winner_runs + f.default_runs, 3);
 }
 
 TEST(Serve, ProgramBlasWinnerGoesBackToTheLibraryUntouched) {

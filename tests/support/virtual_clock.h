@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "backends/cpu_runtime.h"
@@ -23,12 +24,15 @@ class VirtualTimer : public Timer {
   double t0_ = 0;
 };
 
-// The host runtime and validators into r, with every timer reading `clock`.
-inline void register_host_on_virtual_clock(Registry& r, std::atomic<double>& clock) {
+// The host runtime and validators into r, with every timer reading `clock`; `capturing`, when
+// given, answers DeviceRuntime::capturing (a pretend CUDA graph capture).
+inline void register_host_on_virtual_clock(Registry& r, std::atomic<double>& clock,
+                                           std::function<bool(void*)> capturing = {}) {
   Registry host;
   register_cpu_runtime(host);
   DeviceRuntime rt = *host.runtime(DeviceKind::kCpu);
   rt.make_timer = [&clock](void*) -> std::unique_ptr<Timer> { return std::make_unique<VirtualTimer>(clock); };
+  rt.capturing = std::move(capturing);
   r.add_runtime(std::move(rt));
   for (const auto& v : host.validators()) r.add_validator(v);
 }

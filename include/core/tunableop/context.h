@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "tunableop/choice.h"
 #include "tunableop/config.h"
 #include "tunableop/device.h"
 #include "tunableop/log.h"
@@ -66,7 +67,7 @@ class Context {
   // Stores e in memory and appends it to the results file (`replace`: even when the file has
   // the key already; the later line wins on load). What tune() does with a winner.
   Status store_result(ResultEntry e, bool replace);
-  // Between start and stop, every (op, params) that choose() is asked about is recorded, in
+  // Between start and stop, every (op, params) that decide() is asked about is recorded, in
   // first-asked order: the problems a workload uses (in_context.h).
   void start_recording_choices();
   std::vector<std::pair<std::string, std::string>> stop_recording_choices();
@@ -83,12 +84,19 @@ class Context {
   };
   std::vector<UnsavedResult> unsaved_results();
 
-  // Dispatch decision, used by ops when a plan revalidates (never per call):
-  //   enabled off               -> "Default"
-  //   hit (and is_valid(name))  -> that name
-  //   miss, tuning on           -> tune via make_problem(), append, that name
-  //   miss, tuning off          -> "Default" (+ untuned file when recording)
+  // The dispatch decision, the one place a solution is chosen; plans make it when they
+  // revalidate (never per call) and keep the answer (tunableop/op.h):
+  //   enabled off                      -> "Default" (kDisabled)
+  //   hit (and is_valid(name))         -> that name (kStored)
+  //   miss, tuning on, may_tune        -> tune via make_problem(), append, the winner (kTuned;
+  //                                       "Default" and kTuningFailed when it cannot)
+  //   miss, tuning on, not may_tune    -> "Default" (kDeferred: a CUDA graph is being captured)
+  //   miss, tuning off                 -> "Default" (kNotTuned; + untuned file when recording)
   // `is_valid` rejects foreign or stale solution names (they are then treated as a miss).
+  Choice decide(const std::string& op, const std::string& params,
+                const std::function<bool(const std::string&)>& is_valid,
+                const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem, bool may_tune = true);
+  // decide(...).solution.
   StatusOr<std::string> choose(const std::string& op, const std::string& params,
                                const std::function<bool(const std::string&)>& is_valid,
                                const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem);

@@ -46,6 +46,10 @@ struct DeviceRuntime {
   std::function<StatusOr<double>(DType dtype, const void* c, const void* ref, int64_t m, int64_t n, int64_t ldc,
                                  int64_t batch, int64_t stride_c, void* stream)>
       relative_error;
+  // Optional: whether `stream` is capturing a CUDA graph (an error asking counts as capturing):
+  // a plan that must decide then decides from stored results only, since tuning allocates and
+  // synchronizes (tunableop/op.h). Unset (CPU): never.
+  std::function<bool(void* stream)> capturing;
   // Optional: `body` (which enqueues calls on `stream`) captured once into a graph and replayed;
   // returns the median milliseconds per replay. What a caller that runs an op from a CUDA graph
   // (the engine's decode step, PyTorch's benchmarks) pays, without per-launch host work. Unset

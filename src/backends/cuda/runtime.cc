@@ -166,6 +166,14 @@ DeviceRuntime make_cuda_runtime() {
     TUNABLEOP_CUDA_TRY(cudaSetDevice(ordinal));
     return Status::ok();
   };
+  rt.capturing = [](void* stream) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st) != cudaSuccess) {
+      (void)cudaGetLastError();  // the legacy stream while another captures globally: say yes
+      return true;
+    }
+    return st != cudaStreamCaptureStatusNone;
+  };
   rt.replay_ms = [](const std::function<Status()>& body, void* stream) -> StatusOr<double> {
     return replay_graph_ms(body, static_cast<cudaStream_t>(stream));
   };

@@ -1,6 +1,7 @@
 // The all-reduce through the op framework: candidates from the registry (Dispatcher's lists and
-// lookup by stored name), the decision through Context::choose (results file, tuning on a
-// miss), and per communicator one frozen decision per message size, so that every rank of a
+// lookup by stored name), the decision of the problem's plan slot in rank 0's context
+// (Dispatcher::decide_with: results file, tuning on a miss with the all-reduce's own tuning
+// problem), and per communicator that decision frozen per message size, so that every rank of a
 // collective runs the same candidate (a per-thread plan could revalidate differently on two
 // ranks and leave them waiting for each other forever).
 #include <fmt/format.h>
@@ -28,13 +29,12 @@ struct Communicator::State {
   int arrived = 0;
   uint64_t generation = 0;
   Status aborted;
-  // One decision per (dtype, count): the candidate every rank runs.
-  struct Decision {
-    std::shared_ptr<const AllReduceCandidate> candidate;  // null: `error` says why nothing runs
-    Status error;
-  };
+  // One decision per problem: the candidate every rank runs. A decision of the problem's plan
+  // slot (kept as long as the deciding context), frozen here: a later change of the results
+  // must not make two ranks run different candidates.
+  using Decision = PlanDecision<AllReduceOp>;
   std::shared_mutex decisions_mu;
-  std::map<std::tuple<int, int64_t, int, int, int>, Decision> decisions;
+  std::map<std::tuple<int, int64_t, int, int, int>, const Decision*> decisions;
 
   static std::tuple<int, int64_t, int, int, int> key(const AllReduceParams& p) {
     return {int(p.dtype), p.count, int(p.op), int(p.epilogue), int(p.round_to)};
@@ -42,11 +42,11 @@ struct Communicator::State {
   const Decision* find(const AllReduceParams& p) {
     std::shared_lock lock(decisions_mu);
     auto it = decisions.find(key(p));
-    return it == decisions.end() ? nullptr : &it->second;
+    return it == decisions.end() ? nullptr : it->second;
   }
-  void store(const AllReduceParams& p, Decision d) {
+  void store(const AllReduceParams& p, const Decision& d) {
     std::unique_lock lock(decisions_mu);
-    decisions.emplace(key(p), std::move(d));
+    decisions.emplace(key(p), &d);
   }
 };
 
@@ -170,48 +170,41 @@ Status probe(Communicator& comm, const AllReduceParams& p, const AllReduceCandid
   return st;
 }
 
-// Rank 0 (or the group-mode caller) decides for every rank: the results file, else tuning
-// (Context::choose); the chosen candidate must then survive one collective, else Default.
+// Rank 0 (or the group-mode caller) decides for every rank: the plan slot's decision (results
+// file, else tuning over this communicator); the chosen candidate must then survive one
+// collective, else Default.
 void decide(Context& ctx, const AllReduceParams& p, Communicator& comm) {
-  const int effort = ctx.options().policy.search_effort;
-  auto cands = AllReduceDispatch::candidates_for(ctx, p, effort);
-  Communicator::State::Decision d;
-  if (cands.empty() || cands.front().name != "Default") {
-    d.error = Status::unsupported(fmt::format("no Default all-reduce on {} in this build", ctx.device().to_string()));
-    comm.state().store(p, std::move(d));
-    return;
-  }
-  auto is_valid = [&](const std::string& name) {
-    auto c = AllReduceDispatch::find_candidate(ctx, p, name);
-    return c.is_ok() && c->supports(p).is_ok();
-  };
+  auto& slot = AllReduceDispatch::slot_for(ctx, p);
   auto make = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
+    auto cands = AllReduceDispatch::candidates_for(ctx, p, ctx.options().policy.search_effort);
+    if (cands.empty() || cands.front().name != "Default")
+      return Status::unsupported(fmt::format("no Default all-reduce on {} in this build", ctx.device().to_string()));
     auto pr = ops::AllReduceTuningProblem::create(comm, p, cands);
     if (!pr.is_ok()) return pr.status();
     return std::unique_ptr<TuningProblem>(std::move(*pr));
   };
+  const PlanDecision<AllReduceOp>& chosen = AllReduceDispatch::decide_with(ctx, slot, p, make);
   const std::string op = all_reduce_op_signature(p), params = all_reduce_params_signature(p);
-  auto chosen = ctx.choose(op, params, is_valid, make);
-  if (!chosen.is_ok()) ctx.log().warn(fmt::format("{}({}): {}; trying Default", op, params, chosen.status().message()));
-  Status last;
-  for (const std::string& name : {chosen.is_ok() ? *chosen : std::string("Default"), std::string("Default")}) {
-    auto c = AllReduceDispatch::find_candidate(ctx, p, name);
-    if (!c.is_ok()) {
-      last = c.status();
+  Status last = chosen.error;
+  for (const PlanDecision<AllReduceOp>* d :
+       {&chosen, &AllReduceDispatch::decision_named(ctx, slot, p, "Default", chosen.source)}) {
+    if (!d->candidate) {
+      last = d->error;
       continue;
     }
-    last = probe(comm, p, *c);
+    last = probe(comm, p, *d->candidate);
     if (last.is_ok()) {
-      ctx.log().log(1, fmt::format("{}({}) on {}: {}", op, params, comm.describe(), name));
-      d.candidate = std::make_shared<const AllReduceCandidate>(std::move(*c));
-      break;
+      ctx.log().log(1, fmt::format("{}({}) on {}: {}", op, params, comm.describe(), d->solution));
+      comm.state().store(p, *d);
+      return;
     }
-    ctx.log().warn(fmt::format("{}({}): {} does not run on {}: {}", op, params, name, comm.describe(), last.message()));
+    ctx.log().warn(
+        fmt::format("{}({}): {} does not run on {}: {}", op, params, d->solution, comm.describe(), last.message()));
     (void)comm.recover();
   }
-  if (!d.candidate)
-    d.error = Status(last.code(), fmt::format("no all-reduce runs on {}: {}", comm.describe(), last.message()));
-  comm.state().store(p, std::move(d));
+  comm.state().store(p, AllReduceDispatch::failed(ctx, slot,
+                                                  Status(last.code(), fmt::format("no all-reduce runs on {}: {}",
+                                                                                  comm.describe(), last.message()))));
 }
 
 }  // namespace
@@ -255,7 +248,7 @@ Status all_reduce(Context& ctx, const AllReduceParams& params, const AllReduceOp
 
 std::string all_reduce_solution(Communicator& comm, const AllReduceParams& p) {
   const auto* d = comm.state().find(p);
-  return d && d->candidate ? d->candidate->name : "";
+  return d && d->candidate ? d->solution : "";
 }
 
 }  // namespace tunableop

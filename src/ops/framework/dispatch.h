@@ -29,30 +29,20 @@
 namespace tunableop {
 namespace detail {
 
-// What a slot runs now. Immutable once published; kept until the context dies, so the hot
-// path may hold it without a reference count.
-template <class Op>
-struct PlanChoice {
-  const Candidate<Op>* candidate = nullptr;  // null: nothing can run here, `error` says why
-  const Candidate<Op>* fallback = nullptr;   // Default, when `candidate` is another one
-  std::string name;
-  Status error;
-};
-
-// One problem of one op in one context.
+// One problem of one op in one context: what every plan of it (and the plain call) runs.
 template <class Op>
 struct PlanSlot {
   PlanSlot(const ops::ProblemKey& k, uint64_t h) : key(k), hash(h) {}
   const ops::ProblemKey key;
   const uint64_t hash;
-  std::atomic<uint64_t> generation{0};  // the context generation `choice` was made for (0: none yet)
-  std::atomic<const PlanChoice<Op>*> choice{nullptr};
-  // Written once, before the first choice is published.
+  std::atomic<uint64_t> generation{0};  // the context generation `decision` was made for (0: none yet)
+  std::atomic<const PlanDecision<Op>*> decision{nullptr};
+  // Written once, before the first decision is published.
   std::string op_signature, params_signature;
   // Slow path only, under mu.
   std::mutex mu;
   std::map<std::string, std::shared_ptr<const Candidate<Op>>> resolved;  // by name; null: does not apply
-  std::vector<std::unique_ptr<const PlanChoice<Op>>> choices;            // every choice ever published
+  std::vector<std::unique_ptr<const PlanDecision<Op>>> decisions;        // every one ever made
 };
 
 }  // namespace detail
@@ -68,7 +58,16 @@ class Dispatcher {
   using Cand = Candidate<Op>;
   using Family = CandidateFamily<Op>;
   using Slot = detail::PlanSlot<Op>;
-  using Choice = detail::PlanChoice<Op>;
+  using Decision = PlanDecision<Op>;
+
+  // How a miss is tuned when a plan decides: on copies of the call's operands (`ops`), or on
+  // random operands made then (null), on `stream`, with the caller's hooks (may be null).
+  struct TuneOn {
+    const Operands* ops = nullptr;
+    void* stream = nullptr;
+    const PlanHooks<Op>* hooks = nullptr;
+  };
+  using MakeProblem = std::function<StatusOr<std::unique_ptr<TuningProblem>>()>;
 
   // The candidates for p on the context's device at the given effort: Default first, then the
   // static ones in registration order, then family expansions.
@@ -135,12 +134,75 @@ class Dispatcher {
 
   // The hot path, for valid params and operands: a generation check and the chosen candidate.
   static Status run(Context& ctx, Slot& slot, const Params& p, const Operands& ops) {
-    if (slot.generation.load(std::memory_order_acquire) != ctx.generation()) revalidate(ctx, slot, p, ops);
-    const Choice* c = slot.choice.load(std::memory_order_acquire);
-    if (!c->candidate) return c->error;
-    Status st = c->candidate->run(p, ops);
-    if (st.is_ok() || !c->fallback) return st;
-    return fall_back(ctx, slot, *c, p, ops, st);
+    if (!current(ctx, slot)) revalidate(ctx, slot, p, TuneOn{&ops, Def::stream(ops), nullptr});
+    const Decision* d = slot.decision.load(std::memory_order_acquire);
+    if (!d->candidate) return d->error;
+    Status st = d->candidate->run(p, ops);
+    if (st.is_ok() || !d->fallback) return st;
+    return fall_back(ctx, slot, *d, p, ops, st);
+  }
+
+  // Whether the slot's decision was made for the context as it is now (two atomic loads).
+  static bool current(Context& ctx, const Slot& slot) {
+    return slot.generation.load(std::memory_order_acquire) == ctx.generation();
+  }
+
+  // The slot's decision, made first when it is not current (Plan::decide / prepare, the
+  // interposer). Never null.
+  static const Decision& decide(Context& ctx, Slot& slot, const Params& p, const TuneOn& how) {
+    if (!current(ctx, slot)) revalidate(ctx, slot, p, how);
+    return *slot.decision.load(std::memory_order_acquire);
+  }
+
+  // For a caller with a tuning problem of its own (the all-reduce, whose operands live on every
+  // rank): the slot's decision, made first when not current with `make` for a miss.
+  static const Decision& decide_with(Context& ctx, Slot& slot, const Params& p, const MakeProblem& make) {
+    if (!current(ctx, slot)) {
+      std::lock_guard<std::mutex> lock(slot.mu);
+      decide_locked(ctx, slot, p, make, /*may_tune=*/true);
+    }
+    return *slot.decision.load(std::memory_order_acquire);
+  }
+
+  // A decision for the candidate `name` in the slot (kept with it, not made current): what a
+  // caller falls back to when the current one cannot serve it (the all-reduce's Default when
+  // the chosen candidate does not run on a communicator).
+  static const Decision& decision_named(Context& ctx, Slot& slot, const Params& p, const std::string& name,
+                                        ChoiceSource source) {
+    std::lock_guard<std::mutex> lock(slot.mu);
+    signatures(slot, p);
+    return keep(ctx, slot, p, name, source);
+  }
+
+  // A decision that runs nothing and answers `why` (kept with the slot, not made current).
+  static const Decision& failed(Context& ctx, Slot& slot, Status why) {
+    std::lock_guard<std::mutex> lock(slot.mu);
+    auto d = std::make_unique<Decision>();
+    d->source = ChoiceSource::kTuningFailed;
+    d->error = std::move(why);
+    slot.decisions.push_back(std::move(d));
+    return *slot.decisions.back();
+  }
+
+  // Problems met while a CUDA graph was being captured, tuned on random operands now (no
+  // capture may be running on the device): what the first decision outside a capture does,
+  // and what a caller does that serves calls without deciding (the interposer).
+  static bool has_deferred(Context& ctx) { return ctx.op_state<State>().has_deferred.load(std::memory_order_relaxed); }
+  static void tune_deferred(Context& ctx) {
+    State& st = ctx.op_state<State>();
+    std::vector<Params> todo;
+    {
+      std::lock_guard<std::mutex> lock(st.deferred_mu);
+      todo.swap(st.deferred);
+      st.has_deferred.store(false, std::memory_order_relaxed);
+    }
+    for (const Params& p : todo) {
+      if (ctx.results().contains(Def::op_signature(p), Def::params_signature(p))) continue;
+      auto r = tune(ctx, p, /*retune=*/false, nullptr);
+      if (!r.is_ok())
+        ctx.log().warn(
+            fmt::format("tuning {} first met in a CUDA graph failed: {}", describe(p), r.status().to_string()));
+    }
   }
 
   // Tunes p now on the given operands' data (copied), regardless of kEnabled/kTuning.
@@ -161,17 +223,6 @@ class Dispatcher {
     return ctx.tune(**pr, retune);
   }
 
-  // The candidate `name` (static, or rebuilt by its family) when it supports p, resolved once
-  // per problem and kept with its slot; null when it does not apply. For callers that make
-  // their own decisions through Context::choose (the interposer).
-  static std::shared_ptr<const Cand> cached_candidate(Context& ctx, const Params& params, const std::string& name) {
-    const Params p = Def::normalize(params);
-    Slot& slot = slot_for(ctx, p);
-    std::lock_guard<std::mutex> lock(slot.mu);
-    resolved(ctx, slot, p, name);
-    return slot.resolved.at(name);
-  }
-
   static Slot& slot_for(Context& ctx, const Params& p) {
     const ProblemKey key = Def::key(p);
     return ctx.op_state<State>().table.find_or_insert(
@@ -181,6 +232,9 @@ class Dispatcher {
  private:
   struct State {
     SlotTable<Slot> table;
+    std::mutex deferred_mu;
+    std::vector<Params> deferred;  // problems met while capturing, to tune later
+    std::atomic<bool> has_deferred{false};
   };
 
   // Resolved candidates per name, kept in the slot, so that a revalidation costs a map lookup
@@ -196,20 +250,16 @@ class Dispatcher {
     return it->second.get();
   }
 
-  // The context's settings or results changed since the slot decided (or it never did):
-  // decide again through Context::choose (which may tune on these operands).
-  [[gnu::noinline]] static void revalidate(Context& ctx, Slot& slot, const Params& p, const Operands& ops) {
-    std::lock_guard<std::mutex> lock(slot.mu);
-    const uint64_t g = ctx.generation();  // decide for this state; a later change revalidates again
-    if (slot.generation.load(std::memory_order_relaxed) == g) return;  // another thread just did
+  static void signatures(Slot& slot, const Params& p) {
     if (slot.op_signature.empty()) {
       slot.op_signature = Def::op_signature(p);
       slot.params_signature = Def::params_signature(p);
     }
-    auto is_valid = [&](const std::string& name) { return resolved(ctx, slot, p, name) != nullptr; };
-    auto make = [&]() { return make_problem(ctx, p, ops); };
-    auto chosen = ctx.choose(slot.op_signature, slot.params_signature, is_valid, make);
-    std::string name = chosen.is_ok() ? *chosen : "Default";
+  }
+
+  // The decision object for (name, source) in the slot: an existing one, or a new one kept for
+  // the context's life. A name that does not resolve becomes Default. Under slot.mu.
+  static const Decision& keep(Context& ctx, Slot& slot, const Params& p, std::string name, ChoiceSource source) {
     const Cand* def = resolved(ctx, slot, p, "Default");
     const Cand* cand = resolved(ctx, slot, p, name);
     if (!cand) {
@@ -217,28 +267,90 @@ class Dispatcher {
       name = "Default";
     }
     const Cand* fallback = cand == def ? nullptr : def;
-    const Choice* cur = slot.choice.load(std::memory_order_relaxed);
-    if (!cur || cur->candidate != cand || cur->fallback != fallback) {
-      auto c = std::make_unique<Choice>();
-      c->candidate = cand;
-      c->fallback = fallback;
-      c->name = cand ? name : "";
-      if (!cand)
-        c->error = Status::unsupported(fmt::format("no Default {} supports {}({}) on {}", Def::kName, slot.op_signature,
-                                                   slot.params_signature, ctx.device().to_string()));
-      slot.choice.store(c.get(), std::memory_order_release);
-      slot.choices.push_back(std::move(c));
+    for (const auto& d : slot.decisions)
+      if (d->candidate == cand && d->fallback == fallback && d->source == source) return *d;
+    auto d = std::make_unique<Decision>();
+    d->candidate = cand;
+    d->fallback = fallback;
+    d->solution = cand ? name : "";
+    d->source = source;
+    d->workspace_bytes = cand && cand->workspace_bytes ? cand->workspace_bytes(p) : 0;
+    if (!cand)
+      d->error = Status::unsupported(fmt::format("no Default {} supports {}({}) on {}", Def::kName, slot.op_signature,
+                                                 slot.params_signature, ctx.device().to_string()));
+    slot.decisions.push_back(std::move(d));
+    return *slot.decisions.back();
+  }
+
+  // Context::decide for the slot, the answer published. A decision deferred by a capture is
+  // published but not marked current, so the first decision outside the capture makes it again
+  // (and tunes, on that call's operands). Under slot.mu.
+  static void decide_locked(Context& ctx, Slot& slot, const Params& p, const MakeProblem& make, bool may_tune) {
+    const uint64_t g = ctx.generation();  // decide for this state; a later change decides again
+    if (slot.generation.load(std::memory_order_relaxed) == g) return;  // another thread just did
+    signatures(slot, p);
+    auto is_valid = [&](const std::string& name) { return resolved(ctx, slot, p, name) != nullptr; };
+    const Choice choice = ctx.decide(slot.op_signature, slot.params_signature, is_valid, make, may_tune);
+    const Decision& d = keep(ctx, slot, p, choice.solution, choice.source);
+    const Decision* before = slot.decision.load(std::memory_order_relaxed);
+    if (before != &d) {
+      ctx.log().log(2, fmt::format("{}({}) -> {} ({})", slot.op_signature, slot.params_signature, d.solution,
+                                   choice_source_name(d.source)));
+      slot.decision.store(&d, std::memory_order_release);
+    }
+    if (choice.source == ChoiceSource::kDeferred) {
+      if (before != &d) {  // once per capture that meets it, not once per call
+        State& st = ctx.op_state<State>();
+        std::lock_guard<std::mutex> lock(st.deferred_mu);
+        st.deferred.push_back(p);
+        st.has_deferred.store(true, std::memory_order_relaxed);
+      }
+      return;
     }
     slot.generation.store(g, std::memory_order_release);
+  }
+
+  // The context's settings or results changed since the slot decided (or it never did): decide
+  // again (which may tune a miss on copies of the call's operands, or on random operands).
+  // While the stream captures a CUDA graph nothing is tuned (capture policy, tunableop/op.h);
+  // outside one, problems deferred by a capture are tuned first.
+  [[gnu::noinline]] static void revalidate(Context& ctx, Slot& slot, const Params& p, const TuneOn& how) {
+    const DeviceRuntime* rt = ctx.runtime();
+    const bool capturing = rt && rt->capturing && rt->capturing(how.stream);
+    if (!capturing && has_deferred(ctx)) tune_deferred(ctx);
+    std::unique_ptr<RandomOperands<Op>> random;  // lives until the tuning is done
+    MakeProblem make = [&]() -> StatusOr<std::unique_ptr<TuningProblem>> {
+      const Operands* source = how.ops;
+      if (!source) {
+        auto r = RandomOperands<Op>::make(ctx, p, 1, how.stream);
+        if (!r.is_ok()) return r.status();
+        random = std::move(*r);
+        source = &random->operands();
+      }
+      auto cands = candidates_for(ctx, p, ctx.options().policy.search_effort);
+      if (how.hooks && how.hooks->default_run && !cands.empty() && cands.front().name == "Default") {
+        Cand& def = cands.front();
+        def.run = [stand_in = how.hooks->default_run, ours = def.run](const Params& q, const Operands& o) {
+          Status st = stand_in(q, o);
+          return st.is_ok() ? st : ours(q, o);
+        };
+        def.info.details.emplace_back("call", "the caller's own");
+      }
+      auto pr = OpTools<Op>::tuning_problem(ctx, p, *source, std::move(cands));
+      if (pr.is_ok() && how.hooks && how.hooks->wrap_problem) return how.hooks->wrap_problem(std::move(*pr));
+      return pr;
+    };
+    std::lock_guard<std::mutex> lock(slot.mu);
+    decide_locked(ctx, slot, p, make, !capturing);
   }
 
   // The chosen candidate failed on these operands: "unsupported" at run time is normal (e.g.
   // pointers less aligned than the tuned buffers) and logged quietly; anything else is worth a
   // warning and a device recovery. Default runs instead.
-  [[gnu::noinline]] static Status fall_back(Context& ctx, const Slot& slot, const Choice& c, const Params& p,
+  [[gnu::noinline]] static Status fall_back(Context& ctx, const Slot& slot, const Decision& c, const Params& p,
                                             const Operands& ops, const Status& st) {
     std::string msg =
-        fmt::format("{}({}): {} {} ({}); running Default", slot.op_signature, slot.params_signature, c.name,
+        fmt::format("{}({}): {} {} ({}); running Default", slot.op_signature, slot.params_signature, c.solution,
                     st.is_unsupported() ? "does not apply to these operands" : "failed", st.message());
     if (st.is_unsupported()) {
       ctx.log().log(2, msg);
@@ -329,10 +441,34 @@ Status Plan<Op>::run(const Operands& ops) const {
 }
 
 template <class Op>
+StatusOr<const PlanDecision<Op>*> Plan<Op>::decide(const Operands& ops, const PlanHooks<Op>& hooks) const {
+  using D = ops::Dispatcher<Op>;
+  if (!ctx_) return Status::invalid_argument("decide() on an empty Plan (use Context::plan)");
+  if (!slot_) return static_cast<const PlanDecision<Op>*>(nullptr);
+  TUNABLEOP_RETURN_IF_ERROR(ops::OpDefinition<Op>::check_operands(params_, ops));
+  return status_boundary(
+      [&] { return D::describe(params_); },
+      [&]() -> StatusOr<const PlanDecision<Op>*> {
+        return &D::decide(*ctx_, *slot_, params_, typename D::TuneOn{&ops, ops::OpDefinition<Op>::stream(ops), &hooks});
+      });
+}
+
+template <class Op>
+StatusOr<const PlanDecision<Op>*> Plan<Op>::prepare(void* stream) const {
+  using D = ops::Dispatcher<Op>;
+  if (!ctx_) return Status::invalid_argument("prepare() on an empty Plan (use Context::plan)");
+  if (!slot_) return static_cast<const PlanDecision<Op>*>(nullptr);
+  return status_boundary([&] { return D::describe(params_); },
+                         [&]() -> StatusOr<const PlanDecision<Op>*> {
+                           return &D::decide(*ctx_, *slot_, params_, typename D::TuneOn{nullptr, stream, nullptr});
+                         });
+}
+
+template <class Op>
 std::string Plan<Op>::solution() const {
   if (!slot_) return "";
-  const detail::PlanChoice<Op>* c = slot_->choice.load(std::memory_order_acquire);
-  return c ? c->name : "";
+  const PlanDecision<Op>* d = slot_->decision.load(std::memory_order_acquire);
+  return d ? d->solution : "";
 }
 
 }  // namespace tunableop

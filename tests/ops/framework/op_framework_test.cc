@@ -193,5 +193,95 @@ TEST_F(OpFrameworkTest, ConcurrentPlansOfOneProblemTuneOnce) {
   EXPECT_EQ(result_lines().size(), 2u) << "one line per problem (fp32, fp64)";
 }
 
+// --- How a plan decides: the source of each decision, the caller's hooks, preparing, capturing.
+
+TEST_F(OpFrameworkTest, APlanSaysWhyItRunsWhatItRuns) {
+  std::vector<float> x(100, 1.f), y(100);
+  const ScaleOperands o{x.data(), y.data()};
+  auto source = [&](Context& ctx) {
+    auto d = ctx.plan(p_)->decide(o);
+    EXPECT_TRUE(d.is_ok()) << d.status().to_string();
+    return d.is_ok() && *d ? (*d)->source : ChoiceSource::kTuningFailed;
+  };
+  EXPECT_EQ(source(*context({"Default", "Scale_Fast"}, /*enabled=*/false)), ChoiceSource::kDisabled);
+  EXPECT_EQ(source(*context({"Default", "Scale_Fast"}, true, /*tuning=*/false)), ChoiceSource::kNotTuned);
+  auto tuning = context({"Default", "Scale_Fast"});
+  EXPECT_EQ(source(*tuning), ChoiceSource::kTuned);
+  EXPECT_EQ(source(*context({"Default", "Scale_Fast"}, true, false)), ChoiceSource::kStored) << "read back";
+  auto plan = tuning->plan(p_);
+  auto d = plan->decide(o);
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ((*d)->solution, "Scale_Fast");
+  EXPECT_EQ((*d)->candidate->name, "Scale_Fast");
+  EXPECT_EQ((*d)->fallback->name, "Default");
+}
+
+TEST_F(OpFrameworkTest, TheCallersDefaultStandsInWhileTuning) {
+  auto ctx = context({"Default", "Scale_Fast"});
+  int stand_in = 0, wrapped = 0;
+  PlanHooks<ScaleOp> hooks;
+  hooks.default_run = [&](const ScaleParams& p, const ScaleOperands& o) {
+    ++stand_in;
+    for (int64_t i = 0; i < p.n; ++i) static_cast<float*>(o.y)[i] = float(p.alpha) * static_cast<const float*>(o.x)[i];
+    return Status::ok();
+  };
+  hooks.wrap_problem = [&](std::unique_ptr<TuningProblem> pr) {
+    ++wrapped;
+    return pr;
+  };
+  std::vector<float> x(100, 1.f), y(100);
+  auto d = ctx->plan(p_)->decide(ScaleOperands{x.data(), y.data()}, hooks);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_GT(stand_in, 0) << "Default was timed and checked as the caller runs it";
+  EXPECT_EQ(backend_.calls("Default"), 0) << "the registered Default never stood in";
+  EXPECT_EQ(wrapped, 1);
+  // A stand-in that fails leaves the registered Default in its place.
+  auto other = context({"Default", "Scale_Fast"});
+  hooks.default_run = [&](const ScaleParams&, const ScaleOperands&) { return Status::device_error("replay refused"); };
+  ScaleParams q = p_;
+  q.n = 64;
+  d = other->plan(q)->decide(ScaleOperands{x.data(), y.data()}, hooks);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_GT(backend_.calls("Default"), 0);
+}
+
+TEST_F(OpFrameworkTest, APreparedPlanTunedOnRandomOperandsAndRunsWithoutTuning) {
+  auto ctx = context({"Default", "Scale_Fast"});
+  auto plan = ctx->plan(p_);
+  auto d = plan->prepare();
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ((*d)->solution, "Scale_Fast");
+  EXPECT_EQ((*d)->source, ChoiceSource::kTuned);
+  EXPECT_EQ(result_lines().size(), 1u);
+  backend_.reset();
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(backend_.calls("Scale_Fast"), 1);
+  EXPECT_EQ(backend_.calls("Default"), 0) << "no tuning at the first run";
+}
+
+TEST_F(OpFrameworkTest, WhileCapturingAPlanDecidesFromResultsOnlyAndTunesLater) {
+  auto ctx = context({"Default", "Scale_Fast"});
+  backend_.capturing = true;
+  auto plan = ctx->plan(p_);
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(plan->solution(), "Default");
+  EXPECT_EQ(backend_.calls("Scale_Fast"), 0) << "nothing tuned while capturing";
+  EXPECT_TRUE(result_lines().empty());
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });  // still capturing: still Default
+  EXPECT_TRUE(result_lines().empty());
+  // Another problem decided outside a capture tunes the deferred one first (on random operands).
+  backend_.capturing = false;
+  ScaleParams other = p_;
+  other.n = 50;
+  std::vector<float> x(50, 1.f), y(50);
+  ASSERT_TRUE(scale(*ctx, other, ScaleOperands{x.data(), y.data()}).is_ok());
+  EXPECT_EQ(result_lines().size(), 2u);
+  EXPECT_EQ(result_lines()[0].rfind("ScaleTunableOp_float,n_100,Scale_Fast,", 0), 0u) << result_lines()[0];
+  backend_.reset();
+  scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
+  EXPECT_EQ(plan->solution(), "Scale_Fast");
+  EXPECT_EQ(backend_.calls("Scale_Fast"), 1);
+}
+
 }  // namespace
 }  // namespace tunableop::toy

@@ -18,7 +18,7 @@ class ToyBackend {
  public:
   RegisterFn registrar(std::vector<std::string> names) {
     return [this, names](Registry& r) {
-      testing::register_host_on_virtual_clock(r, clock_);
+      testing::register_host_on_virtual_clock(r, clock_, [this](void*) { return capturing.load(); });
       for (const auto& n : names) r.list<ScaleCandidate>().push_back(candidate(n));
     };
   }
@@ -31,6 +31,7 @@ class ToyBackend {
     calls_.clear();
   }
   std::atomic<bool> flaky_fails{false};
+  std::atomic<bool> capturing{false};  // what the runtime says of every stream
 
  private:
   template <class T>
