@@ -28,12 +28,12 @@ HostGemmProblem HostGemmProblem::random(const GemmParams& params, uint64_t seed)
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   prob.a.resize(size_t(p.a_span()) * es);
   prob.b.resize(size_t(p.b_span()) * es);
-  prob.c.resize(size_t(p.c_span()) * es);
+  prob.c.resize(size_t(p.c_span()) * dtype_size(p.c_dtype()));
   for (int64_t i = 0; i < p.a_span(); ++i) store_from_double(p.dtype, prob.a.data(), i, dist(rng));
   for (int64_t i = 0; i < p.b_span(); ++i) store_from_double(p.dtype, prob.b.data(), i, dist(rng));
   for (int64_t i = 0; i < p.c_span(); ++i) {
     double v = !in_matrix(p, i) ? kSentinel : p.beta != 0.0 ? dist(rng) : std::numeric_limits<double>::quiet_NaN();
-    store_from_double(p.dtype, prob.c.data(), i, v);
+    store_from_double(p.c_dtype(), prob.c.data(), i, v);
   }
   prob.c_initial = prob.c;
   return prob;
@@ -82,7 +82,7 @@ std::vector<GemmParams> random_gemm_shapes(DType dtype, uint64_t seed, int count
   auto ref = gemm_reference_f64(p, prob.a.data(), prob.b.data(), prob.c_initial.data());
   for (int64_t i = 0; i < p.c_span(); ++i) {
     if (in_matrix(p, i)) continue;
-    double v = load_as_double(p.dtype, c_out.data(), i);
+    double v = load_as_double(p.c_dtype(), c_out.data(), i);
     if (v != kSentinel)
       return ::testing::AssertionFailure()
              << describe(p) << ": element " << i << " outside C was written (" << v << ")";
@@ -95,9 +95,10 @@ std::vector<GemmParams> random_gemm_shapes(DType dtype, uint64_t seed, int count
 }
 
 std::string describe(const GemmParams& p) {
-  return fmt::format("{} {}{} m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={} batch={} strides={},{},{}",
-                     dtype_name(p.dtype), p.transa, p.transb, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta,
-                     p.batch, p.stride_a, p.stride_b, p.stride_c);
+  return fmt::format("{}{} {}{} m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={} batch={} strides={},{},{}",
+                     dtype_name(p.dtype), p.widens() ? std::string("->") + dtype_name(p.c_dtype()) : "", p.transa,
+                     p.transb, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta, p.batch, p.stride_a, p.stride_b,
+                     p.stride_c);
 }
 
 }  // namespace tunableop::testing

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "tunableop/op.h"
@@ -16,8 +17,12 @@ class Context;  // tunableop/context.h
 struct GemmOp;
 
 struct GemmParams {
-  using Op = GemmOp;                // ctx.plan(p) makes a Plan<GemmOp>
-  DType dtype = DType::kF32;        // A, B and C share it; accumulation is fp32 (fp64 for kF64)
+  using Op = GemmOp;          // ctx.plan(p) makes a Plan<GemmOp>
+  DType dtype = DType::kF32;  // of A and B, and of C unless out_dtype says otherwise; accumulation
+                              // is fp32 (fp64 for kF64)
+  // C's dtype when it is not `dtype`: kF32 for bf16 or fp16 inputs (bf16 x bf16 -> fp32: the
+  // accumulation written out, never rounded to the inputs' type). Unset: C is `dtype`.
+  std::optional<DType> out_dtype;
   char transa = 'N', transb = 'N';  // 'N' or 'T'
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;  // 0 -> dense (rows of the stored matrix)
@@ -31,7 +36,9 @@ struct GemmParams {
   int64_t a_cols() const { return transa == 'N' ? k : m; }
   int64_t b_rows() const { return transb == 'N' ? k : n; }
   int64_t b_cols() const { return transb == 'N' ? n : k; }
-  // Fills lda/ldb/ldc/strides left at 0 with dense values.
+  DType c_dtype() const { return out_dtype.value_or(dtype); }
+  bool widens() const { return c_dtype() != dtype; }  // C wider than A and B (out_dtype set)
+  // Fills lda/ldb/ldc/strides left at 0 with dense values (and drops an out_dtype equal to dtype).
   GemmParams with_defaults() const;
   // Checks trans letters, sizes >= 0, ld >= rows, strides large enough, batch >= 1.
   Status validate() const;
@@ -44,7 +51,8 @@ struct GemmParams {
 
 // PyTorch TunableOp layout: "GemmTunableOp_float_TN" (or "GemmStridedBatchedTunableOp_..."),
 // "tn_1024_512_2048", plus "_ld_LDA_LDB_LDC" when any ld is not dense and "_B_BATCH" (and
-// "_S_SA_SB_SC" for non-dense strides) for batches; tf32 adds "_tf32" to the op name's dtype.
+// "_S_SA_SB_SC" for non-dense strides) for batches; tf32 adds "_tf32" to the op name's dtype,
+// and a wider C its dtype after A and B's ("GemmTunableOp_BFloat16_float_TN").
 std::string gemm_op_signature(const GemmParams& p);
 std::string gemm_params_signature(const GemmParams& p);
 // The inverse (for offline tuning): rebuilds params from the two strings.

@@ -1,23 +1,11 @@
 #include "llm/cuda/row_parallel.h"
 
-#include <cublas_v2.h>
-
 #include <algorithm>
 #include <string>
 
-#include "cuda_common/cuda_check.h"
+#include "tunableop/gemm.h"
 
 namespace tunableop::llm::cuda {
-namespace {
-
-Status cublas_status(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return Status::ok();
-  return Status::device_error(std::string(what) + ": " + cublasGetStatusString(s));
-}
-
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-}  // namespace
 
 std::pair<const void*, int64_t> next_weights(const DeviceWeights& weights, const ModelConfig& c, const void* w,
                                              int64_t lm_head_rows, size_t esize, int64_t cap) {
@@ -37,35 +25,20 @@ std::pair<const void*, int64_t> next_weights(const DeviceWeights& weights, const
   return {nullptr, 0};
 }
 
-RowParallelGemm::~RowParallelGemm() {
-  if (handle_) cublasDestroy(static_cast<cublasHandle_t>(handle_));
-}
-
 Status RowParallelGemm::init(cudaStream_t stream) {
-  cublasHandle_t h = nullptr;
-  TUNABLEOP_RETURN_IF_ERROR(cublas_status(cublasCreate(&h), "cublasCreate"));
-  handle_ = h;
-  TUNABLEOP_RETURN_IF_ERROR(cublas_status(cublasSetStream(h, stream), "cublasSetStream"));
-  // A workspace of our own: cuBLAS then allocates nothing while a graph is being captured.
-  TUNABLEOP_RETURN_IF_ERROR(workspace_.ensure(kWorkspaceBytes));
-  TUNABLEOP_RETURN_IF_ERROR(
-      cublas_status(cublasSetWorkspace(h, workspace_.get(), kWorkspaceBytes), "cublasSetWorkspace"));
-  return cublas_status(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32
+  stream_ = stream;
+  return Status::ok();
 }
 
-Status RowParallelGemm::run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w,
-                            float* y) {
-  if (!handle_) return Status::internal("row-parallel GEMM used before init");
+Status RowParallelGemm::run(Context& ctx, DType dtype, int64_t rows, int64_t in, int64_t out, const void* x,
+                            const void* w, float* y) {
   if (dtype != DType::kBF16 && dtype != DType::kF32)
     return Status::invalid_argument("row-parallel GEMM: bf16 or fp32 inputs");
   if (rows <= 0 || in <= 0 || out <= 0) return Status::ok();
-  const cudaDataType_t t = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
-  const float alpha = 1.f, beta = 0.f;
-  // Column-major: y^T [out, rows] = W^T' [out, in] x^T [in, rows] (W and x row-major).
-  return cublas_status(cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, int(out), int(rows),
-                                    int(in), &alpha, w, t, int(in), x, t, int(in), &beta, y, CUDA_R_32F, int(out),
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                       "cublasGemmEx (row-parallel projection, fp32 output)");
+  // Column-major: y^T [out, rows] = W^T' [out, in] x^T [in, rows] (W and x row-major), C in fp32.
+  GemmParams p = linear_params(dtype, rows, in, out);
+  p.out_dtype = DType::kF32;
+  return gemm(ctx, p, GemmOperands{w, x, y, stream_});
 }
 
 StatusOr<float*> RowParallelGemm::partial_sums(Context& ctx, const Projection& p, DType dtype, int64_t max_batch,
@@ -92,7 +65,7 @@ StatusOr<float*> RowParallelGemm::partial_sums(Context& ctx, const Projection& p
     TUNABLEOP_RETURN_IF_ERROR(it->second.run(fo));
     *kernel = "fused_f32:" + it->second.solution();
   } else {
-    TUNABLEOP_RETURN_IF_ERROR(run(dtype, p.rows, p.in, p.out, p.input, p.w, partial.as<float>()));
+    TUNABLEOP_RETURN_IF_ERROR(run(ctx, dtype, p.rows, p.in, p.out, p.input, p.w, partial.as<float>()));
     *kernel = "gemm_f32";
   }
   return partial.as<float>();

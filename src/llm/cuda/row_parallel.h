@@ -7,9 +7,8 @@
 //
 // Decode with the fused projections on: the FusedLinear op's fp32 store (FusedOutput::kStoreF32,
 // its shape tuned like every site's). Otherwise, and for shapes that kernel does not take: the
-// GEMM op has one dtype for A, B and C, so the bf16 x bf16 -> fp32 product goes to cuBLAS
-// directly (cublasGemmEx, fp32 compute, no TF32): not a tuned problem, and not counted among
-// the engine's GEMM problems.
+// GEMM op with an fp32 C (GemmParams::out_dtype: bf16 x bf16 -> fp32, fp32 accumulation, no
+// TF32), a tuned problem like every other GEMM of the engine.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +21,7 @@
 
 #include "cuda_common/cuda_memory.h"
 #include "llm/device_kernels.h"
+#include "tunableop/context.h"
 #include "tunableop/fused_linear.h"
 #include "tunableop/status.h"
 #include "tunableop/types.h"
@@ -37,15 +37,14 @@ std::pair<const void*, int64_t> next_weights(const DeviceWeights& weights, const
 class RowParallelGemm {
  public:
   RowParallelGemm() = default;
-  ~RowParallelGemm();
   RowParallelGemm(const RowParallelGemm&) = delete;
   RowParallelGemm& operator=(const RowParallelGemm&) = delete;
 
-  // On the current device; every GEMM then runs on `stream` (its workspace is fixed, so the
-  // calls can be captured in a CUDA graph).
+  // Every GEMM then runs on `stream` (the engine's, which CUDA graphs capture).
   Status init(cudaStream_t stream);
-  // y[rows, out] (fp32) = x[rows, in] W[out, in]^T, x and W of `dtype` (bf16 or fp32).
-  Status run(DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w, float* y);
+  // y[rows, out] (fp32) = x[rows, in] W[out, in]^T, x and W of `dtype` (bf16 or fp32), through
+  // ctx's GEMM op.
+  Status run(Context& ctx, DType dtype, int64_t rows, int64_t in, int64_t out, const void* x, const void* w, float* y);
 
   // Projection p's fp32 partial sums (p.input W^T) in a buffer of this object's: the FusedLinear
   // problem `fused` with operands `fo` (its y is set here) when given and the kernel takes it,
@@ -55,8 +54,7 @@ class RowParallelGemm {
                                 const FusedLinearParams* fused, FusedLinearOperands fo, std::string* kernel);
 
  private:
-  void* handle_ = nullptr;  // cublasHandle_t
-  ::tunableop::cuda::DeviceBuffer workspace_;
+  cudaStream_t stream_ = nullptr;
   ::tunableop::cuda::DeviceBuffer decode_partial_, prefill_partial_;
   std::map<std::string, FusedLinearPlan> plans_;  // per decode site
   std::set<std::string> unfused_;                 // decode sites the fused kernel does not take

@@ -26,22 +26,35 @@ struct OpDefinition<GemmOp> {
   static std::string params_signature(const GemmParams& p) { return gemm_params_signature(p); }
   // What the signatures encode, plus whether C is read (beta != 0: another tuning problem).
   static ProblemKey key(const GemmParams& p) {
-    return {int64_t(p.dtype), p.transa,   p.transb,   p.m,        p.n,          p.k,          p.lda, p.ldb, p.ldc,
-            p.batch,          p.stride_a, p.stride_b, p.stride_c, p.allow_tf32, p.beta != 0.0};
+    return {int64_t(p.dtype) + 8 * int64_t(p.c_dtype()),
+            p.transa,
+            p.transb,
+            p.m,
+            p.n,
+            p.k,
+            p.lda,
+            p.ldb,
+            p.ldc,
+            p.batch,
+            p.stride_a,
+            p.stride_b,
+            p.stride_c,
+            p.allow_tf32,
+            p.beta != 0.0};
   }
 
   static std::vector<BufferSpec> buffers(const GemmParams& p) {
     using R = BufferSpec::Role;
     return {{"A", p.dtype, p.a_span(), R::kInput},
             {"B", p.dtype, p.b_span(), R::kInput},
-            {"C", p.dtype, p.c_span(), p.beta != 0.0 ? R::kInputOutput : R::kOutput}};
+            {"C", p.c_dtype(), p.c_span(), p.beta != 0.0 ? R::kInputOutput : R::kOutput}};
   }
   static GemmOperands bind(const GemmParams&, const BoundBuffers& b) {
     return {b.buffers[0], b.buffers[1], b.buffers[2], b.stream, b.workspace, b.workspace_bytes};
   }
   static std::vector<const void*> sources(const GemmOperands& o) { return {o.a, o.b, o.c}; }
   static void* stream(const GemmOperands& o) { return o.stream; }
-  static OutputLayout output(const GemmParams& p) { return {2, p.dtype, p.m, p.n, p.ldc, p.batch, p.stride_c}; }
+  static OutputLayout output(const GemmParams& p) { return {2, p.c_dtype(), p.m, p.n, p.ldc, p.batch, p.stride_c}; }
   static double tolerance(const GemmParams& p) { return gemm_tolerance(p); }
   // Freivalds' test in fp64: O(mk + kn + mn) per vector instead of O(mnk) for the full product.
   static HostCheck host_check(const GemmParams& p, const std::vector<const void*>& host) {

@@ -39,6 +39,7 @@ GemmParams GemmParams::with_defaults() const {
   p.transb = char(std::toupper(static_cast<unsigned char>(p.transb)));
   if (p.transa == 'C') p.transa = 'T';  // real types: conjugate transpose is transpose
   if (p.transb == 'C') p.transb = 'T';
+  if (p.out_dtype == p.dtype) p.out_dtype.reset();  // one spelling per problem
   if (p.lda == 0) p.lda = std::max<int64_t>(1, p.a_rows());
   if (p.ldb == 0) p.ldb = std::max<int64_t>(1, p.b_rows());
   if (p.ldc == 0) p.ldc = std::max<int64_t>(1, p.m);
@@ -77,8 +78,12 @@ Status GemmParams::validate() const {
   }
   TUNABLEOP_RETURN_IF_ERROR(check_operand_size("A", dtype, batch, stride_a, lda, a_rows(), a_cols()));
   TUNABLEOP_RETURN_IF_ERROR(check_operand_size("B", dtype, batch, stride_b, ldb, b_rows(), b_cols()));
-  TUNABLEOP_RETURN_IF_ERROR(check_operand_size("C", dtype, batch, stride_c, ldc, m, n));
+  TUNABLEOP_RETURN_IF_ERROR(check_operand_size("C", c_dtype(), batch, stride_c, ldc, m, n));
   if (dtype != DType::kF32 && allow_tf32) return Status::invalid_argument("allow_tf32 applies to fp32 GEMMs only");
+  if (widens() && !(c_dtype() == DType::kF32 && (dtype == DType::kBF16 || dtype == DType::kF16)))
+    return Status::invalid_argument(
+        fmt::format("out_dtype {} with {} inputs: a wider C is fp32 for bf16 or fp16 inputs", dtype_name(c_dtype()),
+                    dtype_name(dtype)));
   return Status::ok();
 }
 

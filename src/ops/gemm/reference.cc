@@ -22,7 +22,7 @@ std::vector<double> gemm_reference_f64(const GemmParams& p, const void* a, const
                                        std::vector<double>* term_scale) {
   std::vector<double> out(size_t(p.c_span()), 0.0);
   if (c_in) {
-    for (int64_t i = 0; i < p.c_span(); ++i) out[size_t(i)] = load_as_double(p.dtype, c_in, i);
+    for (int64_t i = 0; i < p.c_span(); ++i) out[size_t(i)] = load_as_double(p.c_dtype(), c_in, i);
   }
   if (term_scale) term_scale->assign(size_t(p.c_span()), 0.0);
   std::vector<double> acc(size_t(p.m)), acc2(term_scale ? size_t(p.m) : 0);
@@ -41,7 +41,7 @@ std::vector<double> gemm_reference_f64(const GemmParams& p, const void* a, const
       }
       for (int64_t i = 0; i < p.m; ++i) {
         int64_t ci = bt * p.stride_c + i + j * p.ldc;
-        double prior = p.beta != 0.0 ? p.beta * load_as_double(p.dtype, c_in, ci) : 0.0;
+        double prior = p.beta != 0.0 ? p.beta * load_as_double(p.c_dtype(), c_in, ci) : 0.0;
         out[size_t(ci)] = p.alpha * acc[size_t(i)] + prior;
         if (term_scale) (*term_scale)[size_t(ci)] = std::sqrt(p.alpha * p.alpha * acc2[size_t(i)] + prior * prior);
       }
@@ -85,11 +85,11 @@ double freivalds_error(const GemmParams& p, const void* a, const void* b, const 
       for (int64_t j = 0; j < p.n; ++j) {
         for (int64_t i = 0; i < p.m; ++i) {
           int64_t ci = bt * p.stride_c + i + j * p.ldc;
-          double cv = load_as_double(p.dtype, c, ci);
+          double cv = load_as_double(p.c_dtype(), c, ci);
           if (!std::isfinite(cv)) return std::numeric_limits<double>::infinity();
           got[size_t(i)] += cv * x[size_t(j)];
           if (p.beta != 0.0) {
-            const double t = p.beta * load_as_double(p.dtype, c0, ci) * x[size_t(j)];
+            const double t = p.beta * load_as_double(p.c_dtype(), c0, ci) * x[size_t(j)];
             ref[size_t(i)] += t;
             scale2[size_t(i)] += t * t;
           }
@@ -111,19 +111,19 @@ double freivalds_error(const GemmParams& p, const void* a, const void* b, const 
 }
 
 double relative_error(const GemmParams& p, const void* c, const std::vector<double>& ref) {
-  return ops::layout_error({0, p.dtype, p.m, p.n, p.ldc, p.batch, p.stride_c}, c, ref);
+  return ops::layout_error({0, p.c_dtype(), p.m, p.n, p.ldc, p.batch, p.stride_c}, c, ref);
 }
 
 double relative_error(const GemmParams& p, const void* c, const std::vector<double>& ref,
                       const std::vector<double>& term_scale) {
-  return ops::layout_error({0, p.dtype, p.m, p.n, p.ldc, p.batch, p.stride_c}, c, ref, &term_scale);
+  return ops::layout_error({0, p.c_dtype(), p.m, p.n, p.ldc, p.batch, p.stride_c}, c, ref, &term_scale);
 }
 
 double gemm_tolerance(const GemmParams& p) {
-  // Unit roundoff of the storage type (the output is rounded to it) plus accumulation error
+  // Unit roundoff of C's storage type (the output is rounded to it) plus accumulation error
   // growing like sqrt(k) in the accumulation type; a wrong kernel is off by O(1).
   double store_eps = 0, acc_eps = 0;
-  switch (p.dtype) {
+  switch (p.c_dtype()) {
     case DType::kF64: store_eps = acc_eps = 1.1e-16; break;
     case DType::kF32: store_eps = acc_eps = 6e-8; break;
     case DType::kBF16:

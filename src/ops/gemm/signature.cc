@@ -44,8 +44,9 @@ bool to_int(const std::string& s, int64_t& v) {
 }  // namespace
 
 std::string gemm_op_signature(const GemmParams& p) {
-  return fmt::format("{}_{}{}_{}{}", p.batch > 1 ? "GemmStridedBatchedTunableOp" : "GemmTunableOp",
-                     dtype_torch_name(p.dtype), p.allow_tf32 ? "_tf32" : "", p.transa, p.transb);
+  const std::string out = p.widens() ? std::string("_") + dtype_torch_name(p.c_dtype()) : "";
+  return fmt::format("{}_{}{}{}_{}{}", p.batch > 1 ? "GemmStridedBatchedTunableOp" : "GemmTunableOp",
+                     dtype_torch_name(p.dtype), p.allow_tf32 ? "_tf32" : "", out, p.transa, p.transb);
 }
 
 std::string gemm_params_signature(const GemmParams& p) {
@@ -81,6 +82,13 @@ StatusOr<GemmParams> parse_gemm_signature(const std::string& op, const std::stri
   if (dt.size() > 5 && dt.substr(dt.size() - 5) == "_tf32") {
     p.allow_tf32 = true;
     dt = dt.substr(0, dt.size() - 5);
+  }
+  // "<dtype>_<C's dtype>" for a wider C (dtype names hold no '_').
+  if (const size_t us = dt.find('_'); us != std::string::npos) {
+    auto out = parse_dtype(dt.substr(us + 1));
+    if (!out.is_ok()) return bad(out.status().message());
+    p.out_dtype = *out;
+    dt = dt.substr(0, us);
   }
   auto dtype = parse_dtype(dt);
   if (!dtype.is_ok()) return bad(dtype.status().message());

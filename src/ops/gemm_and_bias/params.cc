@@ -31,6 +31,8 @@ Status GemmAndBiasParams::validate() const {
     return Status::invalid_argument(fmt::format("GemmAndBias has no batch (batch must be 1, got {})", gemm.batch));
   if (gemm.beta != 0.0)
     return Status::invalid_argument(fmt::format("GemmAndBias needs beta == 0 (C is not read), got {}", gemm.beta));
+  if (gemm.widens())
+    return Status::invalid_argument("GemmAndBias writes C in the inputs' dtype (out_dtype must be unset)");
   if (act != Activation::kNone && act != Activation::kRelu && act != Activation::kGelu)
     return Status::invalid_argument(fmt::format("unknown activation {}", int(act)));
   return Status::ok();

@@ -131,6 +131,23 @@ TEST(GemmParams, Tf32OnlyForFp32) {
   EXPECT_TRUE(invalid_naming(p.with_defaults().validate(), "tf32"));
 }
 
+TEST(GemmParams, AWiderCIsFp32ForHalfPrecisionInputsOnly) {
+  GemmParams p;
+  p.m = p.n = p.k = 4;
+  for (DType in : {DType::kBF16, DType::kF16}) {
+    p.dtype = in;
+    p.out_dtype = DType::kF32;
+    EXPECT_TRUE(p.with_defaults().validate().is_ok()) << dtype_name(in);
+    p.out_dtype = DType::kF64;
+    EXPECT_EQ(p.with_defaults().validate().code(), StatusCode::kInvalidArgument) << dtype_name(in);
+  }
+  p.dtype = DType::kF32;
+  p.out_dtype = DType::kBF16;
+  Status st = p.with_defaults().validate();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("out_dtype"), std::string::npos) << st.message();
+}
+
 TEST(GemmParams, SpansCoverEveryBatchAndGap) {
   GemmParams p = make('N', 'T', 3, 4, 5);
   p.lda = 6;  // A: 3 x 5 stored with ld 6

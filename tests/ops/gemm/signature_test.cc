@@ -109,6 +109,27 @@ TEST(GemmSignature, Tf32IsPartOfTheOpName) {
   EXPECT_EQ(back->dtype, DType::kF32);
 }
 
+TEST(GemmSignature, AWiderCFollowsTheInputsDtype) {
+  GemmParams p = make(DType::kBF16, 'T', 'N', 4096, 3, 1024);
+  p.out_dtype = DType::kF32;
+  EXPECT_EQ(gemm_op_signature(p.with_defaults()), "GemmTunableOp_BFloat16_float_TN");
+  p.batch = 2;
+  EXPECT_EQ(gemm_op_signature(p.with_defaults()), "GemmStridedBatchedTunableOp_BFloat16_float_TN");
+  auto back = parse_gemm_signature("GemmTunableOp_Half_float_NT", "nt_5_6_7");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->dtype, DType::kF16);
+  EXPECT_EQ(back->c_dtype(), DType::kF32);
+  EXPECT_TRUE(back->widens());
+  // C of the inputs' dtype is spelled once: out_dtype equal to dtype is no wider C.
+  GemmParams same = make(DType::kBF16, 'T', 'N', 8, 8, 8);
+  same.out_dtype = DType::kBF16;
+  EXPECT_EQ(gemm_op_signature(same.with_defaults()), "GemmTunableOp_BFloat16_TN");
+  EXPECT_FALSE(same.with_defaults().out_dtype.has_value());
+  EXPECT_FALSE(parse_gemm_signature("GemmTunableOp_BFloat16_int8_TN", "tn_8_8_8").is_ok());
+  EXPECT_FALSE(parse_gemm_signature("GemmTunableOp_float_BFloat16_TN", "tn_8_8_8").is_ok())
+      << "a C narrower than the inputs is not a GEMM problem";
+}
+
 TEST(GemmSignature, LinearIsTheSeedsTnProblem) {
   GemmParams p = linear_params(DType::kF32, /*tokens=*/8, /*in=*/2048, /*out=*/2560);
   EXPECT_EQ(gemm_op_signature(p), "GemmTunableOp_float_TN");

@@ -67,7 +67,8 @@ struct BlockedJob {
   const GemmParams* p = nullptr;
   const Tin* a = nullptr;
   const Tin* b = nullptr;
-  Tin* c = nullptr;
+  void* c = nullptr;   // Tin, or Tc when C is the accumulation's type (GemmParams::out_dtype)
+  bool c_acc = false;  // C holds Tc: accumulate straight into it, as fp32 and fp64 do
   TypeKernels<Tin> kernels;
   int64_t mc = 0, nc = 0, kc = 0;
 };
@@ -83,34 +84,36 @@ int64_t balanced_block(int64_t len, int64_t limit, int64_t grain) {
 template <class Tin>
 bool run_region(const BlockedJob<Tin>& job, int64_t batch, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   using Tc = AccOf<Tin>;
-  // fp32 and fp64 accumulate straight into C; bf16 and fp16 go through an fp32 buffer.
-  constexpr bool kDirect = std::is_same_v<Tin, Tc>;
+  // fp32 and fp64 accumulate straight into C, and so do bf16 and fp16 into an fp32 C; into a C of
+  // their own type they go through an fp32 buffer.
+  const bool direct = std::is_same_v<Tin, Tc> || job.c_acc;
   const GemmParams& p = *job.p;
   const MicroKernel<Tc>& uk = job.kernels.uk;
   const int mr = uk.mr, nr = uk.nr;
   const Tin* a = job.a + batch * p.stride_a;
   const Tin* b = job.b + batch * p.stride_b;
-  Tin* c = job.c + batch * p.stride_c;
+  Tin* c = static_cast<Tin*>(job.c) + batch * p.stride_c;    // C of the inputs' type
+  Tc* c_acc = static_cast<Tc*>(job.c) + batch * p.stride_c;  // or of the accumulation's
   const int64_t mlen = m1 - m0, nlen = n1 - n0;
   // Blocks of equal size rather than full ones plus a thin remainder: a thin last block reuses
   // each B sliver (or A block) too few times to pay for loading it.
   const int64_t mc = balanced_block(mlen, job.mc, mr);
   const int64_t kc = balanced_block(p.k, job.kc, 1);
   int64_t nc = balanced_block(nlen, job.nc, nr);
-  if (!kDirect) nc = std::max<int64_t>(nr, std::min(nc, kAccumBytes / int64_t(sizeof(Tc)) / mlen / nr * nr));
+  if (!direct) nc = std::max<int64_t>(nr, std::min(nc, kAccumBytes / int64_t(sizeof(Tc)) / mlen / nr * nr));
 
   Tc* apack = static_cast<Tc*>(thread_scratch(ScratchSlot::kPackA, size_t(mc * kc) * sizeof(Tc)));
   Tc* bpack = static_cast<Tc*>(thread_scratch(ScratchSlot::kPackB, size_t(kc * nc) * sizeof(Tc)));
-  Tc* accum = kDirect ? nullptr : static_cast<Tc*>(thread_scratch(ScratchSlot::kAccum, size_t(mlen * nc) * sizeof(Tc)));
-  if (apack == nullptr || bpack == nullptr || (!kDirect && accum == nullptr)) return false;
+  Tc* accum = direct ? nullptr : static_cast<Tc*>(thread_scratch(ScratchSlot::kAccum, size_t(mlen * nc) * sizeof(Tc)));
+  if (apack == nullptr || bpack == nullptr || (!direct && accum == nullptr)) return false;
 
   const Tc alpha = Tc(p.alpha), beta = Tc(p.beta);
   for (int64_t jc = n0; jc < n1; jc += nc) {
     const int64_t nb = std::min(nc, n1 - jc);
     Tc* cblk;
     int64_t ldcb;
-    if constexpr (kDirect) {
-      cblk = c + m0 + jc * p.ldc;
+    if (direct) {
+      cblk = c_acc + m0 + jc * p.ldc;
       ldcb = p.ldc;
     } else {
       cblk = accum;
@@ -119,7 +122,7 @@ bool run_region(const BlockedJob<Tin>& job, int64_t batch, int64_t m0, int64_t m
     for (int64_t pc = 0; pc < p.k; pc += kc) {
       const int64_t kb = std::min(kc, p.k - pc);
       // Only the first k block sees the caller's beta; later ones add to what it left.
-      const Tc beta_blk = pc > 0 ? Tc(1) : kDirect ? beta : Tc(0);
+      const Tc beta_blk = pc > 0 ? Tc(1) : direct ? beta : Tc(0);
       // op(B)(l, j) is b[l + j*ldb] ('N') or b[j + l*ldb] ('T'); packed by columns j.
       const Tin* bsrc = p.transb == 'N' ? b + pc + jc * p.ldb : b + jc + pc * p.ldb;
       job.kernels.pack_b(bsrc, p.ldb, p.transb == 'T', nb, kb, bpack);
@@ -131,7 +134,9 @@ bool run_region(const BlockedJob<Tin>& job, int64_t batch, int64_t m0, int64_t m
         macro_kernel(uk, mb, nb, kb, apack, bpack, cblk + ic, ldcb, alpha, beta_blk);
       }
     }
-    if constexpr (!kDirect) store_block<Tin>(mlen, nb, accum, ldcb, Tc(1), beta, c + m0 + jc * p.ldc, p.ldc);
+    if constexpr (!std::is_same_v<Tin, Tc>) {
+      if (!direct) store_block<Tin>(mlen, nb, accum, ldcb, Tc(1), beta, c + m0 + jc * p.ldc, p.ldc);
+    }
   }
   return true;
 }
@@ -164,7 +169,8 @@ Status run_typed(const GemmParams& p, const GemmOperands& ops, const BlockedConf
   job.p = &p;
   job.a = static_cast<const Tin*>(ops.a);
   job.b = static_cast<const Tin*>(ops.b);
-  job.c = static_cast<Tin*>(ops.c);
+  job.c = ops.c;
+  job.c_acc = p.widens();  // validated: an fp32 C for bf16 or fp16 inputs
   job.kernels = kt.get<Tin>();
   const int mr = job.kernels.uk.mr, nr = job.kernels.uk.nr;
   if (job.kernels.uk.fn == nullptr || job.kernels.pack_a == nullptr || job.kernels.pack_b == nullptr ||

@@ -47,6 +47,8 @@ StatusOr<GemmParams> check_gemm_args(const GemmParams& in, const GemmOperands& o
     return bad("m, n, k must be >= 0 (got " + std::to_string(p.m) + ", " + std::to_string(p.n) + ", " +
                std::to_string(p.k) + ")");
   if (p.batch < 1) return bad("batch must be >= 1 (got " + std::to_string(p.batch) + ")");
+  if (p.widens() && !(p.c_dtype() == DType::kF32 && (p.dtype == DType::kBF16 || p.dtype == DType::kF16)))
+    return bad("a C wider than A and B is fp32, for bf16 or fp16 inputs");
   if (p.lda < 0 || p.ldb < 0 || p.ldc < 0 || p.stride_a < 0 || p.stride_b < 0 || p.stride_c < 0)
     return bad("leading dimensions and strides must be >= 0");
   // Leading dimensions and strides as GemmParams::with_defaults() fills them (dense where 0;
@@ -114,7 +116,7 @@ void parallel_for(int64_t items, int threads, const std::function<void(int64_t)>
 }
 
 void scale_c(const GemmParams& p, void* c) {
-  switch (p.dtype) {
+  switch (p.c_dtype()) {
     case DType::kF32: scale_typed(p, static_cast<float*>(c)); break;
     case DType::kF64: scale_typed(p, static_cast<double*>(c)); break;
     case DType::kBF16: scale_typed(p, static_cast<bf16*>(c)); break;

@@ -21,7 +21,7 @@ using cpu_kernels::SkinnyConfig;
 // A costs as much as the product itself (crossovers measured as in skinny_gemm.h).
 bool default_goes_skinny(const GemmParams& p) {
   const char ta = p.transa == 't' ? 'T' : p.transa;
-  return p.n <= (ta == 'T' ? 32 : 8);
+  return p.n <= (ta == 'T' ? 32 : 8) && !p.widens();  // a wider C: the blocked path only
 }
 
 struct Blocking {
@@ -76,6 +76,7 @@ GemmCandidate skinny_candidate(Isa isa, int threads, int min_effort) {
   GemmCandidate c = make_candidate(
       "Gemm_Skinny_" + std::string(cpu_kernels::isa_name(isa)) + "_t" + std::to_string(threads), min_effort);
   c.supports = [](const GemmParams& p) {
+    if (p.widens()) return Status::unsupported("skinny kernel: C in the inputs' dtype only");
     if (p.n > cpu_kernels::kSkinnyMaxN)
       return Status::unsupported("skinny kernel: n (" + std::to_string(p.n) + ") > " +
                                  std::to_string(cpu_kernels::kSkinnyMaxN));

@@ -48,7 +48,10 @@ GemmCandidate make_candidate(std::shared_ptr<Lib> lib, std::string name, int thr
   c.name = std::move(name);
   c.device = DeviceKind::kCpu;
   c.min_effort = min_effort;
-  c.supports = [lib](const GemmParams& p) { return lib->supports(p); };
+  c.supports = [lib](const GemmParams& p) {
+    if (p.widens()) return Status::unsupported("the BLAS libraries write C in the inputs' dtype");
+    return lib->supports(p);
+  };
   c.run = [lib, threads](const GemmParams& p, const GemmOperands& ops) { return lib->gemm(p, ops, threads); };
   c.info.library = Lib::kName;
   c.info.algorithm = "gemm";

@@ -30,12 +30,12 @@ Status cublas_gemm(const GemmParams& p, const void* a, const void* b, void* c, v
   cublasOperation_t tb = p.transb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
   if (p.batch == 1) {
     TUNABLEOP_CUBLAS_TRY(cublasGemmEx(h->blas, ta, tb, int(p.m), int(p.n), int(p.k), &s.alpha, a, t.data, int(p.lda), b,
-                                      t.data, int(p.ldb), &s.beta, c, t.data, int(p.ldc), t.compute,
+                                      t.data, int(p.ldb), &s.beta, c, t.out, int(p.ldc), t.compute,
                                       CUBLAS_GEMM_DEFAULT));
   } else {
     TUNABLEOP_CUBLAS_TRY(cublasGemmStridedBatchedEx(h->blas, ta, tb, int(p.m), int(p.n), int(p.k), &s.alpha, a, t.data,
                                                     int(p.lda), p.stride_a, b, t.data, int(p.ldb), p.stride_b, &s.beta,
-                                                    c, t.data, int(p.ldc), p.stride_c, int(p.batch), t.compute,
+                                                    c, t.out, int(p.ldc), p.stride_c, int(p.batch), t.compute,
                                                     CUBLAS_GEMM_DEFAULT));
   }
   return Status::ok();

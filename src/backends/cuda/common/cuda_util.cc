@@ -99,13 +99,17 @@ StatusOr<void*> workspace_for(const GemmOperands& o, size_t bytes) {
 }
 
 CudaTypes cuda_types(const GemmParams& p) {
+  CudaTypes t{CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
   switch (p.dtype) {
-    case DType::kF32: return {CUDA_R_32F, CUDA_R_32F, p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
-    case DType::kF64: return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
-    case DType::kBF16: return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-    case DType::kF16: return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DType::kF32:
+      t = {CUDA_R_32F, CUDA_R_32F, p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+      break;
+    case DType::kF64: t = {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F}; break;
+    case DType::kBF16: t = {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F}; break;
+    case DType::kF16: t = {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F}; break;
   }
-  return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+  t.out = p.widens() ? CUDA_R_32F : t.data;  // validated: a wider C is fp32
+  return t;
 }
 
 Scalars make_scalars(const GemmParams& p) {

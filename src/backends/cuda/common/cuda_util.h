@@ -36,9 +36,10 @@ struct Handles {
 StatusOr<Handles> current_handles();
 
 struct CudaTypes {
-  cudaDataType_t data;          // A, B, C
+  cudaDataType_t data;          // A, B (and C unless `out` differs)
   cudaDataType_t scale;         // alpha, beta
   cublasComputeType_t compute;  // accumulation
+  cudaDataType_t out;           // C (and D): `data`, or 32F for a wider C (GemmParams::out_dtype)
 };
 // fp32 -> 32F (or 32F_FAST_TF32 when p.allow_tf32), bf16/fp16 -> 32F accumulation, fp64 -> 64F.
 CudaTypes cuda_types(const GemmParams& p);

@@ -140,7 +140,7 @@ StatusOr<std::shared_ptr<LtPlan>> LtPlan::create(const GemmParams& p) {
   auto b = make_layout(t.data, p.b_rows(), p.b_cols(), p.ldb, p.batch, p.stride_b);
   if (!b.is_ok()) return b.status();
   plan->b_ = *b;
-  auto c = make_layout(t.data, p.m, p.n, p.ldc, p.batch, p.stride_c);
+  auto c = make_layout(t.out, p.m, p.n, p.ldc, p.batch, p.stride_c);
   if (!c.is_ok()) return c.status();
   plan->c_ = *c;
   return plan;
@@ -155,8 +155,9 @@ LtPlan::~LtPlan() {
 
 bool LtPlan::matches(const GemmParams& q) const {
   const GemmParams& p = p_;
-  return p.dtype == q.dtype && p.transa == q.transa && p.transb == q.transb && p.m == q.m && p.n == q.n && p.k == q.k &&
-         p.lda == q.lda && p.ldb == q.ldb && p.ldc == q.ldc && p.batch == q.batch &&
+  return p.dtype == q.dtype && p.c_dtype() == q.c_dtype() && p.transa == q.transa && p.transb == q.transb &&
+         p.m == q.m && p.n == q.n && p.k == q.k && p.lda == q.lda && p.ldb == q.ldb && p.ldc == q.ldc &&
+         p.batch == q.batch &&
          (p.batch == 1 || (p.stride_a == q.stride_a && p.stride_b == q.stride_b && p.stride_c == q.stride_c)) &&
          p.allow_tf32 == q.allow_tf32;
 }
@@ -176,7 +177,7 @@ Status LtPlan::check_algo(cublasLtHandle_t h, const cublasLtMatmulAlgo_t& algo, 
 StatusOr<cublasLtMatmulAlgo_t> LtPlan::make_algo(cublasLtHandle_t h, const LtConfig& c, size_t* workspace) const {
   CudaTypes t = cuda_types(p_);
   cublasLtMatmulAlgo_t algo{};
-  TUNABLEOP_CUBLAS_TRY(cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.data, t.data, c.id, &algo));
+  TUNABLEOP_CUBLAS_TRY(cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.out, t.out, c.id, &algo));
   TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, c.tile));
   TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, c.stages));
   TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, c.split_k));

@@ -36,8 +36,8 @@ std::vector<int> algo_ids(cublasLtHandle_t h, const GemmParams& p) {
   CudaTypes t = cuda_types(p);
   std::vector<int> ids(256);
   int n = 0;
-  if (cublasLtMatmulAlgoGetIds(h, t.compute, t.scale, t.data, t.data, t.data, t.data, int(ids.size()), ids.data(),
-                               &n) != CUBLAS_STATUS_SUCCESS) {
+  if (cublasLtMatmulAlgoGetIds(h, t.compute, t.scale, t.data, t.data, t.out, t.out, int(ids.size()), ids.data(), &n) !=
+      CUBLAS_STATUS_SUCCESS) {
     return {};
   }
   ids.resize(size_t(n));
@@ -66,7 +66,7 @@ void per_id_configs(cublasLtHandle_t h, const LtPlan& plan, std::vector<LtConfig
   std::vector<cublasLtMatmulHeuristicResult_t> res;
   for (int id : algo_ids(h, plan.params())) {
     cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.data, t.data, id, &r.algo) ==
+    if (cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.out, t.out, id, &r.algo) ==
         CUBLAS_STATUS_SUCCESS) {
       res.push_back(r);
     }
@@ -122,7 +122,7 @@ void exhaustive_configs(cublasLtHandle_t h, const LtPlan& plan, size_t limit, st
   };
   for (int id : algo_ids(h, plan.params())) {
     cublasLtMatmulAlgo_t algo{};
-    if (cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.data, t.data, id, &algo) !=
+    if (cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.out, t.out, id, &algo) !=
         CUBLAS_STATUS_SUCCESS) {
       continue;
     }

@@ -57,6 +57,7 @@ std::string gemv_name(DType dtype, const GemvShape& s) {
 }
 
 Status gemv_supports(const GemvShape& s, const GemmParams& p) {
+  if (p.widens()) return Status::unsupported("gemv: C in the inputs' dtype only");
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16 && p.dtype != DType::kF16) {
     return Status::unsupported("gemv: fp32, bf16 and fp16 only");
   }

@@ -52,6 +52,7 @@ PadPlan plan_for(const PadLdVariant& v, const GemmParams& p) {
 
 Status supports(const PadLdVariant& v, const GemmParams& p) {
   TUNABLEOP_RETURN_IF_ERROR(check_blas_shape(p));
+  if (p.widens()) return Status::unsupported("pad-ld: C in the inputs' dtype only");
   if (p.m == 0 || p.n == 0) return Status::unsupported("pad-ld: empty problem");
   bool c_unaligned = p.ldc % v.granule != 0;
   bool in_unaligned = p.lda % v.granule != 0 || p.ldb % v.granule != 0;

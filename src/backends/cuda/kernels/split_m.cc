@@ -21,6 +21,7 @@ size_t padded_c_bytes(const SplitMVariant& v, const GemmParams& p) {
 
 Status supports(const SplitMVariant& v, const GemmParams& p) {
   TUNABLEOP_RETURN_IF_ERROR(check_blas_shape(p));
+  if (p.widens()) return Status::unsupported("split-m: C in the inputs' dtype only");
   if (p.m % v.granule == 0) return Status::unsupported(fmt::format("split-m: m is a multiple of {}", v.granule));
   if (p.m < v.granule) return Status::unsupported(fmt::format("split-m: m < {}", v.granule));
   if (p.n == 0) return Status::unsupported("split-m: empty problem");

@@ -22,8 +22,11 @@
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/register.h"
 #include "backends/cpu/kernels/skinny_gemm.h"
+#include "backends/cpu_runtime.h"
+#include "core/results_test_util.h"
 #include "ops/gemm/reference.h"
 #include "support/gemm_testing.h"
+#include "tunableop/context.h"
 #include "tunableop/gemm.h"
 #include "tunableop/registry.h"
 
@@ -61,7 +64,7 @@ struct CheckedProblem {
   }
   ::testing::AssertionResult check(const std::vector<uint8_t>& out) const {
     const GemmParams& p = prob.p;
-    const size_t es = dtype_size(p.dtype);
+    const size_t es = dtype_size(p.c_dtype());
     for (int64_t i = 0; i < p.c_span(); ++i) {
       if (!in_matrix(p, i) && std::memcmp(&out[size_t(i) * es], &prob.c_initial[size_t(i) * es], es) != 0)
         return ::testing::AssertionFailure() << describe(p) << ": element " << i << " outside C was written";
@@ -218,6 +221,60 @@ TEST_P(CpuKernelsEveryCandidate, LargerThanOneBlock) {
     if (!c.supports(prob.prob.p).is_ok()) continue;
     EXPECT_TRUE(run_and_check(c.name, c.run, prob));
   }
+}
+
+// A C wider than A and B (bf16 or fp16 inputs, fp32 output: GemmParams::out_dtype): the blocked
+// path accumulates straight into C, so Default and every blocked variant take it; the skinny
+// kernel declines it.
+TEST(CpuKernelsWiderC, EveryCandidateThatTakesItMatchesReference) {
+  auto cs = registered();
+  uint64_t seed = 700;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    std::vector<GemmParams> ps = problems_for(dt, seed);
+    ps.push_back(shape(dt, 'N', 'T', 397, 53, 521, 1.0, -1.0, 401));  // several k blocks: beta once
+    for (GemmParams p : ps) {
+      p.out_dtype = DType::kF32;
+      CheckedProblem prob(p.with_defaults(), seed++);
+      int ran = 0;
+      for (const auto& c : cs) {
+        const Status st = c.supports(prob.prob.p);
+        if (c.name == "Default" || c.name.rfind("Gemm_Blocked_", 0) == 0) {
+          EXPECT_TRUE(st.is_ok()) << c.name << " " << describe(prob.prob.p) << ": " << st.to_string();
+        } else {
+          EXPECT_TRUE(st.is_unsupported()) << c.name << " " << describe(prob.prob.p);
+        }
+        if (!st.is_ok()) continue;
+        EXPECT_TRUE(run_and_check(c.name, c.run, prob));
+        ++ran;
+      }
+      EXPECT_GT(ran, 1) << describe(prob.prob.p);
+    }
+  }
+}
+
+// Through a context: the wider C is its own problem, tuned among the candidates that take it
+// and stored under its own name.
+TEST(CpuKernelsWiderC, TunedThroughAContext) {
+  testing::TempDir dir;
+  Config cfg = Config::defaults_only();
+  ASSERT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
+  ASSERT_TRUE(cfg.set(Setting::kTuning, true).is_ok());
+  ASSERT_TRUE(cfg.set(Setting::kFilename, dir.file("results%d.csv")).is_ok());
+  ASSERT_TRUE(cfg.set(Setting::kMaxTuningDurationMs, 5.0).is_ok());
+  ASSERT_TRUE(cfg.set(Setting::kMaxWarmupDurationMs, 1.0).is_ok());
+  Context ctx(Device::cpu(), std::move(cfg), [](Registry& r) {
+    register_cpu_runtime(r);
+    register_cpu_kernels(r);
+  });
+  GemmParams p = shape(DType::kBF16, 'T', 'N', 67, 3, 129);
+  p.out_dtype = DType::kF32;
+  CheckedProblem prob(p.with_defaults(), 41);
+  EXPECT_TRUE(run_and_check(
+      "gemm()", [&](const GemmParams& q, const GemmOperands& o) { return gemm(ctx, q, o); }, prob));
+  auto stored = ctx.results().lookup("GemmTunableOp_BFloat16_float_TN", "tn_67_3_129");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_TRUE(stored->solution == "Default" || stored->solution.rfind("Gemm_Blocked_", 0) == 0) << stored->solution;
+  EXPECT_FALSE(ctx.results().contains("GemmTunableOp_BFloat16_TN", "tn_67_3_129"));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, CpuKernelsEveryCandidate, ::testing::ValuesIn(kAllDtypes),
