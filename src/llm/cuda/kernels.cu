@@ -231,41 +231,6 @@ __global__ void rope_store_packed_kernel(RopeStoreArgs a, int head_threads) {
 }
 
 template <class E>
-__global__ void causal_softmax_kernel(E* scores, int64_t rows, int64_t cols, int64_t group) {
-  __shared__ float scratch[32];
-  const int64_t row = blockIdx.x;  // over mats * rows
-  E* s = scores + row * cols;
-  const int64_t valid = (row % rows) / group + 1;
-  float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, to_f(s[j]));
-  m = block_reduce<true>(m, scratch);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x) sum += __expf(to_f(s[j]) - m);
-  const float inv = 1.0f / block_reduce<false>(sum, scratch);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    s[j] = from_f<E>(j < valid ? __expf(to_f(s[j]) - m) * inv : 0.0f);
-  }
-}
-
-template <class E>
-__global__ void regroup_kernel(const E* src, int64_t row_stride, int64_t n_kv, int64_t tokens, int64_t group,
-                               int64_t hd, bool to_grouped, E* dst) {
-  // One block per (seq, t); threads over heads x head_dim.
-  const int64_t r = blockIdx.x, seq = r / tokens, t = r % tokens;
-  const int64_t width = n_kv * group * hd;
-  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-    const int64_t h = j / hd, d = j % hd, g = h / group, gi = h % group;
-    const int64_t grouped = (((seq * n_kv + g) * tokens + t) * group + gi) * hd + d;
-    const int64_t row = r * row_stride + j;
-    if (to_grouped) {
-      dst[grouped] = src[row];
-    } else {
-      dst[row] = src[grouped];
-    }
-  }
-}
-
-template <class E>
 __global__ void gated_kernel(const E* gate_up, int64_t rows, int64_t inter, Act act, E* out) {
   pdl_enter();
   const int64_t n = rows * inter;
@@ -469,26 +434,6 @@ cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl)
     const unsigned threads = unsigned(a.head_dim / 2 >= 128 ? 128 : ((a.head_dim / 2 + 31) / 32) * 32);
     return launch(rope_store_kernel<E>, dim3(unsigned(a.rows), unsigned(a.n_heads + a.n_kv_heads)), dim3(threads), 0, s,
                   pdl, a);
-  });
-}
-
-cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group,
-                           cudaStream_t s) {
-  return dispatch(e, [&](auto tag) {
-    using E = decltype(tag);
-    causal_softmax_kernel<E>
-        <<<unsigned(mats * rows), threads_for_width(cols), 0, s>>>(static_cast<E*>(scores), rows, cols, group);
-    return cudaGetLastError();
-  });
-}
-
-cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
-                          int64_t group, int64_t head_dim, bool to_grouped, void* dst, cudaStream_t s) {
-  return dispatch(e, [&](auto tag) {
-    using E = decltype(tag);
-    regroup_kernel<E><<<unsigned(seqs * tokens), 256, 0, s>>>(
-        static_cast<const E*>(src), row_stride, n_kv_heads, tokens, group, head_dim, to_grouped, static_cast<E*>(dst));
-    return cudaGetLastError();
   });
 }
 

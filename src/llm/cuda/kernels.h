@@ -66,18 +66,6 @@ struct RopeStoreArgs {
 // Rotate-half RoPE on q (in place) and k, k and v into the cache at (seqs[r], positions[r]).
 cudaError_t rope_store(Elem e, const RopeStoreArgs& a, cudaStream_t s, bool pdl = false);
 
-// Prefill: scores [mats][rows][cols] (E) -> causal softmax in place; row r is query token
-// r / group and sees columns 0..r / group (padding sits after the real tokens, so causality
-// also hides it).
-cudaError_t causal_softmax(Elem e, void* scores, int64_t mats, int64_t rows, int64_t cols, int64_t group,
-                           cudaStream_t s);
-// Prefill attention's head regrouping, between rows [seq * tokens + t][h * head_dim] (row
-// stride `row_stride`) and grouped [seq][kv_head][t][group][head_dim], h = kv_head * group + i:
-// to_grouped gathers the q heads of qkv rows into each kv head's GEMM operand; the reverse
-// scatters the attention output back into rows.
-cudaError_t regroup_heads(Elem e, const void* src, int64_t row_stride, int64_t seqs, int64_t n_kv_heads, int64_t tokens,
-                          int64_t group, int64_t head_dim, bool to_grouped, void* dst, cudaStream_t s);
-
 // out[r, i] = act(gate_up[r, i]) * gate_up[r, inter + i]
 cudaError_t gated_activation(Elem e, const void* gate_up, int64_t rows, int64_t inter, Act act, void* out,
                              cudaStream_t s, bool pdl = false);
