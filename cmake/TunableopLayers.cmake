@@ -40,11 +40,13 @@ set(TUNABLEOP_LAYER_ALLOW_llm ops/ llm/ cuda_common/)
 set(TUNABLEOP_LAYER_ALLOW_interpose ops/ interpose/ backends/register_all.h cuda_common/ backends/cuda/common/)
 # The server: the engine and its text library below it; no backend, no ops or core internals.
 set(TUNABLEOP_LAYER_ALLOW_serve llm/ serve/)
+# The C ABI: the public API and nothing else.
+set(TUNABLEOP_LAYER_ALLOW_c_api "")
 # The CLI: the public API (tunableop/op_tools.h for what ops lend tools), the engine, the server.
 set(TUNABLEOP_LAYER_ALLOW_cli llm/ serve/)
 # Every layer above core sees both roots unless it says otherwise.
 foreach(_l ops backend_cpu_kernels backend_cpu_shared backend_openblas backend_blis backend_onednn backend_cpu
-        backend_cuda llm interpose serve cli)
+        backend_cuda llm interpose serve cli c_api)
   set(TUNABLEOP_LAYER_ROOTS_${_l} core ops)
 endforeach()
 
