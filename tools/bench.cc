@@ -45,6 +45,62 @@ int fail(const Status& st) {
   return 2;
 }
 
+// The two lines above are separate stretches of time; on a shared machine its state moves in
+// between (a tuned 0.83x with Default on both sides was seen on a fresh 2-core VM). This is the
+// comparison: untuned and tuned alternately, 7 rounds of ~0.15 s a side, the first mover rotating;
+// per round the ratio of the two; its median and range. Then what the figures mean.
+int compare_interleaved(Context& ctx, const GemmParams& p, const GemmOperands& ops, Timer& timer) {
+  // Each side's calls per round sized to ~0.15 s from 3 calls of its own (one call first: a
+  // switch of the setting makes the plan decide again).
+  int64_t calls[2] = {0, 0};
+  for (size_t tuned = 0; tuned < 2; ++tuned) {
+    (void)ctx.config().set(Setting::kEnabled, tuned == 1);
+    auto probe = time_calls([&] { return gemm(ctx, p, ops); }, 1, 3, 0, timer);
+    if (!probe.is_ok()) return fail(probe.status());
+    calls[tuned] = std::clamp<int64_t>(int64_t(0.15 / std::max(probe->seconds / 3, 1e-7)), 3, 100000);
+  }
+  auto arm = [&](size_t tuned) -> StatusOr<double> {
+    (void)ctx.config().set(Setting::kEnabled, tuned == 1);
+    auto t = time_calls([&] { return gemm(ctx, p, ops); }, 1, calls[tuned], 0, timer);
+    if (!t.is_ok()) return t.status();
+    return t->seconds * 1e3 / double(calls[tuned]);
+  };
+  Status failed;
+  auto ms = interleaved_rounds(2, InterleavedRounds{7, 7}, timer, arm, [&](size_t, const Status& st) { failed = st; });
+  (void)ctx.config().set(Setting::kEnabled, true);
+  if (!failed.is_ok()) return fail(failed);
+  std::vector<double> ratios;  // tuned speed / untuned speed, per round
+  for (size_t r = 0; r < std::min(ms[0].size(), ms[1].size()); ++r) ratios.push_back(ms[0][r] / ms[1][r]);
+  if (ratios.empty()) return fail(Status::internal("no interleaved rounds"));
+  const double ratio = median(ratios);
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  fmt::print(
+      "untuned vs tuned, interleaved ({} rounds of ~0.15 s each side): untuned {:.2f} iter/s, tuned {:.2f} iter/s "
+      "(medians); tuned/untuned {:.3f}x, rounds from {:.3f}x to {:.3f}x\n",
+      ratios.size(), 1e3 / median(ms[0]), 1e3 / median(ms[1]), ratio, *lo, *hi);
+  const auto hit = ctx.results().lookup(gemm_op_signature(p), gemm_params_signature(p));
+  const std::string chosen = hit ? hit->solution : "Default";
+  if (chosen == "Default") {
+    fmt::print(
+        "tuning kept Default, the untuned call itself: any difference between the two is this machine's noise\n");
+  } else if (*hi < 1.0) {
+    const std::string against =
+        hit->default_ms > 0 ? fmt::format(" against Default's {:.4g} ms", hit->default_ms) : std::string();
+    fmt::print(
+        "tuned is slower here in every round: tuning timed {} at {:.4g} ms per call{} on rotating copies of the "
+        "inputs (as a program meets them: out of cache), while this loop calls the same buffers again and again "
+        "(in cache), where Default does better. A program's own run is what counts: `tunableop tune --in-context` "
+        "and the engine's in-context check drop choices that lose in the whole workload (docs/design.md)\n",
+        chosen, hit->time_ms, against);
+  } else if (*lo < 1.0) {
+    fmt::print("tuned ({}) and untuned are within this machine's noise of each other (the rounds straddle 1x)\n",
+               chosen);
+  } else {
+    fmt::print("tuned ({}) is faster in every round\n", chosen);
+  }
+  return 0;
+}
+
 int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   GemmParams p;
   auto dt = parse_dtype(a.dtype);
@@ -80,6 +136,7 @@ int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
   if (int rc = measure("untuned"); rc) return rc;
   (void)ctx.config().set(Setting::kEnabled, true);
   if (int rc = measure("tuned"); rc) return rc;
+  if (int rc = compare_interleaved(ctx, p, ops, *timer); rc) return rc;
   if (auto path = ctx.results_path(); !path.empty()) fmt::print("results file: {}\n", path);
   return report_unsaved(ctx, "bench") ? 1 : 0;
 }

@@ -335,6 +335,20 @@ std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
   return j.dump();
 }
 
+// The paired runs' range, and what it says: " (runs from 0.95x to 1.10x: within this machine's
+// noise)". Each run of one mode is paired with the run of the other that followed it.
+std::string paired_spread(const std::pair<llm::BenchmarkReport, llm::BenchmarkReport>& r) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < r.first.run_s.size() && i < r.second.run_s.size(); ++i)
+    if (r.second.run_s[i] > 0) ratios.push_back(r.first.run_s[i] / r.second.run_s[i]);
+  if (ratios.size() < 2) return "";
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  const char* says = *lo > 1.0   ? "tuned faster in every run"
+                     : *hi < 1.0 ? "tuned slower in every run: the in-context check below says which choices it kept"
+                                 : "within this machine's noise";
+  return fmt::format(" (runs from {:.3f}x to {:.3f}x: {})", *lo, *hi, says);
+}
+
 // The seed's measurement: greedy, exactly max_new tokens. Text prompts (Example 2's "Hello
 // Earthlings!") are tokenized first; the first sequence's text is printed after the metrics.
 int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
@@ -405,8 +419,8 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
     } else {
       fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
       fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
-      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned); median of the {} paired runs: {:.3f}x\n", speedup,
-                 std::min(r->first.run_s.size(), r->second.run_s.size()), paired);
+      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned); median of the {} paired runs: {:.3f}x{}\n", speedup,
+                 std::min(r->first.run_s.size(), r->second.run_s.size()), paired, paired_spread(*r));
       print_in_context();
       if (r->first.first_sequence != r->second.first_sequence) {
         fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");
