@@ -8,7 +8,7 @@
 // one call per input copy: how the engine's decode graph runs it, and how sdpa_bench.py times
 // PyTorch's SDPA (the tuner's back-to-back loop also pays each call's launch).
 // `--shapes-csv FILE` writes the shapes for bench/attention/sdpa_bench.py (PyTorch's SDPA on the
-// same shapes, timed in the same device call by scripts/gpu-attention2.sh).
+// same shapes, timed in the same device call by bench/lab/gpu-attention2.sh).
 #include "bench_attention.h"
 
 #include <fmt/format.h>
