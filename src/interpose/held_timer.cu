@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 
+#include "cuda_common/event_timer.h"
 #include "interpose/held_timer.h"
 
 namespace tunableop::interpose {
@@ -29,7 +30,7 @@ class HeldEventTimer : public Timer {
     if (cudaHostAlloc(reinterpret_cast<void**>(&t->host_flag_), sizeof(unsigned),
                       cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
         cudaHostGetDevicePointer(reinterpret_cast<void**>(&t->device_flag_), t->host_flag_, 0) != cudaSuccess ||
-        cudaEventCreate(&t->start_) != cudaSuccess || cudaEventCreate(&t->stop_) != cudaSuccess) {
+        t->events_.last_error() != cudaSuccess) {
       (void)cudaGetLastError();
       return nullptr;
     }
@@ -42,8 +43,6 @@ class HeldEventTimer : public Timer {
       (void)cudaStreamSynchronize(stream_);  // no hold may still read the flag
       (void)cudaFreeHost(host_flag_);
     }
-    if (start_) cudaEventDestroy(start_);
-    if (stop_) cudaEventDestroy(stop_);
     (void)cudaGetLastError();
   }
   HeldEventTimer(const HeldEventTimer&) = delete;
@@ -53,38 +52,30 @@ class HeldEventTimer : public Timer {
   void start() override {
     ++seq_;
     wait_for_release<<<1, 1, 0, stream_>>>(device_flag_, seq_, kTimeoutNs);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaEventRecord(start_, stream_);
-    started_ = e == cudaSuccess;
+    held_ = cudaGetLastError() == cudaSuccess;
+    events_.start();
   }
   double stop_ms() override {
-    constexpr double kBroken = std::numeric_limits<double>::infinity();
     // "stop" is queued behind the runs before the hold ends: the region is device time only.
-    cudaError_t e = cudaEventRecord(stop_, stream_);
+    events_.record_stop();
     release(seq_);
-    if (e == cudaSuccess) e = cudaEventSynchronize(stop_);
-    float ms = 0;
-    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start_, stop_);
-    if (e != cudaSuccess || !started_) return kBroken;
-    return double(ms);
+    const double ms = events_.elapsed_ms();
+    return held_ ? ms : std::numeric_limits<double>::infinity();
   }
-  double now_ms() override {
-    using namespace std::chrono;
-    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-  }
-  double min_sample_ms() const override { return 0.03; }  // as the event timer's
+  double now_ms() override { return events_.now_ms(); }
+  double min_sample_ms() const override { return events_.min_sample_ms(); }
 
  private:
   static constexpr unsigned long long kTimeoutNs = 20'000'000ull;  // 20 ms
-  explicit HeldEventTimer(cudaStream_t s) : stream_(s) {}
+  explicit HeldEventTimer(cudaStream_t s) : stream_(s), events_(s) {}
   void release(unsigned v) { __atomic_store_n(host_flag_, v, __ATOMIC_SEQ_CST); }
 
   cudaStream_t stream_;
+  cuda::EventTimer events_;  // the project's one GPU clock (src/cuda_common/event_timer.h)
   unsigned* host_flag_ = nullptr;
   unsigned* device_flag_ = nullptr;
   unsigned seq_ = 0;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  bool started_ = false;  // this sample's hold and "start" were queued
+  bool held_ = false;  // this sample's hold was queued
 };
 
 // Everything but the timer is the wrapped problem's.

@@ -11,43 +11,9 @@
 
 #include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/kernels/compare_launch.h"
+#include "tunableop/tuner.h"
 
 namespace tunableop::cuda {
-
-EventTimer::EventTimer(cudaStream_t stream) : stream_(stream) {
-  error_ = cudaEventCreate(&start_);
-  if (error_ == cudaSuccess) error_ = cudaEventCreate(&stop_);
-}
-
-EventTimer::~EventTimer() {
-  if (start_) cudaEventDestroy(start_);
-  if (stop_) cudaEventDestroy(stop_);
-}
-
-void EventTimer::start() {
-  if (!start_ || !stop_) return;
-  cudaError_t e = cudaEventRecord(start_, stream_);
-  if (e != cudaSuccess) error_ = e;
-}
-
-double EventTimer::stop_ms() {
-  constexpr double kBroken = std::numeric_limits<double>::infinity();
-  if (!start_ || !stop_) return kBroken;
-  cudaError_t e = cudaEventRecord(stop_, stream_);
-  if (e == cudaSuccess) e = cudaEventSynchronize(stop_);
-  float ms = 0;
-  if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, start_, stop_);
-  if (e != cudaSuccess) {
-    error_ = e;
-    return kBroken;
-  }
-  return double(ms);
-}
-
-double EventTimer::now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 Status recover_device() {
   cudaError_t last = cudaGetLastError();  // clears a non-sticky error
@@ -92,8 +58,7 @@ StatusOr<double> replay_graph_ms(const std::function<Status()>& body, cudaStream
   }
   cudaGraphExecDestroy(exec);
   if (e != cudaSuccess) return cuda_status(e, "cudaGraphLaunch");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median(std::move(ms));
 }
 
 DeviceRuntime make_cuda_runtime() {

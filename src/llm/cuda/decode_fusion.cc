@@ -8,30 +8,10 @@
 #include <utility>
 
 #include "cuda_common/cuda_check.h"
+#include "cuda_common/event_timer.h"
 #include "llm/cuda/kernels.h"
 
 namespace tunableop::llm::cuda {
-
-namespace {
-
-// Events of one timing pass, destroyed on every path out.
-class EventPool {
- public:
-  ~EventPool() {
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-  }
-  StatusOr<cudaEvent_t> make() {
-    cudaEvent_t e = nullptr;
-    TUNABLEOP_CUDA_TRY(cudaEventCreate(&e));
-    events_.push_back(e);
-    return e;
-  }
-
- private:
-  std::vector<cudaEvent_t> events_;
-};
-
-}  // namespace
 
 namespace {
 constexpr const char* kSiteNames[] = {"qkv", "o", "gate_up", "down", "lm_head"};
@@ -157,33 +137,13 @@ std::string DecodeFusion::report() const {
 
 Status DecodeFusion::time_candidates(const std::vector<std::function<Status()>>& runs, int reps, const void* flush,
                                      int64_t flush_bytes, float* sink, cudaStream_t stream, std::vector<double>* us) {
-  EventPool pool;
-  std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> marks(runs.size());
-  for (int rep = 0; rep < reps; ++rep) {
-    for (size_t c = 0; c < runs.size(); ++c) {
-      auto a = pool.make();
-      if (!a.is_ok()) return a.status();
-      auto b = pool.make();
-      if (!b.is_ok()) return b.status();
-      TUNABLEOP_CUDA_TRY(touch(flush, flush_bytes, sink, stream));
-      TUNABLEOP_CUDA_TRY(cudaEventRecord(*a, stream));
-      TUNABLEOP_RETURN_IF_ERROR(runs[c]());
-      TUNABLEOP_CUDA_TRY(cudaEventRecord(*b, stream));
-      marks[c].emplace_back(*a, *b);
-    }
-  }
-  TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream));
-  us->clear();
-  for (const auto& m : marks) {
-    std::vector<double> t;
-    for (const auto& [a, b] : m) {
-      float ms = 0;
-      TUNABLEOP_CUDA_TRY(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(double(ms) * 1e3);
-    }
-    std::sort(t.begin(), t.end());
-    us->push_back(t.empty() ? 0 : t[t.size() / 2]);
-  }
+  auto flush_l2 = [&]() -> Status {
+    TUNABLEOP_CUDA_TRY(touch(flush, flush_bytes, sink, stream));
+    return Status::ok();
+  };
+  auto t = ::tunableop::cuda::time_interleaved_us(runs, reps, flush_l2, stream);
+  if (!t.is_ok()) return t.status();
+  *us = std::move(*t);
   return Status::ok();
 }
 

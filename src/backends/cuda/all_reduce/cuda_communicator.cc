@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "cuda_common/cuda_check.h"
+#include "cuda_common/event_timer.h"
 
 namespace tunableop::cuda {
 
@@ -24,39 +27,41 @@ DeviceScope::~DeviceScope() {
 
 namespace {
 
-// Times a group-mode collective: events on every rank's stream; a region lasts as long as its
-// slowest rank. Errors read as +inf (a broken candidate never looks fast).
+// Times a group-mode collective: an event timer on every rank's stream (made on its device);
+// a region lasts as long as its slowest rank. Every rank's stop is queued before any is waited
+// for. Errors read as +inf (a broken candidate never looks fast).
 class GroupEventTimer final : public Timer {
  public:
   GroupEventTimer(Communicator& comm) : comm_(comm) {
     for (int r = 0; r < comm.world_size(); ++r) {
       DeviceScope d(comm.device(r));
-      cudaEvent_t a = nullptr, b = nullptr;
-      if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) broken_ = true;
-      start_.push_back(a);
-      stop_.push_back(b);
+      timers_.push_back(std::make_unique<EventTimer>(static_cast<cudaStream_t>(comm.stream(r))));
+      if (timers_.back()->last_error() != cudaSuccess) broken_ = true;
     }
   }
   ~GroupEventTimer() override {
-    for (size_t r = 0; r < start_.size(); ++r) {
+    for (size_t r = 0; r < timers_.size(); ++r) {
       DeviceScope d(comm_.device(int(r)));
-      if (start_[r]) cudaEventDestroy(start_[r]);
-      if (stop_[r]) cudaEventDestroy(stop_[r]);
+      timers_[r].reset();
     }
   }
-  void start() override { record(start_); }
-  double stop_ms() override {
-    record(stop_);
-    double worst = 0;
-    for (size_t r = 0; r < stop_.size() && !broken_; ++r) {
+  void start() override {
+    for (size_t r = 0; r < timers_.size(); ++r) {
       DeviceScope d(comm_.device(int(r)));
-      float ms = 0;
-      if (cudaEventSynchronize(stop_[r]) != cudaSuccess ||
-          cudaEventElapsedTime(&ms, start_[r], stop_[r]) != cudaSuccess)
-        broken_ = true;
-      worst = std::max(worst, double(ms));
+      timers_[r]->start();
     }
-    if (broken_) {
+  }
+  double stop_ms() override {
+    for (size_t r = 0; r < timers_.size(); ++r) {
+      DeviceScope d(comm_.device(int(r)));
+      timers_[r]->record_stop();
+    }
+    double worst = 0;
+    for (size_t r = 0; r < timers_.size(); ++r) {
+      DeviceScope d(comm_.device(int(r)));
+      worst = std::max(worst, timers_[r]->elapsed_ms());
+    }
+    if (broken_ || !std::isfinite(worst)) {
       (void)cudaGetLastError();
       return std::numeric_limits<double>::infinity();
     }
@@ -69,14 +74,8 @@ class GroupEventTimer final : public Timer {
   double min_sample_ms() const override { return 0.03; }
 
  private:
-  void record(std::vector<cudaEvent_t>& events) {
-    for (size_t r = 0; r < events.size() && !broken_; ++r) {
-      DeviceScope d(comm_.device(int(r)));
-      if (cudaEventRecord(events[r], static_cast<cudaStream_t>(comm_.stream(int(r)))) != cudaSuccess) broken_ = true;
-    }
-  }
   Communicator& comm_;
-  std::vector<cudaEvent_t> start_, stop_;
+  std::vector<std::unique_ptr<EventTimer>> timers_;
   bool broken_ = false;
 };
 
