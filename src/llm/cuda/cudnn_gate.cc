@@ -1,5 +1,6 @@
 #include "llm/cuda/cudnn_gate.h"
 
+#include "cuda_common/cudnn_graph.h"
 #include "cuda_common/cudnn_library.h"
 
 #ifdef TUNABLEOP_HAVE_CUDNN_LIBRARY
@@ -19,54 +20,10 @@ using ::tunableop::cuda::cudnn_config_tag;
 using ::tunableop::cuda::CudnnApi;
 using ::tunableop::cuda::CudnnDesc;
 
-// Descriptors (destroyed with the builder, or with whoever takes them) and the first failure.
-class Builder {
- public:
-  explicit Builder(const CudnnApi* a) : a_(a) {}
-
-  cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t t) {
-    if (!ok()) return nullptr;
-    descs_.push_back(std::make_unique<CudnnDesc>(a_, t));
-    check(descs_.back()->created(), "create descriptor");
-    return descs_.back()->get();
-  }
-  void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t count,
-           const void* v, const char* what) {
-    if (ok() && d) check(a_->set_attr(d, n, t, count, v), what);
-  }
-  void finalize(cudnnBackendDescriptor_t d, const std::string& what) {
-    if (ok() && d) check(a_->finalize(d), what);
-  }
-  cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t dt, const std::array<int64_t, 3>& dims,
-                                  const std::array<int64_t, 3>& strides, bool is_virtual) {
-    auto d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    const int64_t align = 16;
-    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor type");
-    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims.data(), "tensor dims");
-    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides.data(), "tensor strides");
-    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
-    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
-    set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, "tensor virtual");
-    finalize(d, "tensor");
-    return d;
-  }
-  void op(cudnnBackendDescriptor_t o) {
-    if (ok() && o) ops_.push_back(o);
-  }
-  void check(cudnnStatus_t st, const std::string& what) {
-    if (st != CUDNN_STATUS_SUCCESS && ok()) status_ = a_->error(st, what);
-  }
-  bool ok() const { return status_.is_ok(); }
-  const Status& status() const { return status_; }
-  const std::vector<cudnnBackendDescriptor_t>& ops() const { return ops_; }
-  std::vector<std::unique_ptr<CudnnDesc>> release() { return std::move(descs_); }
-
- private:
-  const CudnnApi* a_;
-  std::vector<std::unique_ptr<CudnnDesc>> descs_;
-  std::vector<cudnnBackendDescriptor_t> ops_;
-  Status status_ = Status::ok();
-};
+using Builder = ::tunableop::cuda::CudnnGraph;  // the shared builder (src/cuda_common/cudnn_graph.h)
+using ::tunableop::cuda::cudnn_execution_plan;
+using ::tunableop::cuda::cudnn_heuristic_configs;
+using ::tunableop::cuda::cudnn_variant_pack;
 
 enum Uid : int64_t { kX = 1, kW, kUp, kOut, kGate = 100, kAct };
 
@@ -116,87 +73,42 @@ Status enumerate(const CudnnApi* a, cudnnHandle_t handle, Act act, int64_t rows,
                  std::vector<std::string>* tags) {
   Builder g(a);
   const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-  auto x = g.tensor(kX, bf, {1, rows, in}, {rows * in, in, 1}, false);
-  auto w = g.tensor(kW, bf, {1, in, n}, {n * in, 1, in}, false);  // W_gate^T: (k, j) at j * in + k
-  auto up = g.tensor(kUp, bf, {1, rows, n}, {rows * n, n, 1}, false);
-  auto out = g.tensor(kOut, bf, {1, rows, n}, {rows * n, n, 1}, false);
-  auto gate = g.tensor(kGate, f32, {1, rows, n}, {rows * n, n, 1}, true);
-  auto actv = g.tensor(kAct, f32, {1, rows, n}, {rows * n, n, 1}, true);
+  const int64_t rows_in[3] = {1, rows, in}, rows_in_strides[3] = {rows * in, in, 1};
+  const int64_t in_n[3] = {1, in, n}, in_n_strides[3] = {n * in, 1, in};  // W_gate^T: (k, j) at j * in + k
+  const int64_t rows_n[3] = {1, rows, n}, rows_n_strides[3] = {rows * n, n, 1};
+  auto x = g.tensor(kX, bf, rows_in, rows_in_strides, false);
+  auto w = g.tensor(kW, bf, in_n, in_n_strides, false);
+  auto up = g.tensor(kUp, bf, rows_n, rows_n_strides, false);
+  auto out = g.tensor(kOut, bf, rows_n, rows_n_strides, false);
+  auto gate = g.tensor(kGate, f32, rows_n, rows_n_strides, true);
+  auto actv = g.tensor(kAct, f32, rows_n, rows_n_strides, true);
+  g.matmul(x, w, gate);
 
-  auto mm = g.make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-  g.set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul precision");
-  g.finalize(mm, "matmul");
-  auto mop = g.make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, "matmul a");
-  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w, "matmul b");
-  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gate, "matmul c");
-  g.set(mop, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm, "matmul desc");
-  g.finalize(mop, "matmul op");
-  g.op(mop);
-
-  auto pointwise = [&](cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t in0, cudnnBackendDescriptor_t in1,
-                       cudnnBackendDescriptor_t y) {
-    auto pw = g.make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    g.set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
-    g.set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32, "pointwise precision");
-    if (mode == CUDNN_POINTWISE_SWISH_FWD) {
-      const double beta = 1.0;  // SiLU
-      g.set(pw, CUDNN_ATTR_POINTWISE_SWISH_BETA, CUDNN_TYPE_DOUBLE, 1, &beta, "swish beta");
-    }
-    g.finalize(pw, "pointwise");
-    auto o = g.make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, "pointwise op");
-    g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in0, "pointwise x");
-    if (in1) g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in1, "pointwise b");
-    g.set(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, "pointwise y");
-    g.finalize(o, "pointwise op");
-    g.op(o);
-  };
   const cudnnPointwiseMode_t mode = act == Act::kSilu       ? CUDNN_POINTWISE_SWISH_FWD
                                     : act == Act::kGeluTanh ? CUDNN_POINTWISE_GELU_APPROX_TANH_FWD
                                                             : CUDNN_POINTWISE_GELU_FWD;
-  pointwise(mode, gate, nullptr, actv);
-  pointwise(CUDNN_POINTWISE_MUL, actv, up, out);
-
-  auto graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(g.ops().size()), g.ops().data(),
-        "graph ops");
-  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
-  g.finalize(graph, "operation graph");
+  g.pointwise(mode, f32, gate, nullptr, nullptr, actv);
+  g.pointwise(CUDNN_POINTWISE_MUL, f32, actv, up, nullptr, out);
+  auto graph = g.graph(handle);
   if (!g.ok()) return g.status();
-  *descs = g.release();
+  *descs = g.take();
 
   Status last = Status::unsupported("cuDNN: no engine for the gate graph");
   const std::pair<cudnnBackendHeurMode_t, const char*> modes[] = {{CUDNN_HEUR_MODE_A, "A"},
                                                                   {CUDNN_HEUR_MODE_FALLBACK, "F"}};
   for (const auto& [hm, letter] : modes) {
-    Builder h(a);  // a mode that fails leaves the other's configurations
-    auto heur = h.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    h.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
-    h.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristic mode");
-    h.finalize(heur, "engine heuristics");
-    int64_t count = 0;
-    if (h.ok())
-      h.check(a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-              "heuristic count");
-    std::vector<cudnnBackendDescriptor_t> got(static_cast<size_t>(std::max<int64_t>(count, 0)));
-    for (auto& c : got) c = h.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    if (h.ok() && count > 0)
-      h.check(
-          a->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, got.data()),
-          "heuristic results");
-    if (!h.ok()) {
-      last = h.status();
+    auto got = cudnn_heuristic_configs(a, graph, hm, descs);  // a mode that fails leaves the other's
+    if (!got.is_ok()) {
+      last = got.status();
       continue;
     }
-    for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
-      std::string tag = cudnn_config_tag(a, got[size_t(i)], std::string(letter) + std::to_string(i));
+    for (size_t i = 0; i < got->size(); ++i) {
+      std::string tag = cudnn_config_tag(a, (*got)[i], std::string(letter) + std::to_string(i));
       if (std::find(tags->begin(), tags->end(), tag) != tags->end()) continue;  // offered by mode A already
-      if (cudnn_config_nondeterministic(a, got[size_t(i)])) continue;           // a kept choice gives the same bits
-      cfgs->push_back(got[size_t(i)]);
+      if (cudnn_config_nondeterministic(a, (*got)[i])) continue;                // a kept choice gives the same bits
+      cfgs->push_back((*got)[i]);
       tags->push_back(std::move(tag));
     }
-    for (auto& d : h.release()) descs->push_back(std::move(d));
   }
   return cfgs->empty() ? last : Status::ok();
 }
@@ -237,23 +149,14 @@ StatusOr<std::vector<std::string>> CudnnGate::configs(Act act, int64_t rows, int
     if (!only.empty() && sh->tags[i] != only) continue;
     if (limit > 0 && int(tags.size()) >= limit) break;
     if (!sh->plans[i] && sh->failed[i].is_ok()) {
-      Builder p(a);
-      auto plan = p.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
-      p.set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sh->cfgs[i],
-            "plan config");
-      p.finalize(plan, "execution plan " + sh->tags[i]);
-      int64_t got = 0, ws = 0;
-      if (p.ok())
-        p.check(a->get_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws),
-                "workspace size");
-      if (!p.ok()) {
-        sh->failed[i] = p.status();
+      auto built = cudnn_execution_plan(a, handle, sh->cfgs[i], "execution plan " + sh->tags[i]);
+      if (!built.is_ok()) {
+        sh->failed[i] = built.status();
       } else {
         auto pl = std::make_shared<Plan>();
-        pl->descs = p.release();
-        pl->plan = plan;
-        pl->workspace = ws;
+        pl->descs = std::move(built->descs);
+        pl->plan = built->plan;
+        pl->workspace = built->workspace;
         sh->plans[i] = std::move(pl);
       }
     }
@@ -298,17 +201,12 @@ Status CudnnGate::run(cudaStream_t stream, Act act, int64_t rows, int64_t in, in
   cudnnBackendDescriptor_t pack = nullptr;
   if (auto found = pl.packs.find(ptrs); found != pl.packs.end()) pack = found->second.pack;
   if (!pack) {
-    Builder b(a);
-    const int64_t uids[4] = {kX, kW, kUp, kOut};
-    void* data[4] = {const_cast<void*>(x), const_cast<void*>(w_gate), const_cast<void*>(up), out};
-    pack = b.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    b.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 4, uids, "pack uids");
-    b.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 4, data, "pack pointers");
-    b.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
-    b.finalize(pack, "variant pack");
-    if (!b.ok()) return b.status();
+    auto made = cudnn_variant_pack(a, {kX, kW, kUp, kOut},
+                                   {const_cast<void*>(x), const_cast<void*>(w_gate), const_cast<void*>(up), out}, ws);
+    if (!made.is_ok()) return made.status();
+    pack = made->pack;
     if (pl.packs.size() >= 512) pl.packs.clear();  // buffers that keep moving: start again
-    pl.packs.emplace(ptrs, Plan::Pack{b.release(), pack});
+    pl.packs.emplace(ptrs, Plan::Pack{std::move(made->descs), pack});
   }
   cudnnStatus_t st = a->set_stream(static_cast<cudnnHandle_t>(handle_), stream);
   if (st != CUDNN_STATUS_SUCCESS) return a->error(st, "cudnnSetStream");

@@ -33,6 +33,7 @@
 
 #include "backends/cuda/attention/workspace.h"
 #include "backends/cuda/common/cuda_util.h"
+#include "cuda_common/cudnn_graph.h"
 #include "cuda_common/cudnn_library.h"
 
 namespace tunableop::cuda {
@@ -54,110 +55,9 @@ enum Uid : int64_t {
   kVirtual = 100  // virtual tensors count up from here
 };
 
-// Builds descriptors and remembers the first failure, so the graph reads as a straight list.
-class GraphBuilder {
- public:
-  explicit GraphBuilder(const CudnnApi* api) : api_(api) {}
-
-  cudnnBackendDescriptor_t make(cudnnBackendDescriptorType_t type) {
-    descs_.push_back(std::make_unique<CudnnDesc>(api_, type));
-    if (descs_.back()->created() != CUDNN_STATUS_SUCCESS) fail(descs_.back()->created(), "create descriptor");
-    return descs_.back()->get();
-  }
-  void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
-           int64_t count, const void* value, const char* what) {
-    if (!ok() || !d) return;
-    cudnnStatus_t st = api_->set_attr(d, name, type, count, value);
-    if (st != CUDNN_STATUS_SUCCESS) fail(st, what);
-  }
-  void finalize(cudnnBackendDescriptor_t d, const char* what) {
-    if (!ok() || !d) return;
-    cudnnStatus_t st = api_->finalize(d);
-    if (st != CUDNN_STATUS_SUCCESS) fail(st, what);
-  }
-
-  // Tensor of `dt` with 4 dims and strides; virtual tensors get fresh uids.
-  cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t dt, const int64_t (&dims)[4],
-                                  const int64_t (&strides)[4], bool is_virtual, bool by_value = false) {
-    auto d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    const int64_t align = 16;
-    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor data type");
-    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dims");
-    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
-    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
-    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
-    set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, "tensor virtual");
-    if (by_value) set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value, "tensor by value");
-    finalize(d, "tensor");
-    return d;
-  }
-  cudnnBackendDescriptor_t virtual_tensor(cudnnDataType_t dt, const int64_t (&dims)[4], const int64_t (&strides)[4]) {
-    return tensor(next_virtual_++, dt, dims, strides, true);
-  }
-  cudnnBackendDescriptor_t scalar(int64_t uid, cudnnDataType_t dt) {
-    const int64_t one[4] = {1, 1, 1, 1};
-    return tensor(uid, dt, one, one, false, true);
-  }
-
-  // y = mode(x[, b[, t]]) elementwise; axis >= 0 for GEN_INDEX (and the index arithmetic).
-  void pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, cudnnBackendDescriptor_t x,
-                 cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
-                 int64_t axis = -1) {
-    auto pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
-    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, "pointwise precision");
-    if (axis >= 0) set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, "pointwise axis");
-    finalize(pw, "pointwise");
-    auto op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, "pointwise op");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, "pointwise x");
-    if (b) set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, "pointwise b");
-    if (t) set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t, "pointwise t");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, "pointwise y");
-    finalize(op, "pointwise op");
-    ops_.push_back(op);
-  }
-  void reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
-    auto red = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    set(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, "reduction mode");
-    set(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "reduction precision");
-    finalize(red, "reduction");
-    auto op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, "reduction x");
-    set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, "reduction y");
-    set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red, "reduction desc");
-    finalize(op, "reduction op");
-    ops_.push_back(op);
-  }
-  void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
-    auto mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul precision");
-    finalize(mm, "matmul");
-    auto op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a, "matmul a");
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, "matmul b");
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c, "matmul c");
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm, "matmul desc");
-    finalize(op, "matmul op");
-    ops_.push_back(op);
-  }
-
-  bool ok() const { return status_.is_ok(); }
-  const Status& status() const { return status_; }
-  const std::vector<cudnnBackendDescriptor_t>& ops() const { return ops_; }
-  void fail(cudnnStatus_t st, const std::string& what) {
-    if (ok()) status_ = api_->error(st, what);
-  }
-  std::vector<std::unique_ptr<CudnnDesc>> take() { return std::move(descs_); }
-
- private:
-  const CudnnApi* api_;
-  std::vector<std::unique_ptr<CudnnDesc>> descs_;
-  std::vector<cudnnBackendDescriptor_t> ops_;
-  Status status_ = Status::ok();
-  int64_t next_virtual_ = kVirtual;
+// The shared builder (src/cuda_common/cudnn_graph.h); virtual tensors count up from kVirtual.
+struct GraphBuilder : CudnnGraph {
+  explicit GraphBuilder(const CudnnApi* api) : CudnnGraph(api, kVirtual) {}
 };
 
 // ---- Plans ---------------------------------------------------------------------------------
@@ -403,12 +303,7 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
     return pr;
   }
 
-  auto graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  const auto& ops = g.ops();
-  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data(),
-        "graph ops");
-  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "graph handle");
-  g.finalize(graph, "operation graph (the pattern is not supported)");
+  auto graph = g.graph(handle, "operation graph (the pattern is not supported)");
   if (!g.ok()) {
     pr->status = g.status();
     return pr;
@@ -420,36 +315,19 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
   const bool extra = p.q_len >= kExtraSlotMinQueries;
   for (const char mode : {'A', 'F'}) {
     if (mode == 'F' && !extra) break;
-    GraphBuilder h(api);
-    auto heur = h.make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     const cudnnBackendHeurMode_t hm = mode == 'A' ? CUDNN_HEUR_MODE_A : CUDNN_HEUR_MODE_FALLBACK;
-    h.set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, "heuristic graph");
-    h.set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, "heuristic mode");
-    h.finalize(heur, "engine heuristics");
-    int64_t count = 0;
-    if (h.ok()) {
-      cudnnStatus_t st =
-          api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
-      if (st != CUDNN_STATUS_SUCCESS) h.fail(st, "heuristic result count");
-    }
-    std::vector<cudnnBackendDescriptor_t> got(size_t(std::max<int64_t>(count, 0)));
-    for (auto& c : got) c = h.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    if (h.ok() && count > 0) {
-      cudnnStatus_t st =
-          api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, got.data());
-      if (st != CUDNN_STATUS_SUCCESS) h.fail(st, "heuristic results");
-    }
-    if (!h.ok() || count == 0) {
+    auto got = cudnn_heuristic_configs(api, graph, hm, &pr->descs);
+    if (!got.is_ok() || got->empty()) {
       if (mode == 'A')
-        pr->mode_a = h.ok() ? Status::unsupported("cuDNN: no engine for this attention graph") : h.status();
+        pr->mode_a = got.is_ok() ? Status::unsupported("cuDNN: no engine for this attention graph") : got.status();
       continue;
     }
     int rank = 0;
-    for (int64_t i = 0; i < count && i < int64_t(got.size()); ++i) {
-      std::string tag = cudnn_config_tag(api, got[size_t(i)], fmt::format("{}{}", char(mode + 32), i));
+    for (size_t i = 0; i < got->size(); ++i) {
+      std::string tag = cudnn_config_tag(api, (*got)[i], fmt::format("{}{}", char(mode + 32), i));
       // A choice kept in a results file must give the same bits every run (the attention tests
       // check two runs bit for bit): engines cuDNN notes as nondeterministic are no candidates.
-      if (cudnn_config_nondeterministic(api, got[size_t(i)])) {
+      if (cudnn_config_nondeterministic(api, (*got)[i])) {
         if (log_configs())
           std::fprintf(stderr, "cuDNN SDPA %s: %s skipped: nondeterministic\n", pr->signature.c_str(), tag.c_str());
         continue;
@@ -458,10 +336,9 @@ std::unique_ptr<Problem> build_problem(const CudnnApi* api, cudnnHandle_t handle
       for (const auto& c : pr->cfgs) seen = seen || c.tag == tag;
       if (seen) continue;  // the fallback list repeating mode A
       Problem::Config c;
-      c.cfg = got[size_t(i)], c.tag = std::move(tag), c.mode = mode, c.rank = rank++;
+      c.cfg = (*got)[i], c.tag = std::move(tag), c.mode = mode, c.rank = rank++;
       pr->cfgs.push_back(std::move(c));
     }
-    for (auto& dsc : h.take()) pr->descs.push_back(std::move(dsc));
   }
   if (extra) add_variations(api, graph, pr.get());
   if (log_configs()) {
@@ -477,29 +354,20 @@ Status build_config(const CudnnApi* api, cudnnHandle_t handle, Problem& pr, size
   Problem::Config& c = pr.cfgs[i];
   if (c.built) return c.plan ? Status::ok() : c.failure;
   c.built = true;
-  GraphBuilder attempt(api);
-  auto ep = attempt.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-  attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "plan handle");
-  attempt.set(ep, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c.cfg,
-              "plan engine config");
-  attempt.finalize(ep, "execution plan");
-  int64_t ws = 0, n = 0;
-  if (attempt.ok()) {
-    cudnnStatus_t st = api->get_attr(ep, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
-    if (st != CUDNN_STATUS_SUCCESS) attempt.fail(st, "plan workspace size");
-  }
+  auto attempt = cudnn_execution_plan(api, handle, c.cfg, "execution plan");
   if (log_configs())
     std::fprintf(stderr, "cuDNN SDPA %s: plan %c%d=%s: %s\n", pr.signature.c_str(), char(c.mode + 32), c.rank,
                  c.tag.c_str(),
-                 attempt.ok() ? fmt::format("built, workspace {} B", ws).c_str() : attempt.status().message().c_str());
-  if (!attempt.ok()) {
+                 attempt.is_ok() ? fmt::format("built, workspace {} B", attempt->workspace).c_str()
+                                 : attempt.status().message().c_str());
+  if (!attempt.is_ok()) {
     c.failure = Status::unsupported(fmt::format("cuDNN configuration {}: {}", c.tag, attempt.status().message()));
     return c.failure;
   }
   auto plan = std::make_shared<Plan>();
-  plan->descs = attempt.take();
-  plan->plan = ep;
-  plan->workspace = ws;
+  plan->descs = std::move(attempt->descs);
+  plan->plan = attempt->plan;
+  plan->workspace = attempt->workspace;
   plan->bottom_right = pr.bottom_right;
   plan->causal_mask = pr.causal_mask;
   plan->stats = pr.stats;
@@ -618,19 +486,14 @@ StatusOr<cudnnBackendDescriptor_t> variant_pack(const CudnnApi* api, const Plan&
     uids.push_back(kSkv), ptrs.push_back(&e->skv);
     uids.push_back(kSq), ptrs.push_back(&e->sq);
   }
-  GraphBuilder g(api);
-  auto pack = g.make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  g.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data(), "pack uids");
-  g.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data(),
-        "pack pointers");
-  g.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws, "pack workspace");
-  g.finalize(pack, "variant pack");
-  if (!g.ok()) return g.status();
-  e->descs = g.take();
-  e->pack = pack;
+  auto pack = cudnn_variant_pack(api, uids, ptrs, ws);
+  if (!pack.is_ok()) return pack.status();
+  e->descs = std::move(pack->descs);
+  e->pack = pack->pack;
+  cudnnBackendDescriptor_t made = e->pack;
   cache.push_back(std::move(e));
   if (cache.size() > 32) cache.pop_front();
-  return pack;
+  return made;
 }
 
 Status supports(const AttentionParams& p) {
