@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -281,6 +282,28 @@ TEST_F(OpFrameworkTest, WhileCapturingAPlanDecidesFromResultsOnlyAndTunesLater) 
   scale_and_check([&](const ScaleOperands& o) { return plan->run(o); });
   EXPECT_EQ(plan->solution(), "Scale_Fast");
   EXPECT_EQ(backend_.calls("Scale_Fast"), 1);
+}
+
+// "How to add an op" (docs/design.md), step 5: a new op gets what tunableop/op_tools.h lends
+// tools (random operands, candidate lists, its tuning problem, offline tuning) with nothing
+// written for it but its definition.
+TEST_F(OpFrameworkTest, ANewOpGetsTheToolsOfOpToolsH) {
+  auto ctx = context({"Default", "Scale_Wrong", "Scale_Fast"});
+  auto random = RandomOperands<ScaleOp>::make(*ctx, p_, 3);
+  ASSERT_TRUE(random.is_ok()) << random.status().to_string();
+  const float* x = static_cast<const float*>((*random)->operands().x);
+  EXPECT_TRUE(std::any_of(x, x + p_.n, [](float v) { return v != 0.f; })) << "random, not zeros";
+  auto cands = OpTools<ScaleOp>::candidates(*ctx, p_, 1);
+  ASSERT_EQ(cands.size(), 3u);
+  EXPECT_EQ(cands.front().name, "Default");
+  auto problem = OpTools<ScaleOp>::tuning_problem(*ctx, p_, (*random)->operands(), cands);
+  ASSERT_TRUE(problem.is_ok()) << problem.status().to_string();
+  EXPECT_EQ((*problem)->op_signature(), "ScaleTunableOp_float");
+  EXPECT_TRUE((*problem)->check_numerics(1).code() == StatusCode::kNumericsMismatch) << "Scale_Wrong is caught";
+  auto report = OpTools<ScaleOp>::tune(*ctx, p_);
+  ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+  EXPECT_EQ(report->winner.solution, "Scale_Fast");
+  EXPECT_EQ(result_lines().size(), 1u);
 }
 
 }  // namespace
