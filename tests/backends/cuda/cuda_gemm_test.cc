@@ -42,7 +42,7 @@ void check_all_candidates(const HostGemmProblem& prob, int effort, size_t offset
     EXPECT_TRUE(matches_reference(prob, out)) << c.name;
     if (c.name == "Default") {
       default_out.resize(size_t(p.c_span()));
-      for (int64_t i = 0; i < p.c_span(); ++i) default_out[size_t(i)] = load_as_double(p.dtype, out.data(), i);
+      for (int64_t i = 0; i < p.c_span(); ++i) default_out[size_t(i)] = load_as_double(p.c_dtype(), out.data(), i);
     } else {
       ASSERT_FALSE(default_out.empty());
       double err = relative_error(p, out.data(), default_out);
@@ -109,6 +109,25 @@ TEST_P(CudaGemm, MisalignedPointersAreRefusedOrCorrect) {
   for (const GemmParams& p : shapes)
     check_all_candidates(HostGemmProblem::random(p, seed++), 1, dtype_size(dt), counts);
   EXPECT_GT(counts.ran["Default"], 0);
+}
+
+// A C wider than A and B (bf16 and fp16 inputs, fp32 C: GemmParams::out_dtype, the engine's
+// row-parallel partial sums): cuBLAS's Default and the cuBLASLt family take it and match the
+// fp64 reference and each other on odd, gapped, batched, NaN-poisoned problems; gemv, padded-ld
+// and split-m decline it.
+TEST(CudaGemmWiderC, DefaultAndLtMatchReference) {
+  TUNABLEOP_REQUIRE_GPU();
+  RunCounts counts;
+  uint64_t seed = 900;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (GemmParams p : random_gemm_shapes(dt, seed, 12)) {
+      p.out_dtype = DType::kF32;
+      check_all_candidates(HostGemmProblem::random(p.with_defaults(), seed++), 1, 0, counts);
+    }
+  }
+  EXPECT_GT(counts.ran["Default"], 0);
+  EXPECT_GT(counts.ran["Gemm_Lt"], 0) << "no cuBLASLt candidate ran";
+  EXPECT_EQ(counts.ran["Gemv"] + counts.ran["Gemm_PadLd"] + counts.ran["Gemm_SplitM"], 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGemm, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16, DType::kF64),
