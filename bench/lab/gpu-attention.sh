@@ -32,7 +32,7 @@ summary=()
 stamp "machine: $(sed -n 3p "$LOGS/machine.txt")"
 
 # cuDNN from the PyTorch wheel.
-. "$ROOT/bench/lab/cudnn-env.sh"
+. "$ROOT/scripts/cudnn-env.sh"
 stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-none}"
 
 stamp "configure"

@@ -84,7 +84,7 @@ left() {
 stamp "machine: $(sed -n 3p "$LOGS/machine.txt")"
 
 # cuDNN from the PyTorch wheel (headers and library), as bench/lab/gpu-attention.sh does.
-. "$ROOT/bench/lab/cudnn-env.sh"
+. "$ROOT/scripts/cudnn-env.sh"
 stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-none}"
 
 stamp "configure + build"

@@ -30,7 +30,7 @@ summary=()
   git -C "$ROOT" log --oneline -1 2>/dev/null
 } >"$LOGS/machine.txt"
 stamp "machine: $(sed -n 3p "$LOGS/machine.txt")"
-. "$ROOT/bench/lab/cudnn-env.sh"
+. "$ROOT/scripts/cudnn-env.sh"
 stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-none}"
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTUNABLEOP_WITH_BLIS=OFF \
