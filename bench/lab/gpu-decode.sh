@@ -83,7 +83,7 @@ go() {
 stamp "machine: $(grep -m1 -E 'NVIDIA|H100|H200' "$LOGS/machine.txt" || echo 'no GPU found')"
 
 # cuDNN from the PyTorch wheel (headers for the SDPA candidate, the library opened at run time).
-# shellcheck source=bench/lab/cudnn-env.sh
+# shellcheck source=scripts/cudnn-env.sh
 . "$ROOT/scripts/cudnn-env.sh"
 stamp "cuDNN headers: ${cudnn_inc:-none}; library: ${TUNABLEOP_CUDNN_LIBRARY:-none}"
 
