@@ -67,8 +67,9 @@ TEST(SlotLayout, PackedPrefillRowsAndTables) {
   EXPECT_EQ(L->slack, 12);
   // Slot 3's 7 positions use 2 pages, slot 0's 2 use 1; the rest (and the padding row) the scratch page.
   EXPECT_EQ(L->table, (std::vector<int32_t>{5, 6, 42, 9, 42, 42, 42, 42, 42}));
-  const std::vector<int32_t> t20(20, 1);
-  auto wide = layout_prefill({{1, 40, 20, t20.data(), rowa}}, 8, 32, 4, 128, 0);
+  // 60 positions in pages of 4 need a table row of 15 pages; the row holds all 32.
+  const std::vector<int32_t> t20(20, 1), row32(32, 7);
+  auto wide = layout_prefill({{1, 40, 20, t20.data(), row32.data()}}, 8, 32, 4, 128, 0);
   ASSERT_TRUE(wide.is_ok());
   EXPECT_EQ(wide->q_buckets, (std::vector<int64_t>{32}));
   EXPECT_EQ(wide->kv_buckets, (std::vector<int64_t>{64}));
