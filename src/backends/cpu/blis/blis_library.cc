@@ -3,7 +3,10 @@
 #include <blis.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "backends/cpu/shared/strided_operands.h"
 
@@ -12,6 +15,18 @@ namespace tunableop {
 namespace {
 
 using cpu_shared::mutable_at;
+
+// BLIS 0.9.0's sgemm (Debian 12, zen3 kernels) reads up to two floats past the end of C when
+// beta != 0 (measured with C against a PROT_NONE page: m=2 n=1 k=1 already faults; dgemm and
+// A/B never overread). The bytes are not written, so the result is right, but a C that ends at
+// the end of a mapped page crashes the program: a user's array under the interposer, or a
+// tuning buffer under ASan. Reads within C's last page are harmless; kOverread is the margin.
+constexpr uintptr_t kOverreadBytes = 16, kPageBytes = 4096;
+
+bool overread_may_fault(const float* c_end) {
+  const auto end = reinterpret_cast<uintptr_t>(c_end);
+  return (end - 1) / kPageBytes != (end + kOverreadBytes - 1) / kPageBytes;
+}
 
 }  // namespace
 
@@ -107,9 +122,28 @@ Status BlisLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int thre
     if (threads > 0) bli_rntm_set_num_threads(dim_t(threads), &rntm);
     if (p.dtype == DType::kF32) {
       float alpha = float(p.alpha), beta = float(p.beta);
-      api_->sgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, mutable_at<float>(ops.a, b * p.stride_a), 1, p.lda,
-                     mutable_at<float>(ops.b, b * p.stride_b), 1, p.ldb, &beta,
-                     mutable_at<float>(ops.c, b * p.stride_c), 1, p.ldc, nullptr, &rntm);
+      float* a = mutable_at<float>(ops.a, b * p.stride_a);
+      float* bm = mutable_at<float>(ops.b, b * p.stride_b);
+      float* c = mutable_at<float>(ops.c, b * p.stride_c);
+      float* last = c + (p.n - 1) * p.ldc;  // C's last column
+      if (beta == 0.0f || !overread_may_fault(last + p.m)) {
+        api_->sgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, a, 1, p.lda, bm, 1, p.ldb, &beta, c, 1, p.ldc, nullptr, &rntm);
+        continue;
+      }
+      // The overread of every column but the last lands in C's next column: those go as they are,
+      // the last through a copy with room after it.
+      if (p.n > 1)
+        api_->sgemm_ex(ta, tb, p.m, p.n - 1, p.k, &alpha, a, 1, p.lda, bm, 1, p.ldb, &beta, c, 1, p.ldc, nullptr,
+                       &rntm);
+      std::vector<float> tail(last, last + p.m);
+      tail.resize(size_t(p.m) + kOverreadBytes / sizeof(float));
+      float* b_last = bm + (p.transb == 'N' ? (p.n - 1) * p.ldb : p.n - 1);
+      const inc_t b_rs = p.transb == 'N' ? 1 : p.ldb;  // column n-1 of op(B) as a k x 1 matrix
+      bli_rntm_init(&rntm);
+      if (threads > 0) bli_rntm_set_num_threads(dim_t(threads), &rntm);
+      api_->sgemm_ex(ta, BLIS_NO_TRANSPOSE, p.m, 1, p.k, &alpha, a, 1, p.lda, b_last, b_rs, p.k * b_rs, &beta,
+                     tail.data(), 1, p.m, nullptr, &rntm);
+      std::copy(tail.begin(), tail.begin() + p.m, last);
     } else {
       double alpha = p.alpha, beta = p.beta;
       api_->dgemm_ex(ta, tb, p.m, p.n, p.k, &alpha, mutable_at<double>(ops.a, b * p.stride_a), 1, p.lda,

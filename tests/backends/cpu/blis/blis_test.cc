@@ -2,7 +2,13 @@
 // (the per-call rntm_t leaves BLIS's and OpenMP's settings alone), and graceful absence.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <regex>
+#include <stdexcept>
+#include <vector>
 
 #include "backends/cpu/blis/blis_library.h"
 #include "backends/cpu/blis/register.h"
@@ -63,6 +69,62 @@ TEST_F(BlisTest, ConcurrentCallsWithDifferentThreadCountsStayCorrect) {
 TEST_F(BlisTest, CallsLandInBlis) {
   const std::string file = lib_->symbol_file("bli_sgemm_ex");
   EXPECT_NE(file.find("blis"), std::string::npos) << file;
+}
+
+// C ends exactly where a PROT_NONE page starts: BLIS 0.9's sgemm reads a few floats past C's
+// end when beta != 0 (blis_library.cc), which must not reach the guard page.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(size_t n) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE)), bytes = n * sizeof(float);
+    pages_ = (bytes + page - 1) / page + 1;
+    base_ =
+        static_cast<char*>(mmap(nullptr, pages_ * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) throw std::runtime_error("mmap");
+    mprotect(base_ + (pages_ - 1) * page, page, PROT_NONE);
+    data_ = reinterpret_cast<float*>(base_ + (pages_ - 1) * page - bytes);
+  }
+  ~GuardedFloats() { munmap(base_, pages_ * size_t(sysconf(_SC_PAGESIZE))); }
+  float* data() { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t pages_ = 0;
+  float* data_ = nullptr;
+};
+
+TEST_F(BlisTest, CEndingAtAnUnmappedPageIsNeverReadPast) {
+  struct Shape {
+    int64_t m, n, k;
+    char tb;
+  };
+  for (const Shape s : {Shape{30, 16, 30, 'N'}, Shape{2, 1, 1, 'N'}, Shape{31, 7, 5, 'T'}, Shape{30, 1, 30, 'T'}}) {
+    GemmParams p;
+    p.dtype = DType::kF32;
+    p.m = s.m, p.n = s.n, p.k = s.k, p.transb = s.tb;
+    p.alpha = 0.5, p.beta = 1.0;
+    p = p.with_defaults();
+    GuardedFloats a(size_t(p.m * p.k)), b(size_t(p.k * p.n)), c(size_t(p.m * p.n));
+    for (int64_t i = 0; i < p.m * p.k; ++i) a.data()[i] = float(i % 7) - 3;
+    for (int64_t i = 0; i < p.k * p.n; ++i) b.data()[i] = float(i % 5) - 2;
+    for (int64_t i = 0; i < p.m * p.n; ++i) c.data()[i] = float(i % 3);
+    std::vector<double> want(size_t(p.m * p.n));
+    for (int64_t j = 0; j < p.n; ++j)
+      for (int64_t i = 0; i < p.m; ++i) {
+        double acc = 0;
+        for (int64_t l = 0; l < p.k; ++l)
+          acc += double(a.data()[i + l * p.lda]) * b.data()[s.tb == 'N' ? l + j * p.ldb : j + l * p.ldb];
+        want[size_t(i + j * p.m)] = 0.5 * acc + c.data()[i + j * p.ldc];
+      }
+    for (const GemmCandidate& cand : candidates_) {
+      std::vector<float> c0(c.data(), c.data() + p.m * p.n);
+      GemmOperands ops{a.data(), b.data(), c.data(), nullptr, nullptr, 0};
+      ASSERT_TRUE(cand.run(p, ops).is_ok()) << cand.name;
+      for (int64_t i = 0; i < p.m * p.n; ++i)
+        EXPECT_NEAR(c.data()[i], want[size_t(i)], 1e-3) << cand.name << " at " << i;
+      std::copy(c0.begin(), c0.end(), c.data());
+    }
+  }
 }
 
 TEST(BlisAbsentTest, MissingLibraryRegistersNothingAndLeavesOneNote) {
