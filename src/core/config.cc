@@ -66,6 +66,16 @@ const std::vector<Spec>& specs() {
        1,
        1e9},
       {{Setting::kAllowTf32, "ALLOW_TF32", "0", "fp32 GEMMs may use tf32 (changes results)"}, Kind::kBool},
+      {{Setting::kSustainedMinCallMs, "SUSTAINED_MIN_CALL_MS", "0.1",
+        "Default's call time (ms) from which the final rounds run under sustained load"},
+       Kind::kDouble,
+       0,
+       1e9},
+      {{Setting::kSustainedHeatMs, "SUSTAINED_HEAT_MS", "250",
+        "load (ms) before sustained final rounds count, at most (less once the GPU reports its cap)"},
+       Kind::kDouble,
+       0,
+       60000},
   };
   return s;
 }
@@ -256,6 +266,8 @@ void Config::publish_locked() {
   p.screen_ratio_2 = d(Setting::kScreenRatio2);
   p.max_problem_ms = d(Setting::kMaxProblemDurationMs);
   p.allow_tf32 = b(Setting::kAllowTf32);
+  p.sustained_min_call_ms = d(Setting::kSustainedMinCallMs);
+  p.sustained_heat_ms = d(Setting::kSustainedHeatMs);
   current_.store(o.get(), std::memory_order_release);
   published_.push_back(std::move(o));
 }

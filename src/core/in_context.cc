@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
 #include <set>
 #include <utility>
@@ -41,6 +42,24 @@ class ChoiceSet {
 };
 
 }  // namespace
+
+ChoiceVerdict judge_choice(const std::vector<double>& tuned_rounds, const std::vector<double>& default_rounds) {
+  ChoiceVerdict v;
+  std::vector<double> ratios;
+  for (size_t r = 0; r < tuned_rounds.size() && r < default_rounds.size(); ++r)
+    if (default_rounds[r] > 0 && std::isfinite(tuned_rounds[r])) ratios.push_back(tuned_rounds[r] / default_rounds[r]);
+  v.rounds = int(ratios.size());
+  if (ratios.empty()) return v;
+  v.ratio = median(std::move(ratios));
+  v.loses = v.ratio > 1.0;
+  return v;
+}
+
+Status revert_to_default(Context& ctx, const ResultEntry& tuned, std::string note) {
+  ResultEntry d = ChoiceSet::as_default(tuned);
+  d.note = std::move(note);
+  return ctx.store_result(std::move(d), /*replace=*/true);
+}
 
 std::string InContextReport::summary() const {
   if (choices == 0) return "no tuned choices to check (the workload runs Default everywhere)";
@@ -96,10 +115,7 @@ StatusOr<InContextReport> check_in_context(Context& ctx, const std::function<Sta
         [&](size_t, const Status& st) {
           if (failed.is_ok()) failed = st;
         });
-    std::vector<double> ratios;
-    for (size_t r = 0; r < samples[0].size() && r < samples[1].size(); ++r)
-      if (samples[1][r] > 0) ratios.push_back(samples[0][r] / samples[1][r]);
-    return ratios.empty() ? 1.0 : median(ratios);
+    return judge_choice(samples[0], samples[1]).ratio;
   };
   auto restore_tuned = [&] { set.apply(std::vector<bool>(n, true)); };
 
@@ -141,12 +157,12 @@ StatusOr<InContextReport> check_in_context(Context& ctx, const std::function<Sta
     }
     report.dropped.push_back(set.tuned(i));
     if (!policy.write) continue;
-    ResultEntry d = ChoiceSet::as_default(set.tuned(i));
-    d.note = fmt::format(
-        "in-context check: {} lost in the whole workload (tuned / Default {:.3f}); Default kept (time column: {} "
-        "alone)",
-        set.tuned(i).solution, report.ratio_before, set.tuned(i).solution);
-    TUNABLEOP_RETURN_IF_ERROR(ctx.store_result(std::move(d), /*replace=*/true));
+    TUNABLEOP_RETURN_IF_ERROR(revert_to_default(
+        ctx, set.tuned(i),
+        fmt::format("in-context check: {} lost in the whole workload (tuned / Default {:.3f}); Default kept (time "
+                    "column: {})",
+                    set.tuned(i).solution, report.ratio_before,
+                    set.tuned(i).default_ms > 0 ? "Default's" : set.tuned(i).solution + " alone")));
   }
   report.elapsed_ms = t.now_ms() - t_begin;
   ctx.log().log(1, "in-context check: " + report.summary());

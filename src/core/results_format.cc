@@ -244,7 +244,15 @@ std::string format_stats_line(const ResultEntry& e) {
   std::string line = join_fields({sanitize_field(e.op), sanitize_field(e.params), sanitize_field(e.solution),
                                   format_number(m.min_ms), format_number(m.median_ms), format_number(m.mean_ms),
                                   format_number(m.std_ms), std::to_string(m.runs), format_number(e.tuning_ms)});
-  if (!e.note.empty()) line += "," + sanitize_field(e.note);
+  // How the final rounds were timed, and the device's clock and power then (fields 11-13; an
+  // unknown reading is an empty field): the note's field comes first, empty when there is none.
+  const std::string rounds = sanitize_field(e.final_rounds);
+  const bool conditions = !trim(rounds).empty();
+  if (!e.note.empty() || conditions) line.append(1, ',').append(sanitize_field(e.note));
+  if (conditions) {
+    auto reading = [](double v) { return v > 0 && std::isfinite(v) ? format_number(v) : std::string(); };
+    line.append(1, ',').append(join_fields({rounds, reading(e.sm_mhz), reading(e.power_w)}));
+  }
   line += '\n';
   return line;
 }
@@ -256,15 +264,20 @@ std::vector<ResultEntry> parse_stats(const std::string& text, const std::string&
     if (is_blank(line)) return;
     std::vector<std::string_view> f = split_commas(line);
     double v[6] = {};
-    bool ok = (f.size() == 9 || f.size() == 10) && !f[0].empty() && !f[1].empty() && !f[2].empty();
+    bool ok = (f.size() == 9 || f.size() == 10 || f.size() == 13) && !f[0].empty() && !f[1].empty() && !f[2].empty();
     for (size_t i = 0; ok && i < 6; ++i) ok = parse_number(f[3 + i], &v[i]);
+    // Fields 12 and 13 (SM clock, power) are empty when they were not known.
+    double sm = 0, power = 0;
+    if (ok && f.size() == 13)
+      ok = (f[11].empty() || parse_number(f[11], &sm)) && (f[12].empty() || parse_number(f[12], &power));
     // The run count becomes an int: a fraction, a negative count or one past INT_MAX (an edited
     // or damaged file) is malformed, not a conversion out of range.
     if (!ok || v[4] != std::floor(v[4]) || v[4] < 0 || v[4] > double(std::numeric_limits<int>::max())) {
       if (malformed) {
-        malformed->push_back(fmt::format(
-            "{}:{}: a stats line has 9 or 10 fields (OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms[,note])",
-            path_for_messages, number));
+        malformed->push_back(
+            fmt::format("{}:{}: a stats line has 9, 10 or 13 fields "
+                        "(OP,PARAMS,SOLUTION,min,median,mean,std,runs,tuning_ms[,note[,final_rounds,sm_mhz,power_w]])",
+                        path_for_messages, number));
       }
       return;
     }
@@ -275,7 +288,12 @@ std::vector<ResultEntry> parse_stats(const std::string& text, const std::string&
     if (v[4] > 0) e.stats = Measurement{v[0], v[1], v[2], v[3], static_cast<int>(v[4])};  // 0 runs: a note alone
     e.time_ms = v[1];
     e.tuning_ms = v[5];
-    if (f.size() == 10) e.note = f[9];
+    if (f.size() >= 10) e.note = f[9];
+    if (f.size() == 13) {
+      e.final_rounds = f[10];
+      e.sm_mhz = sm;
+      e.power_w = power;
+    }
     out.push_back(std::move(e));
   });
   return out;

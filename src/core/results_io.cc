@@ -46,6 +46,9 @@ ResultsFileContents contents_of(const std::string& path, const std::string& text
     e.stats = it->second.stats;
     e.tuning_ms = it->second.tuning_ms;
     e.note = it->second.note;
+    e.final_rounds = it->second.final_rounds;
+    e.sm_mhz = it->second.sm_mhz;
+    e.power_w = it->second.power_w;
   }
   return c;
 }

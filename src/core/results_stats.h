@@ -1,5 +1,7 @@
 // The statistics sidecar "<results file>.stats": one line per appended entry,
-//   OP,PARAMS,SOLUTION,min_ms,median_ms,mean_ms,std_ms,runs,tuning_ms
+//   OP,PARAMS,SOLUTION,min_ms,median_ms,mean_ms,std_ms,runs,tuning_ms[,note[,final_rounds,sm_mhz,power_w]]
+// (the note: why the entry is what it is; final_rounds: "sustained" or "burst", with the
+// device's SM clock and board power during them, empty when unknown: ResultEntry),
 // kept apart from the results file because PyTorch's parser wants exactly four columns there.
 // Internal to the library and the CLI (show, merge); defined in results_format.cc.
 #pragma once

@@ -225,6 +225,7 @@ Status TuningSession::take_samples(const CandidateState& s, SamplePlan plan, std
 
 Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
   for (CandidateState* s : finalists) s->rounds.clear();
+  final_rounds_ = {};
   if (finalists.size() < 2 || pol_.remeasure_rounds <= 0) return Status::ok();
   // Five rounds at least (fewer only when the policy asks for fewer): from five on, the spread
   // of the paired ratios leaves one disturbed round at each end out (versus_default), so that
@@ -233,7 +234,8 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
                            pol_.remeasure_ms};
   Status default_failed;
   std::vector<std::vector<double>> samples(finalists.size());
-  auto measure = [&](size_t q) -> StatusOr<double> {
+  std::vector<DeviceClock> clocks;  // read after each finalist's samples in a counted round
+  auto round_samples = [&](size_t q) -> StatusOr<std::vector<double>> {
     CandidateState& s = *finalists[q];
     if (!s.timed || !default_failed.is_ok()) return Status::internal("not measured");
     // Each round fills ~1/rounds of the tuning budget per finalist, within the iteration budget
@@ -244,8 +246,7 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
                                    kMaxSamplesPerRound, /*at_least_one=*/true);
     std::vector<double> round;
     TUNABLEOP_RETURN_IF_ERROR(take_samples(s, plan, &round));
-    samples[q].insert(samples[q].end(), round.begin(), round.end());
-    return median(std::move(round));
+    return round;
   };
   auto on_fail = [&](size_t q, const Status& st) {
     CandidateState& s = *finalists[q];
@@ -257,8 +258,28 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
     drop(s.index, Dropped{Outcome::kFailed, st});
     s.timed = false;
   };
+  // Under sustained load the rounds count only once the device runs as hot as the workload
+  // will: the same rounds, back to back, their values thrown away (tuner_sustained.cc).
+  final_rounds_.how = sustained(*finalists.front()) ? "sustained" : "burst";
+  if (final_rounds_.how == "sustained") {
+    final_rounds_.heated_ms = heat(finalists.size(), finalists.front()->estimate_ms, [&](size_t q) {
+      auto r = round_samples(q);
+      if (!r.is_ok()) on_fail(q, r.status());
+      return default_failed.is_ok();
+    });
+    if (!default_failed.is_ok()) return default_failed;
+  }
+  auto measure = [&](size_t q) -> StatusOr<double> {
+    auto round = round_samples(q);
+    if (!round.is_ok()) return round.status();
+    samples[q].insert(samples[q].end(), round->begin(), round->end());
+    clocks.push_back(pr_.timer().device_clock());
+    return median(std::move(*round));
+  };
   auto per_round = interleaved_rounds(finalists.size(), rounds, pr_.timer(), measure, on_fail);
   if (!default_failed.is_ok()) return default_failed;
+  final_rounds_.clock = median_clock(clocks);
+  if (final_rounds_.how == "sustained") hot_until_ms_ = elapsed_ms();
   for (size_t q = 0; q < finalists.size(); ++q) {
     CandidateState& s = *finalists[q];
     if (!s.timed) continue;
@@ -421,8 +442,15 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
   report.winner.stats = win.m;
   report.winner.tuning_ms = session.elapsed_ms();
   report.winner.default_ms = def.m.median_ms;
-  log_.log(1, fmt::format("└──found fastest for {} {} [{:.6g} ms, Default {:.6g} ms, tuned in {:.0f} ms]", what,
-                          win.name, win.m.median_ms, def.m.median_ms, report.winner.tuning_ms));
+  const TuningSession::FinalRounds& fr = session.final_rounds();
+  report.winner.final_rounds = fr.how;
+  report.winner.sm_mhz = fr.clock.sm_mhz;
+  report.winner.power_w = fr.clock.power_w;
+  std::string rounds = fr.how.empty() ? "" : "; " + fr.how + " final rounds";
+  if (fr.clock.sm_mhz > 0) rounds += fmt::format(" at SM {:.0f} MHz", fr.clock.sm_mhz);
+  if (fr.clock.power_w > 0) rounds += fmt::format(", {:.0f} W", fr.clock.power_w);
+  log_.log(1, fmt::format("└──found fastest for {} {} [{:.6g} ms, Default {:.6g} ms, tuned in {:.0f} ms{}]", what,
+                          win.name, win.m.median_ms, def.m.median_ms, report.winner.tuning_ms, rounds));
   return std::move(report);
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "tunableop/log.h"
 #include "tunableop/results.h"
 #include "tunableop/status.h"
+#include "tunableop/timer.h"
 #include "tunableop/tuner.h"
 
 namespace tunableop {
@@ -51,6 +54,9 @@ struct VersusDefault {
 VersusDefault versus_default(const std::vector<double>& candidate_rounds, const std::vector<double>& default_rounds,
                              double min_improvement);
 
+// The median SM clock and power of the readings that know them; limited when most readings are.
+DeviceClock median_clock(const std::vector<DeviceClock>& readings);
+
 class TuningSession {
  public:
   // Samples per candidate per round (halving, re-measurement) at most: enough for medians that
@@ -73,6 +79,11 @@ class TuningSession {
   // Rounds of the final re-measurement at least (remeasure()).
   static constexpr int kMinRemeasureRounds = 5;
   static constexpr double kRecheckDrift = 0.25;
+  // Heat (sustained timing) ends early once the device reports a limit and its clock reads at
+  // least this fraction of the previous round's reading (no longer falling); and is skipped when
+  // sustained rounds ended less than kStillHotMs ago (the device has not cooled).
+  static constexpr double kSettledClock = 0.99;
+  static constexpr double kStillHotMs = 5.0;
   TuningSession(TuningProblem& problem, const TuningPolicy& policy, Logger& log);
 
   TuningProblem& problem() { return pr_; }
@@ -133,7 +144,23 @@ class TuningSession {
   // of its samples in that round) goes to s.rounds, and the median of all its samples replaces
   // its first-pass measurement. A candidate failing here is dropped (timed = false); Default
   // (finalists[0]) failing ends the phase with its error.
+  //
+  // Sustained timing (docs/design.md): when sustained(Default) says so, the rounds count only
+  // after heat() held the device under the finalists' load, and every round reads the device's
+  // clock; final_rounds() says how the last re-measurement went.
   Status remeasure(const std::vector<CandidateState*>& finalists);
+  // Whether a problem's final rounds run under sustained load: its timer's device slows down
+  // under load (a GPU's power cap; not the host clock) and Default's call takes at least the
+  // policy's sustained_min_call_ms (a workload of such calls keeps the device at its cap).
+  bool sustained(const CandidateState& def);
+  // How the last re-measurement's rounds ran: "sustained" or "burst", and the medians of the
+  // device's clock readings taken after each finalist's samples (zeros when unknown).
+  struct FinalRounds {
+    std::string how;
+    DeviceClock clock;
+    double heated_ms = 0;  // the load before the rounds counted (sustained)
+  };
+  const FinalRounds& final_rounds() const { return final_rounds_; }
   // Phase 6, decide: the timed finalist with the lowest ratio to Default over the paired rounds
   // among those that beat Default by more than the noise (versus_default); Default when none
   // does. Without paired rounds (re-measurement off), the fastest median unless it misses
@@ -167,6 +194,12 @@ class TuningSession {
                     bool check);
   // decide() on the re-measured rounds; nullptr: Default stays.
   CandidateState* winner_over_default(const std::vector<CandidateState*>& finalists);
+  // The heat before sustained rounds count (tuner_sustained.cc): rounds of `sample(q)` over the
+  // finalists (their values thrown away) for at most sustained_heat_ms, ended earlier once the
+  // device reports a power or thermal limit and its clock stopped falling. Returns the ms spent.
+  double heat(size_t finalists, double default_ms, const std::function<bool(size_t)>& sample);
+  FinalRounds final_rounds_;
+  double hot_until_ms_ = -std::numeric_limits<double>::infinity();  // when sustained rounds last ended
 };
 
 }  // namespace tunableop

@@ -4,11 +4,16 @@
 #include <limits>
 
 #include "cuda_common/cuda_check.h"
+#include "cuda_common/nvml_library.h"
 #include "tunableop/tuner.h"
 
 namespace tunableop::cuda {
 
 EventTimer::EventTimer(cudaStream_t stream) : stream_(stream) {
+  if (cudaGetDevice(&device_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    device_ = -1;
+  }
   error_ = cudaEventCreate(&start_);
   if (error_ == cudaSuccess) error_ = cudaEventCreate(&stop_);
 }
@@ -52,6 +57,8 @@ double EventTimer::stop_ms() {
   record_stop();
   return elapsed_ms();
 }
+
+DeviceClock EventTimer::device_clock() { return device_ < 0 ? DeviceClock{} : read_device_clock(device_); }
 
 double EventTimer::now_ms() {
   using namespace std::chrono;

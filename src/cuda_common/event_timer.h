@@ -32,6 +32,11 @@ class EventTimer : public Timer {
   // Event resolution is ~0.5 us and a record costs a few us of launch slot, so samples shorter
   // than this are batched by the tuner.
   double min_sample_ms() const override { return 0.03; }
+  // The SM clock, power and limits of the stream's device, through NVML (nvml_library.h; zeros
+  // without it). A GPU's clock falls under sustained load (its power cap), so the tuner times
+  // long problems under load (docs/design.md, "Sustained timing").
+  DeviceClock device_clock() override;
+  bool slows_under_load() const override { return true; }
   cudaError_t last_error() const { return error_; }
 
   void record_stop();
@@ -42,6 +47,7 @@ class EventTimer : public Timer {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   cudaError_t error_ = cudaSuccess;
   bool started_ = false;
+  int device_ = -1;  // the device current at construction (-1: unknown)
 };
 
 // Marks on one stream read after one synchronization: span i lasts from mark(i) to the next

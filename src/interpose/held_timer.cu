@@ -64,6 +64,8 @@ class HeldEventTimer : public Timer {
   }
   double now_ms() override { return events_.now_ms(); }
   double min_sample_ms() const override { return events_.min_sample_ms(); }
+  DeviceClock device_clock() override { return events_.device_clock(); }
+  bool slows_under_load() const override { return events_.slows_under_load(); }
 
  private:
   static constexpr unsigned long long kTimeoutNs = 20'000'000ull;  // 20 ms

@@ -66,6 +66,8 @@ const std::map<Setting, std::pair<std::string, std::string>>& other_values() {
       {Setting::kScreenRatio2, {"1.25", "1.25"}},
       {Setting::kMaxProblemDurationMs, {"500", "500"}},
       {Setting::kAllowTf32, {"1", "1"}},
+      {Setting::kSustainedMinCallMs, {"0.5", "0.5"}},
+      {Setting::kSustainedHeatMs, {"100", "100"}},
   };
   return m;
 }
@@ -102,6 +104,8 @@ TEST_F(ConfigEnvTest, DefaultsMatchOptionsAndPolicyDefaults) {
   EXPECT_EQ(o.policy.max_tuning_ms, d.policy.max_tuning_ms);
   EXPECT_EQ(o.policy.max_problem_ms, d.policy.max_problem_ms);
   EXPECT_EQ(o.policy.rotating_buffer_mib, d.policy.rotating_buffer_mib);
+  EXPECT_DOUBLE_EQ(o.policy.sustained_min_call_ms, d.policy.sustained_min_call_ms);
+  EXPECT_DOUBLE_EQ(o.policy.sustained_heat_ms, d.policy.sustained_heat_ms);
   EXPECT_TRUE(c.warnings().empty());
 }
 
@@ -254,6 +258,8 @@ TEST_F(ConfigEnvTest, BadApiValueIsInvalidArgumentNamingTheSetting) {
       {Setting::kScreenRatio1, "0.5", "TUNABLEOP_SCREEN_RATIO_1"},
       {Setting::kScreenRatio2, "inf", "TUNABLEOP_SCREEN_RATIO_2"},
       {Setting::kMaxProblemDurationMs, "0", "TUNABLEOP_MAX_PROBLEM_DURATION_MS"},
+      {Setting::kSustainedMinCallMs, "-0.1", "TUNABLEOP_SUSTAINED_MIN_CALL_MS"},
+      {Setting::kSustainedHeatMs, "1e9", "TUNABLEOP_SUSTAINED_HEAT_MS"},
       {Setting::kFilename, "", "TUNABLEOP_FILENAME"},
       {Setting::kUntunedFilename, "", "TUNABLEOP_UNTUNED_FILENAME"},
   };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -12,8 +13,25 @@
 
 namespace tunableop::testing {
 
+// Fake time, and a fake GPU that drops its frequency after `boost_ms` of load (what a real one
+// does at its power cap: docs/results/attention, stage 12): from then on its runs cost their
+// candidates' hot costs and its clock reads capped_mhz at a power limit, until idle() cools it.
+// Fake time passes only through runs (and idle()), so the device is under load from the first
+// run on. With gpu false (the default) it is a host clock: it never reads a device clock and
+// its timer does not slow under load.
 struct FakeClock {
   double now = 0;
+  bool gpu = false;
+  bool reports_clock = true;  // false: a GPU without NVML (clock readings unknown)
+  double boost_ms = std::numeric_limits<double>::infinity();
+  double boost_mhz = 1980, capped_mhz = 1755;
+  double boost_w = 500, capped_w = 700;
+  double load_since = 0;
+  bool hot() const { return gpu && now - load_since >= boost_ms; }
+  void idle(double ms) {
+    now += ms;
+    load_since = now;
+  }
 };
 
 class FakeTimer : public Timer {
@@ -23,6 +41,14 @@ class FakeTimer : public Timer {
   double stop_ms() override { return clock_.now - t0_; }
   double now_ms() override { return clock_.now; }
   double min_sample_ms() const override { return min_sample_ms_; }
+  DeviceClock device_clock() override {
+    ++clock_reads;
+    if (!clock_.gpu || !clock_.reports_clock) return {};
+    const bool hot = clock_.hot();
+    return {hot ? clock_.capped_mhz : clock_.boost_mhz, hot ? clock_.capped_w : clock_.boost_w, hot};
+  }
+  bool slows_under_load() const override { return clock_.gpu; }
+  int clock_reads = 0;
 
  private:
   FakeClock& clock_;
@@ -47,6 +73,9 @@ struct FakeCandidate {
   // this candidate and not the others (a two-thread candidate while another process holds a
   // core), or one that was fast only while screened. Null: 1.
   std::function<double(int run)> run_factor;
+  // Cost per run once the fake device dropped its frequency (FakeClock::boost_ms); 0: cost_ms
+  // scaled by the clocks' ratio (a kernel whose time follows the clock).
+  double hot_cost_ms = 0;
 };
 
 // A problem whose candidates cost a known number of fake milliseconds per run.
@@ -83,6 +112,7 @@ class FakeProblem : public TuningProblem {
     rotations_.insert(rotation % rotation_count());
     if (c.fail_on_run > 0 && n >= c.fail_on_run) return Status::internal("planted failure in " + c.name);
     double cost = c.cost_ms;
+    if (clock_.hot()) cost = c.hot_cost_ms > 0 ? c.hot_cost_ms : c.cost_ms * clock_.boost_mhz / clock_.capped_mhz;
     if (c.lucky_every > 0 && n % c.lucky_every == 0) cost = c.lucky_cost_ms;
     if (c.noise > 0) cost *= 1.0 + c.noise * std::uniform_real_distribution<double>(-1.0, 1.0)(rng_);
     if (c.spike_probability > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < c.spike_probability)
@@ -104,6 +134,8 @@ class FakeProblem : public TuningProblem {
   int recovers() const { return recovers_; }
   double started_at(size_t i) const { return started_at_[i]; }  // -1: never looked at
   double now() const { return clock_.now; }
+  FakeClock& clock() { return clock_; }
+  FakeTimer& fake_timer() { return timer_; }
   const std::set<size_t>& rotations() const { return rotations_; }
 
  private:

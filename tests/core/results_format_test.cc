@@ -225,6 +225,49 @@ TEST(ResultsStats, NotesRoundTrip) {
   EXPECT_FALSE(parsed[0].note.empty());
 }
 
+// How the final rounds ran and the device's clock and power then (issue 31): fields 11-13, after
+// the note's (empty when there is no note); an unknown reading (no NVML) is an empty field.
+TEST(ResultsStats, FinalRoundsClockAndPowerRoundTrip) {
+  ResultEntry e = entry("GemmTunableOp_BFloat16_TN", "tn_32000_2048_4096", "Gemm_Lt_t23", 0.68);
+  e.stats = Measurement{0.67, 0.68, 0.685, 0.004, 40};
+  e.tuning_ms = 640;
+  e.final_rounds = "sustained";
+  e.sm_mhz = 1755;
+  e.power_w = 688.5;
+  std::string line = format_stats_line(e);
+  EXPECT_EQ(
+      line,
+      "GemmTunableOp_BFloat16_TN,tn_32000_2048_4096,Gemm_Lt_t23,0.67,0.68,0.685,0.004,40,640,,sustained,1755,688.5\n");
+  std::vector<std::string> bad;
+  auto parsed = parse_stats(line, "s.stats", &bad);
+  ASSERT_EQ(parsed.size(), 1u) << (bad.empty() ? "" : bad[0]);
+  EXPECT_TRUE(parsed[0].note.empty());
+  EXPECT_EQ(parsed[0].final_rounds, "sustained");
+  EXPECT_DOUBLE_EQ(parsed[0].sm_mhz, 1755);
+  EXPECT_DOUBLE_EQ(parsed[0].power_w, 688.5);
+
+  // No NVML: the readings are empty fields, and read back as unknown.
+  e.sm_mhz = e.power_w = 0;
+  e.final_rounds = "burst";
+  e.note = "a note, with a comma";
+  line = format_stats_line(e);
+  EXPECT_NE(line.find(",a note; with a comma,burst,,\n"), std::string::npos) << line;
+  parsed = parse_stats(line, "s.stats", &bad);
+  ASSERT_EQ(parsed.size(), 1u);
+  EXPECT_EQ(parsed[0].final_rounds, "burst");
+  EXPECT_EQ(parsed[0].note, "a note; with a comma");
+  EXPECT_EQ(parsed[0].sm_mhz, 0);
+  EXPECT_EQ(parsed[0].power_w, 0);
+
+  // 11 or 12 fields, or a reading that is no number, make the line malformed.
+  for (const char* tail : {",n,sustained", ",n,sustained,1755", ",n,sustained,fast,700", ",n,sustained,1755,-3"}) {
+    bad.clear();
+    EXPECT_TRUE(parse_stats(std::string("op,p,s,0.4,0.5,0.55,0.05,3,1") + tail + "\n", "s.stats", &bad).empty())
+        << tail;
+    EXPECT_EQ(bad.size(), 1u) << tail;
+  }
+}
+
 TEST(ResultsStore, InsertReplacesAndKeepsOrder) {
   ResultsStore s;
   s.insert(entry("a", "1", "X", 1));

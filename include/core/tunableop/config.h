@@ -35,6 +35,9 @@ enum class Setting {
   kScreenRatio2,          // TUNABLEOP_SCREEN_RATIO_2: second screening cut
   kMaxProblemDurationMs,  // TUNABLEOP_MAX_PROBLEM_DURATION_MS: total budget per problem
   kAllowTf32,             // TUNABLEOP_ALLOW_TF32: fp32 GEMMs may use tf32 (changes results)
+  kSustainedMinCallMs,    // TUNABLEOP_SUSTAINED_MIN_CALL_MS: Default's call time from which the
+                          // final rounds run under sustained load
+  kSustainedHeatMs,       // TUNABLEOP_SUSTAINED_HEAT_MS: load before those rounds count, at most
 };
 
 struct SettingInfo {
@@ -65,6 +68,13 @@ struct TuningPolicy {
   double max_problem_ms = 10000;
   int search_effort = 1;
   bool allow_tf32 = false;
+  // Sustained timing (docs/design.md, "Sustained timing"): a problem whose Default call takes
+  // at least sustained_min_call_ms is one whose workload heats the device to its power cap, so
+  // its final rounds count only after the finalists ran back to back for sustained_heat_ms (less
+  // once the device reports a power or thermal limit). Both are set from scripts/gpu-sustained.sh's
+  // measurement of the clock against the length of the load.
+  double sustained_min_call_ms = 0.1;
+  double sustained_heat_ms = 250;
 };
 
 // Every setting, parsed, at one moment. Immutable once published: readers never lock or parse.

@@ -54,4 +54,23 @@ struct InContextReport {
 StatusOr<InContextReport> check_in_context(Context& ctx, const std::function<Status()>& workload,
                                            const InContextPolicy& policy = {}, Timer* clock = nullptr);
 
+// --- The post-decision guard's two pieces (issue 31), for callers that measure a workload their
+//     own way (`bench --suite` times every candidate of a shape, interleaved, under the load that
+//     measurement puts on the device) and for the check above.
+
+// A tuned choice against Default in a workload's own measurement, round by round (each round
+// timed both in the same machine state): the median of the per-round ratios tuned / Default.
+// The choice loses when that median is above 1: where it runs, it is slower than Default.
+struct ChoiceVerdict {
+  int rounds = 0;    // paired rounds (0: nothing to compare, the choice is kept)
+  double ratio = 1;  // median over rounds of tuned / Default
+  bool loses = false;
+};
+ChoiceVerdict judge_choice(const std::vector<double>& tuned_rounds, const std::vector<double>& default_rounds);
+
+// Puts Default in force for `tuned`'s problem, in memory and in the results file: one replacing
+// line `op,params,Default,<time>` (the later line wins on load; no other entry is touched) whose
+// time is Default's (tuned.default_ms, else the tuned time), and `note` in the `.stats` sidecar.
+Status revert_to_default(Context& ctx, const ResultEntry& tuned, std::string note);
+
 }  // namespace tunableop

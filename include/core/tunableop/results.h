@@ -35,6 +35,13 @@ struct ResultEntry {
   // Why this entry is what it is, when that needs saying (the in-context check's drop); kept
   // in the `.stats` sidecar's tenth field.
   std::string note;
+  // How the final rounds were timed: "sustained" (the device held under load until its clock
+  // settled, docs/design.md "Sustained timing") or "burst"; "" when not tuned here. With the
+  // median over those rounds of the device's SM clock (MHz) and board power (W), 0 when unknown
+  // (no NVML). Kept in the `.stats` sidecar's fields 11-13.
+  std::string final_rounds;
+  double sm_mhz = 0;
+  double power_w = 0;
 };
 
 using Validators = std::vector<std::pair<std::string, std::string>>;  // ordered KEY, VALUE
