@@ -9,6 +9,7 @@
 #include <set>
 
 #include "bench_attention.h"
+#include "bench_clock.h"
 #include "bench_loop.h"
 #include "bench_measure.h"
 #include "bench_suites.h"
@@ -32,6 +33,7 @@ struct BenchArgs {
   int verbose = -1;
   std::string suite, suite_file, csv, results, baseline, only, shapes_csv;
   int rounds = 5;
+  double clock_trace_ms = 0;  // > 0: the suite's shapes traced under sustained load instead of tuned
 };
 
 StatusOr<Device> parse_device(const std::string& d, int gpu) {
@@ -102,6 +104,7 @@ int compare_interleaved(Context& ctx, const GemmParams& p, const GemmOperands& o
 }
 
 int bench_single(Context& ctx, const BenchArgs& a, void* stream) {
+  if (a.clock_trace_ms > 0) return fail(Status::invalid_argument("--clock-trace needs --suite or --suite-file"));
   GemmParams p;
   auto dt = parse_dtype(a.dtype);
   if (!dt.is_ok()) return fail(dt.status());
@@ -149,6 +152,8 @@ double geomean(const std::vector<double>& v) {
 }
 
 int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
+  if (a.suite == "attention" && a.clock_trace_ms > 0)
+    return fail(Status::invalid_argument("--clock-trace traces the GEMM suites (llm, cpu-llm, --suite-file)"));
   if (a.suite == "attention")
     return bench_attention_suite(ctx, {a.only, a.csv, a.results, a.shapes_csv, a.rounds}, stream);
   std::vector<SuiteShape> shapes;
@@ -176,6 +181,7 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     }
     shapes = kept;
   }
+  if (a.clock_trace_ms > 0) return bench_clock_trace(ctx, shapes, {a.clock_trace_ms, 1000, a.csv}, stream);
   // Tune into a fresh file so that tuning time is real, unless --results names one to keep.
   const std::string temp = tune_into_results(ctx, a.results);
 
@@ -192,10 +198,14 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     baseline = fmt::format("Gemm_Openblas_t{}", cpu_core_count());
   struct Row {
     SuiteShape s;
-    std::string chosen;
+    std::string chosen;  // what is served: the tuner's choice, or Default where the guard reverted it
     double tuning_ms = 0, def = 0, tuned = 0, best = 0, base = 0, floor = 0;
     std::string best_name;
     std::map<std::string, double> family;
+    std::string tuner_chosen;  // the tuner's choice, and its time in this measurement
+    double tuner_ms = 0;
+    ChoiceVerdict guard;  // its paired rounds against Default here
+    ResultEntry winner;   // how its final rounds ran (sustained or burst), the clock and power then
   };
   std::vector<Row> rows;
   std::set<std::string> families;
@@ -204,8 +214,9 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
     r.s = s;
     auto rep = OpTools<GemmOp>::tune(ctx, s.p, /*retune=*/true, stream);
     if (!rep.is_ok()) return fail(rep.status());
-    r.chosen = rep->winner.solution;
+    r.chosen = r.tuner_chosen = rep->winner.solution;
     r.tuning_ms = rep->winner.tuning_ms;
+    r.winner = rep->winner;
     bool cpu = ctx.device().kind == DeviceKind::kCpu;
     auto t = measure_candidates(ctx, s.p, a.rounds, cpu ? 40 : 5, stream);
     if (!t.is_ok()) return fail(t.status());
@@ -219,11 +230,21 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
       families.insert(fam);
       if (!r.family.count(fam) || ct.median_ms < r.family[fam]) r.family[fam] = ct.median_ms;
     }
+    // The post-decision guard: a choice that loses to Default in this measurement is reverted.
+    r.tuner_ms = r.tuned;
+    auto verdict = guard_suite_choice(ctx, s.p, r.chosen, *t);
+    if (!verdict.is_ok()) return fail(verdict.status());
+    r.guard = *verdict;
+    if (r.guard.loses) r.chosen = "Default", r.tuned = r.def;
     double flops_floor = ceil->gemm_gflops > 0 ? s.p.flops() / (ceil->gemm_gflops * 1e9) * 1e3 : 0;
     double bytes_floor = bytes_moved(s.p) / (ceil->copy_gbs * 1e9) * 1e3;
     r.floor = std::max(flops_floor, bytes_floor);
-    fmt::print(stderr, "{:<26} default {:9.4f} ms  tuned {:9.4f} ms  {:<34} tuning {:6.0f} ms\n", s.name, r.def,
-               r.tuned, r.chosen, r.tuning_ms);
+    std::string how = r.winner.final_rounds;
+    if (r.winner.sm_mhz > 0) how += fmt::format(" {:.0f} MHz", r.winner.sm_mhz);
+    if (r.guard.loses)
+      how += fmt::format("; guard reverted {} ({:.3f}x Default's time)", r.tuner_chosen, r.guard.ratio);
+    fmt::print(stderr, "{:<26} default {:9.4f} ms  tuned {:9.4f} ms  {:<34} tuning {:6.0f} ms  {}\n", s.name, r.def,
+               r.tuned, r.chosen, r.tuning_ms, how);
     rows.push_back(std::move(r));
   }
 
@@ -256,19 +277,40 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   if (!vs_base.empty())
     fmt::print("geomean speedup tuned vs {}: {:.3f}x over {} shapes\n", baseline, geomean(vs_base), vs_base.size());
   fmt::print("shapes where tuned is > 3% behind the best single candidate: {}\n", worse3);
+  // The guard's record, and the tuner's own choices before it (what the tuner alone achieved).
+  std::vector<double> as_tuned;
+  std::string reverted;
+  int reverts = 0, choices = 0, below = 0;
+  for (const auto& r : rows) {
+    const double t = r.tuner_ms > 0 ? r.tuner_ms : r.tuned;
+    if (t > 0) as_tuned.push_back(r.def / t);
+    if (t > 0 && r.def / t < 0.99) ++below;
+    choices += r.tuner_chosen != "Default";
+    if (!r.guard.loses) continue;
+    ++reverts;
+    reverted += fmt::format("{}{} ({}: {:.3f}x Default's time)", reverted.empty() ? "" : ", ", r.s.name, r.tuner_chosen,
+                            r.guard.ratio);
+  }
+  fmt::print("post-decision guard: {} of {} tuned choices lost to Default in this measurement and were reverted{}{}\n",
+             reverts, choices, reverts ? ": " : "", reverted);
+  fmt::print("as tuned, before the guard: geomean {:.3f}x over {} shapes; shapes below 0.99x Default: {}\n",
+             geomean(as_tuned), as_tuned.size(), below);
 
   int rc = 0;
   if (!a.csv.empty()) {
-    std::string out = "shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms";
+    std::string out =
+        "shape,m,n,k,dtype,default_ms,tuned_ms,chosen,best_ms,best_name,baseline_ms,floor_ms,tuning_ms,tuner_chosen,"
+        "tuner_ms,guard_ratio,reverted,final_rounds,sm_mhz,power_w";
     for (std::string f : families) {
       std::replace(f.begin(), f.end(), ' ', '_');
       out += ",best_" + f + "_ms";
     }
     out += "\n";
     for (const auto& r : rows) {
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}", r.s.name, r.s.p.m, r.s.p.n, r.s.p.k,
-                         dtype_name(r.s.p.dtype), r.def, r.tuned, r.chosen, r.best, r.best_name, r.base, r.floor,
-                         r.tuning_ms);
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", r.s.name, r.s.p.m, r.s.p.n,
+                         r.s.p.k, dtype_name(r.s.p.dtype), r.def, r.tuned, r.chosen, r.best, r.best_name, r.base,
+                         r.floor, r.tuning_ms, r.tuner_chosen, r.tuner_ms, r.guard.ratio, r.guard.loses ? 1 : 0,
+                         r.winner.final_rounds, r.winner.sm_mhz, r.winner.power_w);
       for (const auto& f : families) out += "," + (r.family.count(f) ? fmt::format("{}", r.family.at(f)) : "");
       out += "\n";
     }
@@ -320,6 +362,11 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--rounds", a->rounds, "suite: interleaved measurement rounds per shape")
       ->check(at_least(1))
       ->capture_default_str();
+  c->add_option("--clock-trace", a->clock_trace_ms,
+                "suite: instead of tuning, run each shape's Default back to back for this many ms after a 1 s pause "
+                "and print its time per call, SM clock and power against the length of the load (what "
+                "TUNABLEOP_SUSTAINED_MIN_CALL_MS and _HEAT_MS are set from; --csv: every point)")
+      ->check(CLI::Range(0.0, 600000.0));
   add_bench_serve_command(*c);
   c->callback([a, c]() {
     if (c->got_subcommand("serve")) return;  // `bench serve` ran its own

@@ -20,6 +20,28 @@ StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const Ge
   return measure_op_candidates<GemmOp>(ctx, p, rounds, ms_per_sample, stream);
 }
 
+StatusOr<ChoiceVerdict> guard_suite_choice(Context& ctx, const GemmParams& p, const std::string& chosen,
+                                           const std::vector<CandidateTiming>& timings) {
+  if (chosen == "Default") return ChoiceVerdict{};
+  const CandidateTiming *tuned = nullptr, *def = nullptr;
+  for (const auto& t : timings) {
+    if (t.name == chosen) tuned = &t;
+    if (t.name == "Default") def = &t;
+  }
+  if (!tuned || !def) return ChoiceVerdict{};
+  const ChoiceVerdict v = judge_choice(tuned->rounds, def->rounds);
+  if (!v.loses) return v;
+  auto entry = ctx.results().lookup(gemm_op_signature(p), gemm_params_signature(p));
+  if (!entry || entry->solution != chosen) return Status::internal("the suite's tuned choice is not in the results");
+  entry->default_ms = def->median_ms;  // Default's time in this measurement goes in the time column
+  TUNABLEOP_RETURN_IF_ERROR(revert_to_default(
+      ctx, *entry,
+      fmt::format("bench --suite guard: {} lost to Default in the suite's measurement (tuned / Default {:.3f} over {} "
+                  "rounds); Default kept",
+                  chosen, v.ratio, v.rounds)));
+  return v;
+}
+
 std::string tune_into_results(Context& ctx, const std::string& results) {
   std::string file = results;
   if (file.empty())

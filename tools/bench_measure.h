@@ -7,6 +7,7 @@
 
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
+#include "tunableop/in_context.h"
 #include "tunableop/op_tools.h"
 #include "tunableop/tuner.h"
 
@@ -14,9 +15,10 @@ namespace tunableop::cli {
 
 struct CandidateTiming {
   std::string name;
-  std::string family;    // the candidate's CandidateInfo::family() ("OpenBLAS gemm", "cuBLASLt algo", ...)
-  double median_ms = 0;  // 0 when not measured
-  std::string note;      // why not measured (unsupported, numerics, error)
+  std::string family;          // the candidate's CandidateInfo::family() ("OpenBLAS gemm", "cuBLASLt algo", ...)
+  double median_ms = 0;        // 0 when not measured
+  std::string note;            // why not measured (unsupported, numerics, error)
+  std::vector<double> rounds;  // ms per run in each interleaved round (the post-decision guard pairs them)
 };
 
 // Every candidate of op Op for p on ctx's device, each checked against the reference and then
@@ -64,10 +66,22 @@ StatusOr<std::vector<CandidateTiming>> measure_op_candidates(Context& ctx, const
         out[i].note = st.to_string();
         runs[i] = 0;
       });
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (runs[i] > 0) out[i].median_ms = median(samples[i]);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (runs[i] == 0) continue;
+    out[i].median_ms = median(samples[i]);
+    out[i].rounds = std::move(samples[i]);
+  }
   return out;
 }
+
+// The post-decision guard for one suite shape (issue 31): the tuned choice against Default in
+// the suite's own measurement of every candidate (interleaved rounds, under the load that
+// measurement puts on the device: dozens of candidates back to back keep a GPU at its power
+// cap). A choice that loses there is reverted: Default in force and written to the results file
+// with a note (tunableop/in_context.h, revert_to_default). Returns the verdict; rounds 0 when
+// there was nothing to judge (Default chosen, or a side unmeasured).
+StatusOr<ChoiceVerdict> guard_suite_choice(Context& ctx, const GemmParams& p, const std::string& chosen,
+                                           const std::vector<CandidateTiming>& timings);
 
 // measure_op_candidates for GEMM.
 StatusOr<std::vector<CandidateTiming>> measure_candidates(Context& ctx, const GemmParams& p, int rounds,

@@ -393,9 +393,12 @@ int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::st
                        in_context->choices, in_context->kept, in_context->ratio_before, in_context->ratio_after);
   };
   auto print_in_context = [&] {
-    if (in_context)
-      fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", in_context->summary(), in_context->workload_runs,
-                 in_context->elapsed_ms / 1e3);
+    if (!in_context) return;
+    fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", in_context->summary(), in_context->workload_runs,
+               in_context->elapsed_ms / 1e3);
+    // The post-decision guard's reverts, each written to the results file as Default.
+    for (const auto& d : in_context->dropped)
+      fmt::print("  reverted to Default: {}({}) {}\n", d.op, d.params, d.solution);
   };
   if (!a.json) {
     fmt::print("Model: {}\n", model_desc);

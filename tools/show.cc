@@ -1,6 +1,7 @@
 // `tunableop show FILE`: a results file as a table, with its validators and what is wrong with it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,12 @@ int show(const ShowArgs& a) {
     fmt::print("\n");
     std::vector<std::string> header = {"op", "params", "solution", "time_ms"};
     if (have_stats) header.insert(header.end(), {"min_ms", "median_ms", "mean_ms", "std_ms", "runs", "tuning_ms"});
+    // How the final rounds ran (sustained or burst) and the GPU's clock and power then, where the
+    // sidecar says (issue 31).
+    const bool have_clock = have_stats && std::any_of(r.entries.begin(), r.entries.end(),
+                                                      [](const ResultEntry& e) { return !e.final_rounds.empty(); });
+    if (have_clock) header.insert(header.end(), {"final_rounds", "sm_mhz", "power_w"});
+    auto reading = [](double v) { return v > 0 ? fmt::format("{:.0f}", v) : std::string("-"); };
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : r.entries) {
       std::vector<std::string> row = {printable(e.op), printable(e.params), printable(e.solution), number(e.time_ms)};
@@ -79,6 +86,9 @@ int show(const ShowArgs& a) {
           row.insert(row.end(), 6, "-");
         }
       }
+      if (have_clock)
+        row.insert(row.end(), {e.final_rounds.empty() ? std::string("-") : printable(e.final_rounds), reading(e.sm_mhz),
+                               reading(e.power_w)});
       rows.push_back(std::move(row));
     }
     print_table(header, rows, 3);

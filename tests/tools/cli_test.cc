@@ -205,5 +205,27 @@ TEST(CliBench, TimesATinyGemmUntunedAndTuned) {
   EXPECT_NE(r.err.find("-m: must be >= 0 (got -3)"), std::string::npos) << r.err;
 }
 
+// --clock-trace (the measurement behind sustained timing) on the CPU: the table, its reading of
+// the traces, every point in the CSV; no NVML there, so the clock columns say "-".
+TEST(CliBench, ClockTraceOfASuiteFile) {
+  CliRunner cli;
+  cli.write("suite.csv", "tiny,fp32,T,N,16,4,16\n");
+  auto r = cli.run({"bench", "--suite-file", cli.file("suite.csv"), "--clock-trace", "20", "--csv", cli.file("t.csv")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("# clock under sustained load"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tiny | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TUNABLEOP_SUSTAINED_MIN_CALL_MS"), std::string::npos) << r.out;
+  const std::string csv = cli.read("t.csv");
+  EXPECT_EQ(csv.rfind("shape,t_ms,call_ms,sm_mhz,power_w,limited\ntiny,", 0), 0u) << csv;
+  EXPECT_EQ(entry_lines(cli.read("results0.csv")).size(), 0u) << "a trace tunes nothing";
+
+  r = cli.run({"bench", "--clock-trace", "20"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--clock-trace needs --suite or --suite-file"), std::string::npos) << r.err;
+  r = cli.run({"bench", "--suite", "attention", "--clock-trace", "20"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--clock-trace traces the GEMM suites"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tunableop
