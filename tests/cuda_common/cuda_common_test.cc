@@ -7,6 +7,8 @@
 
 #include "cuda_common/cuda_check.h"
 #include "cuda_common/cuda_memory.h"
+#include "cuda_common/event_timer.h"
+#include "cuda_common/nvml_library.h"
 
 namespace tunableop::cuda {
 namespace {
@@ -93,6 +95,37 @@ TEST(CudaCommon, FailedCaptureIsReportedAndCleared) {
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("cudaStreamEndCapture"), std::string::npos) << st.message();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// NVML (nvml_library.h): absent, it is an answer, never a failure.
+TEST(CudaCommon, NvmlThatCannotBeOpenedSaysWhyAndReadsAsUnknown) {
+  auto api = open_nvml({"/nonexistent/libnvidia-ml.so.1"});
+  ASSERT_FALSE(api.is_ok());
+  EXPECT_TRUE(api.status().is_unsupported());
+  EXPECT_NE(api.status().message().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos) << api.status().message();
+  EXPECT_FALSE(open_nvml({}).is_ok());
+  if (!have_gpu()) {
+    EXPECT_FALSE(read_device_clock(0).known()) << "no device: zeros";
+    return;
+  }
+  EXPECT_FALSE(read_device_clock(1 << 20).known()) << "no such ordinal: zeros";
+}
+
+// On a GPU machine with the driver's NVML: the SM clock and board power of the timer's device,
+// the numbers the tuner's log and `.stats` sidecar record.
+TEST(CudaCommon, EventTimerReadsTheDevicesClockAndPowerThroughNvml) {
+  REQUIRE_GPU();
+  auto api = nvml_api();
+  if (!api.is_ok()) GTEST_SKIP() << api.status().to_string();
+  Stream s;
+  ASSERT_TRUE(s.create().is_ok());
+  EventTimer t(s.get());
+  EXPECT_TRUE(t.slows_under_load());
+  const DeviceClock c = t.device_clock();
+  EXPECT_GT(c.sm_mhz, 100) << "an SM clock in MHz";
+  EXPECT_LT(c.sm_mhz, 5000);
+  EXPECT_GT(c.power_w, 10) << "a board's power in W";
+  EXPECT_LT(c.power_w, 2000);
 }
 
 }  // namespace
