@@ -13,8 +13,10 @@
 #include "backends/cuda/cuda_testing.h"
 #include "backends/cuda/register.h"
 #include "backends/cuda/runtime.h"
+#include "cuda_common/nvml_library.h"
 #include "ops/gemm/dispatch.h"
 #include "tunableop/context.h"
+#include "tunableop/op_tools.h"
 
 namespace tunableop::testing {
 namespace {
@@ -162,6 +164,40 @@ TEST(CudaRuntimeDeathTest, StickyFaultIsReported) {
     std::exit(!rec.is_ok() && rec.message().find("sticky") != std::string::npos ? 0 : 1);
   };
   EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "unusable after a sticky error");
+}
+
+// Sustained timing on the GPU (docs/design.md): a problem whose Default call is long enough has
+// its final rounds timed after the finalists heated the GPU, within the heat budget, with the
+// SM clock and power recorded (where NVML is there); a short one keeps the fast path.
+TEST(CudaTuning, LongProblemsRunTheirFinalRoundsUnderSustainedLoad) {
+  TUNABLEOP_REQUIRE_GPU();
+  Config cfg = tuning_config("sustained");
+  ASSERT_TRUE(cfg.set(Setting::kSustainedMinCallMs, 0.05).is_ok());
+  ASSERT_TRUE(cfg.set(Setting::kSustainedHeatMs, 150).is_ok());
+  Context ctx(Device::cuda(0), cfg, register_cuda);
+  const bool nvml = cuda::nvml_api().is_ok();
+  // Llama-2-7B's down projection over 2048 tokens (~0.25 ms on an H100) and at one token (~10 us).
+  const GemmParams big = linear_params(DType::kBF16, 2048, 11008, 4096).with_defaults();
+  auto rep = OpTools<GemmOp>::tune(ctx, big, /*retune=*/true);
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  const ResultEntry& w = rep->winner;
+  EXPECT_EQ(w.final_rounds, "sustained") << "Default took " << w.default_ms << " ms a call";
+  EXPECT_LT(w.tuning_ms, 2000) << "the heat is bounded by its 150 ms budget";
+  if (nvml) {
+    EXPECT_GT(w.sm_mhz, 100);
+    EXPECT_GT(w.power_w, 10);
+  } else {
+    EXPECT_EQ(w.sm_mhz, 0) << "no NVML: unknown, never a failure";
+  }
+  std::stringstream stats_text;
+  stats_text << std::ifstream(ctx.results_path() + ".stats").rdbuf();
+  const std::string stats = stats_text.str();
+  EXPECT_NE(stats.find(",sustained,"), std::string::npos) << stats;
+
+  const GemmParams small = linear_params(DType::kBF16, 1, 11008, 4096).with_defaults();
+  auto rep_small = OpTools<GemmOp>::tune(ctx, small, /*retune=*/true);
+  ASSERT_TRUE(rep_small.is_ok()) << rep_small.status().to_string();
+  EXPECT_EQ(rep_small->winner.final_rounds, "burst") << "Default took " << rep_small->winner.default_ms << " ms";
 }
 
 }  // namespace
