@@ -54,6 +54,8 @@ double TuningSession::heat(size_t finalists, double default_ms, const std::funct
   // still as hot as it was: no second heat.
   const double t0 = elapsed_ms();
   if (t0 - hot_until_ms_ < kStillHotMs) return 0;
+  // Within the problem's budget too: what is left of max_problem_ms bounds the heat.
+  const double budget = std::min(pol_.sustained_heat_ms, std::max(0.0, pol_.max_problem_ms - t0));
   Timer& t = pr_.timer();
   const DeviceClock before = t.device_clock();
   DeviceClock prev = before;
@@ -61,7 +63,7 @@ double TuningSession::heat(size_t finalists, double default_ms, const std::funct
   bool settled = false;
   // The finalists in turn, the first mover rotating, as the counted rounds run them: the clock
   // settles where a workload mixing these calls holds it.
-  while (!settled && elapsed_ms() - t0 < pol_.sustained_heat_ms) {
+  while (!settled && elapsed_ms() - t0 < budget) {
     for (size_t k = 0; k < finalists; ++k)
       if (!sample((k + size_t(rounds)) % finalists)) return elapsed_ms() - t0;  // Default failed
     ++rounds;

@@ -149,6 +149,16 @@ TEST(TunerSustained, ADeviceAlreadyAtItsCapIsHeatedOnlyUntilItsClockReadsSteady)
   EXPECT_TRUE(t.logged("in 1 round, until the clock settled at a limit")) << t.all();
 }
 
+TEST(TunerSustained, TheHeatStaysWithinTheProblemsBudget) {
+  // No NVML (the heat would run its whole 1 s) and a problem budget of 150 ms: the heat stops
+  // at what is left of it (plus the round that crosses it).
+  TuningPolicy pol = sustained_policy(0.5, /*heat_ms=*/1000);
+  pol.max_problem_ms = 150;
+  Tuned t = tune(boost_only_winner(), pol, kBoostMs, /*reports_clock=*/false);
+  EXPECT_EQ(t.winner.final_rounds, "sustained");
+  EXPECT_LT(t.end_ms, 150 + 2 * 2 * (30.0 / 7) * 1.25 + 80) << "heat, then the counted rounds" << t.all();
+}
+
 TEST(TunerSustained, NoHeatWhenItsBudgetIsZero) {
   Tuned t = tune(boost_only_winner(), sustained_policy(0.5, /*heat_ms=*/0));
   EXPECT_EQ(t.winner.final_rounds, "burst") << "a heat budget of 0 turns sustained timing off";
