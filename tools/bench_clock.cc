@@ -110,9 +110,13 @@ int bench_clock_trace(Context& ctx, const std::vector<SuiteShape>& shapes, const
     fmt::print("; the longest among the others {:.4f} ms ({})", longest_cool->s.start_call_ms, longest_cool->name);
   fmt::print("  -> TUNABLEOP_SUSTAINED_MIN_CALL_MS between the two (now {} ms)\n",
              ctx.options().policy.sustained_min_call_ms);
-  if (slowest_settle)
+  if (slowest_settle) {
     fmt::print("the longest time to settle: {:.0f} ms ({})  -> TUNABLEOP_SUSTAINED_HEAT_MS at least that (now {} ms)\n",
                slowest_settle->s.settled_ms, slowest_settle->name, ctx.options().policy.sustained_heat_ms);
+    // Settling in the last quarter, which is also what "steady" is read from, is not settled.
+    if (slowest_settle->s.settled_ms > 0.75 * a.trace_ms)
+      fmt::print("(that is within the trace's last quarter: the clock may still be falling; trace longer)\n");
+  }
   if (!a.csv.empty()) {
     if (Status st = replace_regular_file(a.csv, csv); !st.is_ok()) {
       fmt::print(stderr, "tunableop bench: --csv {}\n", printable(st.message()));
