@@ -75,7 +75,11 @@ def main():
     # Findings 2 and 3: tuning that does not fit what is free is skipped, once. One OpenMP and
     # BLAS thread: a new thread's stack would not fit the limit either.
     one = dict(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    run([a.program, "too-large"], dict(clean_env(), **one), a.work)
+    out, _, _ = run([a.program, "too-large"], dict(clean_env(), **one), a.work)
+    if "too_large=skipped" in out:
+        print("too-large: skipped (sanitizer build: address-space limits mean nothing there)")
+        print("PASS")
+        return
     out, err, _ = run([a.program, "too-large"], dict(served, **one), a.work)
     key = "GemmTunableOp_float_NN,nn_8192_2_8192"
     if err.count("cannot tune GemmTunableOp_float_NN(nn_8192_2_8192) here") != 1:
