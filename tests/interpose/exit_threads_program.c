@@ -1,6 +1,6 @@
 /* A C program that leaves while its threads are inside GEMM calls (issue 33, finding 1).
  *
- *   interpose_exit_threads_program exit|return [CALLS]
+ *   interpose_exit_threads_program exit|return [CALLS [tiny]]
  *
  * 8 threads loop over mixed cblas_sgemm / cblas_dgemm / sgemm_ / dgemm_ calls of a few shapes.
  * "exit": thread 0 calls exit(0) after CALLS calls of its own, while the others are mid-call.
@@ -27,9 +27,13 @@ void dgemm_(const char*, const char*, const int*, const int*, const int*, const 
 
 enum { kThreads = 8, kRowMajor = 101, kColMajor = 102, kNoTrans = 111, kTrans = 112, kMax = 96 };
 
-/* The shapes every thread cycles through (m, n, k): few enough that they are tuned quickly. */
-static const int kShapes[][3] = {{96, 80, 72}, {64, 96, 48}, {33, 17, 95}};
-enum { kShapeCount = sizeof(kShapes) / sizeof(kShapes[0]) };
+/* The shapes every thread cycles through (m, n, k): few enough that they are tuned quickly.
+ * "tiny": one block each, so that every candidate computes on the calling thread (the TSan job:
+ * OpenMP's team barriers are not instrumented, and a parallel region reads as races there). */
+static const int kNormalShapes[][3] = {{96, 80, 72}, {64, 96, 48}, {33, 17, 95}};
+static const int kTinyShapes[][3] = {{7, 5, 3}, {4, 6, 8}, {3, 3, 9}};
+enum { kShapeCount = sizeof(kNormalShapes) / sizeof(kNormalShapes[0]) };
+static const int (*kShapes)[3] = kNormalShapes;
 
 static int g_calls = 200;
 static int g_exit_from_thread = 1;
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
   }
   g_exit_from_thread = strcmp(argv[1], "exit") == 0;
   if (argc > 2) g_calls = atoi(argv[2]);
+  if (argc > 3 && strcmp(argv[3], "tiny") == 0) kShapes = kTinyShapes;
   pthread_t t[kThreads];
   for (int i = 0; i < kThreads; ++i) {
     g_work[i].id = i;

@@ -41,12 +41,15 @@ def main():
     ap.add_argument("--mode", choices=["exit", "return"], required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--tiny", action="store_true",
+                    help="shapes of one block, computed on the calling thread (TSan: OpenMP's uninstrumented "
+                         "barriers between team threads would read as races)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     results = os.path.join(a.work, "results%d.csv")
     for f in os.listdir(a.work):
         os.remove(os.path.join(a.work, f))
-    prog = [a.program, a.mode, "60"]
+    prog = [a.program, a.mode, "60"] + (["tiny"] if a.tiny else [])
 
     run("plain", prog, clean_env(**ONE_THREAD), False)
     env = clean_env(LD_PRELOAD=a.preload, TUNABLEOP_ENABLED="1", TUNABLEOP_FILENAME=results, **ONE_THREAD,
