@@ -190,6 +190,8 @@ Choice Context::decide(const std::string& op, const std::string& params,
   bool stale = false;
   if (auto hit = store_.lookup(op, params)) {
     if (is_valid(hit->solution)) return {hit->solution, Source::kStored};
+    if (Status failed = tuning_failure(op, params); o.tuning && !failed.is_ok())
+      return given_up(failed);  // its re-tuning failed: said once, when it did
     stale = true;
     std::string msg = fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
                                   hit->solution, op, params,
