@@ -23,7 +23,7 @@ Status check_prompt_text(std::string_view text, int64_t max_positions, const std
   const int64_t limit = max_prompt_bytes(max_positions);
   if (int64_t(text.size()) <= limit) return Status::ok();
   return Status::invalid_argument(
-      fmt::format("{} is {} bytes of text; at most {} fit here (a token covers at most {} bytes and the model has {} "
+      fmt::format("{} is {} bytes of text; at most {} fit here ({} bytes for each of the model's {} "
                   "positions; tokenizing takes about {} KiB per byte, and {} of memory is available now)",
                   what, text.size(), limit, kMaxBytesPerToken, max_positions, kTokenizerBytesPerByte / 1024,
                   format_bytes(available_host_memory_bytes())));

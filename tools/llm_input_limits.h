@@ -16,8 +16,10 @@
 
 namespace tunableop::cli {
 
-// SentencePiece pieces are at most 16 characters (64 bytes of UTF-8), so a text of more than
-// 64 x max_positions bytes has more tokens than the model has positions; and tokenizing takes
+// SentencePiece pieces are at most 16 characters (64 bytes of UTF-8), and tokenizer.json
+// vocabularies' longer pieces (runs of spaces, say) never make a text average 64 bytes a token,
+// so a text of more than 64 x max_positions bytes has more tokens than the model has positions;
+// and tokenizing takes
 // about 4.6 KB of memory per input byte (measured on a 10 MB line, issue 33), counted here as
 // kTokenizerBytesPerByte against the memory available now.
 inline constexpr int64_t kMaxBytesPerToken = 64;

@@ -59,7 +59,9 @@ TEST(TunerBudget, EveryPhaseStaysWithinTheProblemBudget) {
     EXPECT_LE(pr.now(), allowed(c.budget_ms, c.run_ms))
         << "budget " << c.budget_ms << " ms, " << c.tuning_ms << " ms per candidate, runs of " << c.run_ms << " ms";
     // The budget is spent, not wasted: a clear winner is still found when it had room.
-    if (c.budget_ms >= 200 * c.run_ms) EXPECT_NE(r->winner.solution, "Default") << c.budget_ms << " " << c.run_ms;
+    if (c.budget_ms >= 200 * c.run_ms) {
+      EXPECT_NE(r->winner.solution, "Default") << c.budget_ms << " " << c.run_ms;
+    }
   }
 }
 

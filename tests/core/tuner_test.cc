@@ -353,7 +353,9 @@ TEST(Tuner, ProblemBudgetStopsTryingNewCandidates) {
       // sample (issue 33). Every later one is not even probed.
       EXPECT_EQ(pr.checks(i), 0) << cands[i].name;
       EXPECT_LE(pr.runs(i), 1) << cands[i].name;
-      if (pr.started_at(i) != -1) EXPECT_EQ(++probed_over, 1) << cands[i].name << " probed after the budget";
+      if (pr.started_at(i) != -1) {
+        EXPECT_EQ(++probed_over, 1) << cands[i].name << " probed after the budget";
+      }
     } else {
       EXPECT_EQ(over, 0) << "candidates are tried in order until the budget is gone";
       ++tried;

@@ -107,7 +107,7 @@ TEST_F(LlmCommandText, EosStopsUnlessIgnored) {
 
 // Issue 33, finding 5: a 10 MB prompt line was OOM-killed while tokenizing (about 4.6 KB per
 // input byte) and `--interactive < /dev/zero` grew without bound. A prompt longer than the
-// model's positions could hold (a token covers at most 64 bytes) is refused before tokenizing,
+// model's positions could hold (64 bytes a position) is refused before tokenizing,
 // and an interactive line stops at that length.
 TEST_F(LlmCommandText, EndlessLinesAndHugePromptsAreRefusedBeforeTokenizing) {
   LOAD_TEST_TOKENIZER(tok);

@@ -119,17 +119,21 @@ RegisterFn with_free_memory(std::shared_ptr<std::atomic<uint64_t>> free) {
   };
 }
 
+// Tuning on, the results and untuned files in `dir`, short measurements, verbose 1.
+Config quick_tuning(const TempDir& dir) {
+  Config cfg = Config::defaults_only();
+  for (const Status& st :
+       {cfg.set(Setting::kEnabled, true), cfg.set(Setting::kFilename, dir.file("r%d.csv")),
+        cfg.set(Setting::kUntunedFilename, dir.file("u%d.csv")), cfg.set(Setting::kMaxTuningIterations, 2),
+        cfg.set(Setting::kMaxWarmupIterations, 1), cfg.set(Setting::kVerbose, 1)})
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return cfg;
+}
+
 TEST(TuningMemory, AProblemThatDoesNotFitIsTriedOnceRecordedAndServedByDefault) {
   TempDir dir;
   auto free = std::make_shared<std::atomic<uint64_t>>(uint64_t(1) << 40);
-  Config cfg = Config::defaults_only();
-  ASSERT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kFilename, dir.file("r%d.csv")).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kUntunedFilename, dir.file("u%d.csv")).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kMaxTuningIterations, 2).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kMaxWarmupIterations, 1).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kVerbose, 1).is_ok());
-  Context ctx(Device::cpu(), std::move(cfg), with_free_memory(free));
+  Context ctx(Device::cpu(), quick_tuning(dir), with_free_memory(free));
   std::vector<std::string> log;
   ctx.log().set_sink([&](const std::string& l) { log.push_back(l); });
 
@@ -158,21 +162,57 @@ TEST(TuningMemory, AProblemThatDoesNotFitIsTriedOnceRecordedAndServedByDefault) 
   EXPECT_EQ(said, 1) << joined(log);
   EXPECT_TRUE(logged(log, "recorded in " + dir.file("u0.csv"))) << joined(log);
   EXPECT_NE(testing::read_text(dir.file("u0.csv")).find("GemmTunableOp_float_NN,nn_96_96_96"), std::string::npos);
+  // The plan says why Default runs (the interposer counts it as "too large to tune").
+  auto plan = ctx.plan(big);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  auto d = plan->decide(GemmOperands{prob.a.data(), prob.b.data(), prob.c.data()});
+  ASSERT_TRUE(d.is_ok() && *d != nullptr);
+  EXPECT_EQ((*d)->source, ChoiceSource::kDidNotFit);
   // With the memory back, a new context (a new process) tunes it.
   free->store(uint64_t(1) << 40);
   EXPECT_TRUE(tune_gemm(ctx, big).is_ok());
+}
+
+TEST(TuningMemory, AStaleResultWhoseReTuningDoesNotFitIsSaidOnce) {
+  // A stored solution this machine does not have is re-tuned; when that re-tuning cannot fit,
+  // Default serves the problem and neither the "re-tuning" warning nor the attempt repeats when
+  // the context's generation moves (every other problem's new result moves it).
+  TempDir dir;
+  auto free = std::make_shared<std::atomic<uint64_t>>(64 << 10);
+  Context ctx(Device::cpu(), quick_tuning(dir), with_free_memory(free));
+  std::vector<std::string> log;
+  ctx.log().set_sink([&](const std::string& l) { log.push_back(l); });
+  const GemmParams big = square(96);
+  ResultEntry stale;
+  stale.op = gemm_op_signature(big);
+  stale.params = gemm_params_signature(big);
+  stale.solution = "Gemm_NotOnThisMachine";
+  stale.time_ms = 1;
+  ctx.results().insert(stale);
+  HostGemmProblem prob = HostGemmProblem::random(big, 5);
+  for (int call = 0; call < 3; ++call) {
+    prob.reset_c();
+    ASSERT_TRUE(gemm(ctx, big, GemmOperands{prob.a.data(), prob.b.data(), prob.c.data()}).is_ok());
+    EXPECT_TRUE(testing::matches_reference(prob, prob.c)) << "call " << call;
+    ResultEntry other = stale;  // moves the generation: the plan decides again
+    other.params = "nn_1_1_" + std::to_string(call + 1);
+    ctx.results().insert(other);
+  }
+  int retuning = 0, cannot = 0;
+  for (const auto& l : log) {
+    retuning += l.find("Gemm_NotOnThisMachine") != std::string::npos && l.find("re-tuning") != std::string::npos;
+    cannot += l.find("cannot tune GemmTunableOp_float_NN(nn_96_96_96) here") != std::string::npos;
+  }
+  EXPECT_EQ(retuning, 1) << joined(log);
+  EXPECT_EQ(cannot, 1) << joined(log);
+  EXPECT_EQ(ctx.results().lookup(stale.op, stale.params)->solution, "Gemm_NotOnThisMachine") << "kept, not replaced";
 }
 
 TEST(TuningMemory, NonFiniteInputsOfTheFirstCallAreTunedOnRandomNumbers) {
   // A program's first call of a shape may carry NaN or Inf: Default's output fails the check
   // then, and the shape was marked "tuning failed" for the process (issue 33).
   TempDir dir;
-  Config cfg = Config::defaults_only();
-  ASSERT_TRUE(cfg.set(Setting::kEnabled, true).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kFilename, dir.file("r%d.csv")).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kMaxTuningIterations, 2).is_ok());
-  ASSERT_TRUE(cfg.set(Setting::kMaxWarmupIterations, 1).is_ok());
-  Context ctx(Device::cpu(), std::move(cfg));
+  Context ctx(Device::cpu(), quick_tuning(dir));
   ctx.log().set_sink([](const std::string&) {});
   GemmParams p = square(24);
   p.beta = 0.5;  // C is an input too
