@@ -5,7 +5,7 @@
 # "One thread world"); the build prefers them over Debian's default pthreads alternative.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev libblas3
       libblis-dev libblis4-openmp libblis-openmp-dev libdnnl-dev python3-matplotlib
       libsentencepiece-dev sentencepiece python3-numpy libopenmpi-dev openmpi-bin
       # the server (cpp-httplib), tokenizer.json pre-tokenizers (PCRE2) and normalizers (utf8proc)

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "tunableop/all_reduce.h"
+#include "tunableop/checked_size.h"
 #include "tunableop/context.h"
 #include "tunableop/op_tools.h"
 
@@ -181,6 +182,16 @@ int run_table(const AllReduceArgs& a) {
       p.round_to = *round_to;
     }
     if (Status st = p.validate(); !st.is_ok()) return fail(st);
+    // Refused before anything is allocated (`--sizes 8192M` on the CPU was OOM-killed): the host
+    // copies of every rank's input, the fp64 reference, two outputs to compare, and on the CPU
+    // the ranks' own input and output buffers.
+    const CheckedInt ranks = p.world_size, in_bytes = int64_t(p.bytes()), out_bytes = int64_t(p.output_bytes());
+    CheckedInt host = ranks * in_bytes + CheckedInt(p.count) * int64_t(sizeof(double)) + out_bytes * 2;
+    if (a.device == "cpu") host += ranks * (in_bytes + out_bytes);
+    if (Status st = check_available_memory(
+            host, fmt::format("an all-reduce of {} over {} ranks", size_name(bytes), p.world_size));
+        !st.is_ok())
+      return fail(st);
     Buffers b(c, p);
     if (Status st = b.make(); !st.is_ok()) return fail(st);
     std::string chosen;

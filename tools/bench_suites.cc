@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_support.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/safe_file.h"
 
@@ -94,7 +95,7 @@ StatusOr<std::vector<SuiteShape>> read_suite_file(const std::string& path) {
     p = p.with_defaults();
     Status st = p.validate();
     if (!st.is_ok()) return bad(st.message());
-    out.push_back({f[0], p});
+    out.push_back({printable(f[0]), p});  // printed in tables and logs: no escape sequences from a file
   }
   return out;
 }

@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "engine_setup.h"
 #include "llm/engine.h"
+#include "llm/engine_limits.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
 #include "llm/text/chat_template.h"
@@ -33,6 +34,7 @@
 #include "llm/text/text_stream.h"
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
+#include "llm_input_limits.h"
 #include "llm_tp.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/in_context.h"
@@ -76,6 +78,7 @@ struct LlmArgs {
   bool print_ids = false, json = false;
   int verbose = -1;
   std::string save_model, save_dtype = "bf16";
+  bool overwrite_model = false;
   std::string dtype = "bf16";
   bool no_cuda_graph = false;
   bool prefill_graph = true;
@@ -488,12 +491,21 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
     to.print_prompt_ids = a.print_prompt_ids;
     llm::TextSession session(engine, *tokenizer, special, to, std::cout, std::cerr);
     const std::string marker = isatty(STDIN_FILENO) ? "> " : "";
-    if (chat_template) {
-      Status st = a.interactive ? session.chat(std::cin, *chat_template, a.system, marker) : session.run_ids(prompts);
-      return st.is_ok() ? 0 : fail(st);
-    }
-    if (a.interactive) {
-      Status st = session.interactive(std::cin, marker);
+    if (a.interactive || chat_template) {
+      // A line is a prompt: no longer than a prompt may be (`--interactive < /dev/zero` grew
+      // without bound).
+      const int64_t max_line = max_prompt_bytes(engine.config().max_position_embeddings);
+      LineLimitedInput in(std::cin, max_line);
+      Status st;
+      if (chat_template)
+        st = a.interactive ? session.chat(in.stream(), *chat_template, a.system, marker) : session.run_ids(prompts);
+      else
+        st = session.interactive(in.stream(), marker);
+      if (st.is_ok() && in.too_long())
+        st = Status::invalid_argument(fmt::format(
+            "--interactive: a line of standard input is longer than {} bytes, the longest prompt this model "
+            "and machine can take; stopped there",
+            max_line));
       return st.is_ok() ? 0 : fail(st);
     }
     // --batch B with one prompt repeats it; texts then has one entry for B prompts.
@@ -522,6 +534,12 @@ int run_llm(const LlmArgs& a) {
   if (!cfg.is_ok()) return fail(cfg.status());
   auto texts = text_prompts(a);
   if (!texts.is_ok()) return fail(texts.status());
+  for (size_t i = 0; i < texts->size(); ++i)  // before tokenizing: its memory grows with the text
+    if (Status st = check_prompt_text((*texts)[i], cfg->max_position_embeddings, fmt::format("prompt {}", i + 1));
+        !st.is_ok())
+      return fail(st);
+  if (!a.save_model.empty())  // before loading: never read a model only to refuse its output
+    if (Status st = check_save_model_target(a.save_model, *spec, a.overwrite_model); !st.is_ok()) return fail(st);
   const bool has_text = !texts->empty() || a.interactive;
   const bool generate = a.mode == "auto" ? has_text : a.mode == "generate";
   if (Status st = check_mode_options(a, generate, !texts->empty()); !st.is_ok()) return fail(st);
@@ -656,17 +674,19 @@ int run_llm(const LlmArgs& a) {
   Context ctx(dev);
   apply_tunableop_flags(ctx, a.tune, a.no_tune, a.verbose);
 
-  std::function<Status(const llm::ModelWeights&)> save;
-  if (!a.save_model.empty()) {
-    save = [&a](const llm::ModelWeights& w) -> Status {
+  // On the CPU, once the weights are in memory (what is available counts them): the whole first
+  // prefill must fit before the engine allocates; then --save-model.
+  auto on_cpu_weights = [&a, &eo, padded](const llm::ModelWeights& w) -> Status {
+    TUNABLEOP_RETURN_IF_ERROR(llm::check_run_fits(w.config, eo, padded, sizeof(float), 0));
+    if (!a.save_model.empty()) {
       auto dt = parse_dtype(a.save_dtype);
       if (!dt.is_ok()) return dt.status();
       TUNABLEOP_RETURN_IF_ERROR(llm::save_model(w, a.save_model, *dt));
       fmt::print(stderr, "saved {} to {}\n", w.name, a.save_model);
-      return Status::ok();
-    };
-  }
-  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, save);
+    }
+    return Status::ok();
+  };
+  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, on_cpu_weights);
   if (!built.is_ok()) return fail(built.status());
   std::unique_ptr<llm::Engine> engine = std::move(built.value());
   const std::string model_desc = describe_model(a.model, engine->config());
@@ -826,6 +846,8 @@ void add_llm_command(CLI::App& app) {
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--save-model", a->save_model, "also write the model as a Hugging Face directory here (CPU)");
   c->add_option("--save-dtype", a->save_dtype, "dtype of --save-model: fp32, bf16 or fp16")->capture_default_str();
+  c->add_flag("--overwrite-model", a->overwrite_model,
+              "--save-model may replace a model already in its directory (never the one being read)");
   c->callback([a]() {
     int rc = run_llm(*a);
     if (rc) std::exit(rc);

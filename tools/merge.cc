@@ -2,6 +2,7 @@
 // fleet with identical hardware, or per shard of an offline tuning run).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,22 @@ int merge(const MergeArgs& a) {
     inputs.push_back(std::move(in).value());
   }
 
+  // Lines that cannot be parsed are not in the merge. Replacing an input with it would lose them
+  // for good: refused. Another output is written, and the exit code says lines were skipped.
+  size_t skipped = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    skipped += inputs[i].report.malformed.size();
+    std::error_code ec;
+    if (!inputs[i].report.malformed.empty() && std::filesystem::equivalent(a.inputs[i], a.output, ec)) {
+      fmt::print(stderr,
+                 "tunableop merge: {} has {} line{} that cannot be parsed (above); replacing it with the merge would "
+                 "drop them: fix or remove them, or write the merge to another file\n",
+                 printable(a.output), inputs[i].report.malformed.size(),
+                 inputs[i].report.malformed.size() == 1 ? "" : "s");
+      return 1;
+    }
+  }
+
   MergedResults merged = merge_results(inputs);
   if (!merged.conflicts.empty()) {
     std::string first;
@@ -74,8 +91,13 @@ int merge(const MergeArgs& a) {
   fmt::print(
       "wrote {}: {} {} from {} files ({} duplicate {} resolved by keeping the faster time, {} of them from a "
       "later file)\n",
-      a.output, merged.entries.size(), merged.entries.size() == 1 ? "entry" : "entries", inputs.size(),
+      printable(a.output), merged.entries.size(), merged.entries.size() == 1 ? "entry" : "entries", inputs.size(),
       merged.duplicates, merged.duplicates == 1 ? "entry" : "entries", merged.replaced);
+  if (skipped > 0) {
+    fmt::print(stderr, "tunableop merge: {} malformed line{} skipped (not in {})\n", skipped, skipped == 1 ? "" : "s",
+               printable(a.output));
+    return 1;
+  }
   return 0;
 }
 

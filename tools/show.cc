@@ -20,13 +20,30 @@ struct ShowArgs {
 
 std::string number(double v) { return fmt::format("{:.6g}", v); }
 
+// A column is padded to its widest cell, but never wider than this, and a cell longer than
+// kMaxCell is cut (its length said): an 86-entry file with one 10 MB field printed 912 MB, every
+// row padded to that field (issue 33).
+constexpr size_t kMaxColumn = 100, kMaxCell = 200;
+
+std::string cut(std::string cell) {
+  if (cell.size() <= kMaxCell) return cell;
+  const size_t bytes = cell.size();
+  size_t at = kMaxCell;
+  while (at > 0 && (static_cast<unsigned char>(cell[at]) & 0xC0) == 0x80) --at;  // not inside a UTF-8 character
+  cell.resize(at);
+  return cell + fmt::format("... ({} bytes)", bytes);
+}
+
 // Left-aligned text columns, right-aligned numbers, two spaces apart.
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+void print_table(const std::vector<std::string>& header, std::vector<std::vector<std::string>> rows,
                  size_t first_numeric_column) {
   std::vector<size_t> width(header.size());
   for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (const auto& row : rows)
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) {
+      row[c] = cut(std::move(row[c]));
+      width[c] = std::min(std::max(width[c], row[c].size()), std::max(kMaxColumn, header[c].size()));
+    }
   auto print_row = [&](const std::vector<std::string>& row) {
     std::string line;
     for (size_t c = 0; c < row.size(); ++c) {
@@ -95,7 +112,9 @@ int show(const ShowArgs& a) {
     // Notes (the in-context check's drops) under the table: too long for a column.
     if (have_stats)
       for (const auto& e : r.entries)
-        if (!e.note.empty()) fmt::print("note: {},{},{}: {}\n", e.op, e.params, e.solution, e.note);
+        if (!e.note.empty())
+          fmt::print("note: {},{},{}: {}\n", cut(printable(e.op)), cut(printable(e.params)), cut(printable(e.solution)),
+                     cut(printable(e.note)));
   }
   if (a.stats && !file->has_stats) fmt::print("\nno statistics: {} does not exist\n", printable(file->stats_path));
 

@@ -228,6 +228,7 @@ void add_tune_command(CLI::App& app) {
   c->callback([a, gpu]() {
     int rc = 0;
     a->gpu_given = gpu->count() > 0;
+    unbind_from_mpi_launcher(*a);
     if (!a->fanout_child && mpi_launch_size() > 1) {
       rc = tune_mpi(*a);  // one rank of `mpirun -np N tunableop tune FILE`
     } else if (!a->gpus.empty()) {

@@ -52,5 +52,9 @@ StatusOr<std::vector<int>> resolve_gpus(const std::string& gpus);
 int mpi_launch_size();
 // `mpirun -np N tunableop tune FILE`: ranks split the untuned problems, rank 0 merges.
 int tune_mpi(const TuneArgs& a);
+// Under an MPI launcher (any -np: it binds each rank to a core by default), CPU tuning runs on
+// every CPU the process may use, as a plain process does: the CPU validator and the thread
+// candidates of bound ranks ("1 cores") were results no plain process used (issue 33).
+void unbind_from_mpi_launcher(const TuneArgs& a);
 
 }  // namespace tunableop::cli

@@ -13,8 +13,11 @@
 // file left behind into the results file, then tunes only what is still missing.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +51,17 @@ int env_int(const char* name, int fallback) {
 }
 
 }  // namespace
+
+void unbind_from_mpi_launcher(const TuneArgs& a) {
+  bool launched = false;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) launched |= std::getenv(v) != nullptr;
+  if (!launched || a.device != "cpu" || !a.gpus.empty()) return;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  const long n = sysconf(_SC_NPROCESSORS_CONF);
+  for (long c = 0; c < std::min<long>(n > 0 ? n : CPU_SETSIZE, CPU_SETSIZE); ++c) CPU_SET(int(c), &all);
+  (void)sched_setaffinity(0, sizeof(all), &all);  // the kernel keeps it within the cgroup's cpuset
+}
 
 int mpi_launch_size() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
@@ -168,7 +182,9 @@ ResultEntry entry_from_json(const json& j) {
   return e;
 }
 
-// Reads this rank's files that exist; `found` gets their paths (removed once merged).
+// Reads this rank's files that exist; `found` gets their paths (removed once merged). MessagePack,
+// not JSON text: paths and fields are bytes, and a results file name that is not UTF-8 made JSON's
+// dump() throw after the tuning (exit 3), and again on every later run (issue 33).
 std::string rank_files_message(const std::vector<std::string>& paths, std::vector<std::string>* found) {
   json files = json::array();
   for (const std::string& path : paths) {
@@ -183,17 +199,42 @@ std::string rank_files_message(const std::vector<std::string>& paths, std::vecto
     for (const ResultEntry& e : c->report.entries) entries.push_back(entry_json(e));
     files.push_back({{"path", path}, {"validators", c->report.validators}, {"entries", entries}});
   }
-  return files.dump();
+  const std::vector<uint8_t> bytes = json::to_msgpack(files);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// Rank files of an earlier run with more ranks (".rank<N>" with N >= size) beside `pattern`'s
+// file for `dev`: no rank of this run reads them otherwise (issue 33).
+std::vector<std::string> leftover_rank_files(const std::string& pattern, Device dev, int size) {
+  const std::string ordinal = std::to_string(dev.ordinal);
+  const fs::path first = results_path_for(rank_pattern(pattern, 0), ordinal);
+  const fs::path dir = first.has_parent_path() ? first.parent_path() : fs::path(".");
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    for (size_t at = name.find(".rank"); at != std::string::npos; at = name.find(".rank", at + 1)) {
+      size_t digits = at + 5, stop = digits;
+      while (stop < name.size() && stop - digits < 9 && std::isdigit(static_cast<unsigned char>(name[stop]))) ++stop;
+      if (stop == digits) continue;
+      const int n = std::stoi(name.substr(digits, stop - digits));
+      if (n >= size && fs::path(results_path_for(rank_pattern(pattern, n), ordinal)).filename() == name)
+        out.push_back((dir / name).string());
+    }
+  }
+  return out;
 }
 
 // Rank 0: every rank file of the messages whose validators are `current` (others are reported
 // and left where they are); `merged_ranks[r]` says whether all of rank r's files were taken.
+// With `leftovers`, the last message holds rank 0's leftover files of an earlier, larger run.
 std::vector<ResultsFileContents> usable_rank_files(const std::vector<std::string>& messages, const Validators& current,
-                                                   std::vector<int>* merged_ranks, size_t* entries) {
+                                                   std::vector<int>* merged_ranks, size_t* entries,
+                                                   bool leftovers = false) {
   std::vector<ResultsFileContents> out;
   merged_ranks->assign(messages.size(), 1);
   for (size_t r = 0; r < messages.size(); ++r) {
-    json files = json::parse(messages[r], nullptr, false);
+    json files = json::from_msgpack(messages[r], true, false);
     if (files.is_discarded() || !files.is_array()) {
       fmt::print(stderr, "tunableop tune: rank {} sent an unreadable message; its files are left as they are\n", r);
       (*merged_ranks)[r] = 0;
@@ -201,7 +242,8 @@ std::vector<ResultsFileContents> usable_rank_files(const std::vector<std::string
     }
     for (const json& f : files) {
       ResultsFileContents c;
-      c.path = fmt::format("rank {}: {}", r, f.at("path").get<std::string>());
+      c.path = r < messages.size() - 1 || !leftovers ? fmt::format("rank {}: {}", r, f.at("path").get<std::string>())
+                                                     : f.at("path").get<std::string>();
       c.report.path = c.report.active_path = c.path;
       c.report.existed = c.report.ours = true;
       c.report.validators = f.at("validators").get<Validators>();
@@ -322,9 +364,15 @@ int tune_mpi(const TuneArgs& args) {
   std::string todo_text, status_text = "ok";
   ActiveFile main;
   size_t picked_up = 0, total = 0, bad_lines = 0;
+  std::vector<std::string> leftovers;
+  bool leftovers_merged = false;
   if (rank == 0) {
     main = active_file(pattern, devices[0]);
-    auto usable = usable_rank_files(messages, main.validators, &merged_ranks, &picked_up);
+    // Rank files of an earlier run with more ranks: gathered here, as one more rank's message.
+    messages.push_back(rank_files_message(leftover_rank_files(pattern, devices[0], size), &leftovers));
+    auto usable = usable_rank_files(messages, main.validators, &merged_ranks, &picked_up, /*leftovers=*/true);
+    leftovers_merged = merged_ranks.back() != 0;
+    merged_ranks.pop_back();
     auto entries = merge_into(main.path, main.validators, std::move(usable));
     if (!entries.is_ok()) {
       status_text = entries.status().message();
@@ -356,6 +404,7 @@ int tune_mpi(const TuneArgs& args) {
   merged_ranks.resize(size_t(size));
   MPI_Bcast(merged_ranks.data(), size, MPI_INT, 0, MPI_COMM_WORLD);
   if (merged_ranks[size_t(rank)]) remove_rank_files(found);
+  if (leftovers_merged) remove_rank_files(leftovers);
   std::vector<Problem> todo = problems_from_text(broadcast_string(todo_text));
 
   // 2. This rank's share, into its own file (appended as each result is found).

@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
-#include <fstream>
 #include "tunableop/safe_file.h"
 #include "tunableop/status_boundary.h"
 
@@ -12,12 +13,27 @@ namespace tunableop {
 
 namespace {
 
-// A file name pattern ending in '/' would become the file "dir/0": refuse it with a message
-// instead of inventing a name inside the directory.
+// A file name pattern that names a directory ("dir/", "/tmp") or something else that is not a
+// regular file ("/dev/null") would become a new file beside it ("dir/0", "/tmp0", a regular file
+// "/dev/null0" inside /dev): refuse it with a message instead of inventing a name.
 Status check_file_pattern(const std::string& pattern, const char* what, const char* example) {
-  if (!pattern.empty() && pattern.back() != '/') return Status::ok();
-  return Status::invalid_argument(fmt::format(
-      "{} name '{}' names a directory, not a file (give a file name, e.g. '{}{}')", what, pattern, pattern, example));
+  struct stat st {};
+  const bool exists = pattern.find("%d") == std::string::npos && ::stat(pattern.c_str(), &st) == 0;
+  if (pattern.empty() || pattern.back() == '/' || (exists && S_ISDIR(st.st_mode))) {
+    const std::string dir = pattern.empty() || pattern.back() == '/' ? pattern : pattern + "/";
+    return Status::invalid_argument(fmt::format(
+        "{} name '{}' names a directory, not a file (give a file name, e.g. '{}{}')", what, pattern, dir, example));
+  }
+  if (exists && !S_ISREG(st.st_mode))
+    return Status::invalid_argument(fmt::format("{} name '{}' names a {}, not a regular file (give a file name)", what,
+                                                pattern, file_type_name(st.st_mode)));
+  return Status::ok();
+}
+
+// Default for a problem whose tuning was given up (Context::give_up_tuning), and why.
+Choice given_up(const Status& why) {
+  return {"Default",
+          why.code() == StatusCode::kResourceExhausted ? ChoiceSource::kDidNotFit : ChoiceSource::kTuningFailed};
 }
 
 }  // namespace
@@ -81,7 +97,8 @@ Status Context::load_locked(const Options& o) {
     log_.warn(load_error_.to_string());
     return load_error_;
   }
-  std::string path = results_path_for(o.filename, std::to_string(device_.ordinal));
+  // Absolute once: a program that chdir()s later keeps its results in one file.
+  std::string path = absolute_path(results_path_for(o.filename, std::to_string(device_.ordinal)));
   auto file = std::make_unique<ResultsFile>(path, current_validators());
   log_.log(1, fmt::format("reading tuning results from {}", path));
   auto report = file->open();
@@ -140,7 +157,8 @@ void Context::record_untuned(const std::string& op, const std::string& params) {
     if (untuned_refused_)
       log_.warn(ok.to_string());  // once per pattern, not per problem
     else
-      untuned_ = std::make_unique<UntunedFile>(results_path_for(o.untuned_filename, std::to_string(device_.ordinal)));
+      untuned_ = std::make_unique<UntunedFile>(
+          absolute_path(results_path_for(o.untuned_filename, std::to_string(device_.ordinal))));
   }
   if (!untuned_) return;
   Status st = untuned_->record(op, params);
@@ -172,6 +190,8 @@ Choice Context::decide(const std::string& op, const std::string& params,
   bool stale = false;
   if (auto hit = store_.lookup(op, params)) {
     if (is_valid(hit->solution)) return {hit->solution, Source::kStored};
+    if (Status failed = tuning_failure(op, params); o.tuning && !failed.is_ok())
+      return given_up(failed);  // its re-tuning failed: said once, when it did
     stale = true;
     std::string msg = fmt::format("solution {} for {}({}) is not available here (foreign or no longer valid); {}",
                                   hit->solution, op, params,
@@ -190,21 +210,53 @@ Choice Context::decide(const std::string& op, const std::string& params,
     return {"Default", Source::kNotTuned};
   }
   if (!may_tune) return {"Default", Source::kDeferred};
+  if (Status failed = tuning_failure(op, params); !failed.is_ok()) return given_up(failed);  // tried once already
   std::lock_guard<std::mutex> tune_lock(tune_mu_);
   // Tuned meanwhile, by another thread or (picked up from the file) another process?
   (void)refresh_results();
   if (auto hit = store_.lookup(op, params); hit && is_valid(hit->solution)) return {hit->solution, Source::kStored};
+  if (Status failed = tuning_failure(op, params); !failed.is_ok()) return given_up(failed);  // another thread gave up
   auto problem = make_problem();
   if (!problem.is_ok()) {
-    log_.warn(fmt::format("cannot tune {}({}): {}; using Default", op, params, problem.status().message()));
-    return {"Default", Source::kTuningFailed};
+    give_up_tuning(op, params, problem.status());
+    return given_up(problem.status());
   }
   auto report = tune(**problem, stale);
+  problem->reset();  // the tuning memory goes back before the call runs
   if (!report.is_ok()) {
-    log_.warn(fmt::format("tuning {}({}) failed: {}; using Default", op, params, report.status().to_string()));
-    return {"Default", Source::kTuningFailed};
+    give_up_tuning(op, params, report.status());
+    return given_up(report.status());
   }
   return {report->winner.solution, Source::kTuned};
+}
+
+Status Context::tuning_failure(const std::string& op, const std::string& params) {
+  std::lock_guard<std::mutex> lock(untunable_mu_);
+  auto it = untunable_.find({op, params});
+  return it == untunable_.end() ? Status::ok() : it->second;
+}
+
+// Without this, a problem that cannot be tuned was tried again whenever the context's generation
+// moved (every other problem's new result moves it): on a GPU, a batch-128 prefill attention
+// problem asked for 69 GB on every call and stalled the engine (issue 33).
+void Context::give_up_tuning(const std::string& op, const std::string& params, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(untunable_mu_);
+    if (!untunable_.emplace(std::make_pair(op, params), why.is_ok() ? Status::internal("unknown") : why).second) return;
+  }
+  record_untuned(op, params);
+  std::string where;
+  {
+    std::lock_guard<std::mutex> lock(file_mu_);
+    if (untuned_) where = fmt::format("; recorded in {} for `tunableop tune`", untuned_->path());
+  }
+  if (why.code() == StatusCode::kResourceExhausted) {
+    log_.log(1, fmt::format("cannot tune {}({}) here: {}; Default serves it in this process{}", op, params,
+                            why.message(), where));
+  } else {
+    log_.warn(fmt::format("tuning {}({}) failed: {}; Default serves it in this process{}", op, params, why.to_string(),
+                          where));
+  }
 }
 
 StatusOr<TuningReport> Context::tune(TuningProblem& problem, bool retune) {

@@ -193,4 +193,12 @@ Status replace_regular_file(const std::string& path, std::string_view data) {
   return w->commit();
 }
 
+std::string absolute_path(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  std::string cwd(PATH_MAX, '\0');
+  if (::getcwd(cwd.data(), cwd.size()) == nullptr) return path;  // unreachable cwd: keep it relative
+  cwd.resize(std::char_traits<char>::length(cwd.c_str()));
+  return cwd + (cwd.back() == '/' ? "" : "/") + path;
+}
+
 }  // namespace tunableop

@@ -102,6 +102,7 @@ void TuningSession::drop(size_t i, const Dropped& d) {
       note(i, d.outcome, d.status.message());
       return;
     case Outcome::kSkippedSlow: note(i, d.outcome, fmt::format("{:.6g} ms", d.m.median_ms), d.m); return;
+    case Outcome::kOverBudget: skip_over_budget(i); return;
     case Outcome::kNumericsFailed:
       log_.log(2, fmt::format("├──verify numerics failed id={}, {} {}: {}", i, what_, name, d.status.message()));
       note(i, d.outcome, d.status.message());
@@ -153,6 +154,12 @@ std::optional<Dropped> TuningSession::screen(CandidateState& s, double best_ms) 
   for (auto [runs, ratio] :
        {std::pair{pol_.screen_runs_1, pol_.screen_ratio_1}, {pol_.screen_runs_2, pol_.screen_ratio_2}}) {
     if (runs <= 0) continue;  // a stage without samples makes no cut
+    // The problem's budget: no sample it cannot afford. Default goes on with its sizing run as
+    // its estimate; another candidate leaves (it was not measured, not found slow).
+    if (remaining_ms() < s.probe_ms * s.batch * runs) {
+      if (s.index > 0) return Dropped{Outcome::kOverBudget, Status::ok()};
+      break;
+    }
     for (int r = 0; r < runs; ++r) {
       auto ms = time_runs(s.index, s.batch);
       if (!ms.is_ok()) return Dropped{Outcome::kFailed, ms.status()};
@@ -194,8 +201,11 @@ std::optional<Dropped> TuningSession::qualify(size_t i, double best_ms, Candidat
   s.estimate_ms = estimate(s);
   // Default is the reference; a new best prunes others: both must be right. The rest are
   // checked only if they get far enough in the halving.
-  if (i == 0 || s.estimate_ms < best_ms)
+  if (i == 0 || s.estimate_ms < best_ms) {
+    if (i > 0 && !s.verified && pol_.numerical_check && remaining_ms() < s.probe_ms)
+      return Dropped{Outcome::kOverBudget, Status::ok()};
     if (auto d = verify(s)) return d;
+  }
   s.timed = true;
   return std::nullopt;
 }
@@ -230,8 +240,22 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
   // Five rounds at least (fewer only when the policy asks for fewer): from five on, the spread
   // of the paired ratios leaves one disturbed round at each end out (versus_default), so that
   // one interrupt neither decides nor vetoes; more rounds while the re-measurement budget lasts.
-  InterleavedRounds rounds{std::min(kMinRemeasureRounds, pol_.remeasure_rounds), pol_.remeasure_rounds,
-                           pol_.remeasure_ms};
+  // Within the problem's budget: each finalist's share of a round shrinks to what the budget
+  // gives it, and the rounds are as many as one run each per round affords; none (the first
+  // pass decides, as with re-measurement off) when not one round fits.
+  const double left = remaining_ms();
+  double per_round_ms = 0;  // one run of each finalist: what a round costs at least
+  for (const CandidateState* s : finalists) per_round_ms += std::max(s->estimate_ms, 1e-6);
+  const int affordable = int(std::min<double>(pol_.remeasure_rounds, std::floor(left / per_round_ms)));
+  if (affordable < 1) {
+    log_.log(2, fmt::format("├──over the problem budget ({} ms) before the re-measurement: the first pass decides",
+                            pol_.max_problem_ms));
+    return Status::ok();
+  }
+  const double share_ms =
+      std::min(pol_.max_tuning_ms / pol_.remeasure_rounds, left / (double(affordable) * double(finalists.size())));
+  InterleavedRounds rounds{std::min({kMinRemeasureRounds, pol_.remeasure_rounds, affordable}), affordable,
+                           std::min(pol_.remeasure_ms, left)};
   Status default_failed;
   std::vector<std::vector<double>> samples(finalists.size());
   std::vector<DeviceClock> clocks;  // read after each finalist's samples in a counted round
@@ -241,8 +265,7 @@ Status TuningSession::remeasure(const std::vector<CandidateState*>& finalists) {
     // Each round fills ~1/rounds of the tuning budget per finalist, within the iteration budget
     // too (smaller wins; at least one run per round), as several small samples. Every run takes
     // the next rotating copy, so each finalist meets copies as long out of cache as the others.
-    SamplePlan plan = plan_samples(s, pol_.max_tuning_ms / pol_.remeasure_rounds,
-                                   std::max<int64_t>(1, pol_.max_tuning_iters / pol_.remeasure_rounds),
+    SamplePlan plan = plan_samples(s, share_ms, std::max<int64_t>(1, pol_.max_tuning_iters / pol_.remeasure_rounds),
                                    kMaxSamplesPerRound, /*at_least_one=*/true);
     std::vector<double> round;
     TUNABLEOP_RETURN_IF_ERROR(take_samples(s, plan, &round));
@@ -362,6 +385,12 @@ const CandidateState& TuningSession::decide(const std::vector<CandidateState*>& 
     return s.estimate_ms > 0 && std::abs(s.m.median_ms / s.estimate_ms - 1.0) > kRecheckDrift;
   };
   if (v.ratio < 1.0 / kRecheckFactor && (drifted(*win) || drifted(def))) {
+    if (remaining_ms() < double(kMinRemeasureRounds) * (win->m.median_ms + def.m.median_ms)) {
+      log_.log(2, fmt::format("├──keeping Default: {} would need a re-check ({:.2f}x faster, times unlike the "
+                              "screening's) that the problem budget ({} ms) has no room for",
+                              win->name, 1 / v.ratio, pol_.max_problem_ms));
+      return def;
+    }
     log_.log(2,
              fmt::format("├──re-checking {}: {:.2f}x faster than Default, but re-measured at {:.6g} ms (screening "
                          "{:.6g}) against Default's {:.6g} ms (screening {:.6g})",
@@ -392,14 +421,16 @@ StatusOr<TuningReport> Tuner::find_fastest(TuningProblem& pr) {
   std::vector<CandidateState> in_race;
   in_race.reserve(n);
   double best = kInf;
+  bool budget_gone = false;  // a candidate left for lack of budget: none after it is probed
   for (size_t i = 0; i < n; ++i) {
-    if (i > 0 && session.over_budget()) {
+    if (i > 0 && (budget_gone || session.over_budget())) {
       session.skip_over_budget(i);
       continue;
     }
     CandidateState s;
     if (auto d = session.qualify(i, best, s)) {
       if (i > 0) {
+        budget_gone = d->outcome == Outcome::kOverBudget;
         session.drop(i, *d);
         continue;
       }

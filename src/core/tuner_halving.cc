@@ -98,9 +98,15 @@ std::vector<CandidateState*> TuningSession::halve(std::vector<CandidateState*> c
 
   // The screening runs warmed every contestant already; this shared warm-up brings the
   // cheapest ones to a steady state without costing more than the policy's warm-up budget.
-  halving_round(field, pol_.max_warmup_ms, pol_.max_warmup_iters, /*record=*/false);
+  // Both, like every round, within what is left of the problem's budget.
+  halving_round(field, std::min(pol_.max_warmup_ms, remaining_ms()), pol_.max_warmup_iters, /*record=*/false);
   for (int round = 1; field.size() > keep; ++round) {
-    if (over_budget()) {
+    const double budget_ms = std::min(pol_.max_tuning_ms, remaining_ms());
+    double one_run_each = 0;
+    for (const CandidateState* s : field) one_run_each += s->estimate_ms;
+    // Out of budget, or a later round that cannot buy one run each (it would sample anyway):
+    // the estimates so far decide.
+    if (over_budget() || (round > 1 && one_run_each > remaining_ms())) {
       log_.log(2, fmt::format("├──over the problem budget ({} ms) in halving round {}: keeping the {} fastest so far",
                               pol_.max_problem_ms, round, keep));
       keep_fastest(field, keep, kNoRatio, fmt::format("round {} (problem budget)", round), /*check=*/true);
@@ -111,14 +117,12 @@ std::vector<CandidateState*> TuningSession::halve(std::vector<CandidateState*> c
     // each anyway (dozens of near-equal cuBLASLt configurations of a 3 ms GEMM: 150 ms); it
     // cuts on the screening estimates instead, which are just as fresh. Later rounds, with
     // half the field or less, always sample.
-    double one_run_each = 0;
-    for (const CandidateState* s : field) one_run_each += s->estimate_ms;
-    if (round > 1 || one_run_each <= pol_.max_tuning_ms) {
-      halving_round(field, pol_.max_tuning_ms, pol_.max_tuning_iters, /*record=*/true);
+    if (round > 1 || one_run_each <= budget_ms) {
+      halving_round(field, budget_ms, pol_.max_tuning_iters, /*record=*/true);
       sort_by_estimate(field);
     } else {
-      log_.log(3, fmt::format("├──halving round 1 on the screening estimates (one run each: {:.6g} ms > {} ms)",
-                              one_run_each, pol_.max_tuning_ms));
+      log_.log(3, fmt::format("├──halving round 1 on the screening estimates (one run each: {:.6g} ms > {:.6g} ms)",
+                              one_run_each, budget_ms));
     }
     // The faster half goes on (rounded up, never fewer than `keep`), none of them slower than
     // the second screening ratio allows.

@@ -3,6 +3,7 @@
 // one on a fake clock (tests/core/tuner_*_test.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <limits>
@@ -174,6 +175,12 @@ class TuningSession {
   // Records a candidate that was never tried because the problem's budget ran out.
   void skip_over_budget(size_t i);
   bool over_budget() { return elapsed_ms() > pol_.max_problem_ms; }
+  // What is left of the problem's budget (max_problem_ms), never negative. Every phase spends
+  // at most this: screening skips its sample, halving rounds shrink and then cut on estimates,
+  // the re-measurement takes fewer rounds or none (then the first-pass medians decide), and a
+  // re-check that does not fit keeps Default. Only Default's qualification (a sizing run and
+  // its check) and a sample already started can go past it.
+  double remaining_ms() { return std::max(0.0, pol_.max_problem_ms - elapsed_ms()); }
   void note(size_t i, CandidateReport::Outcome o, std::string detail, Measurement m = {});
   TuningReport& report() { return report_; }
 

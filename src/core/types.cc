@@ -56,6 +56,7 @@ const char* choice_source_name(ChoiceSource s) {
     case ChoiceSource::kNotTuned: return "not tuned";
     case ChoiceSource::kDeferred: return "deferred";
     case ChoiceSource::kTuningFailed: return "tuning failed";
+    case ChoiceSource::kDidNotFit: return "did not fit";
   }
   return "?";
 }

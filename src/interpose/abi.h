@@ -61,7 +61,7 @@ enum class Reason : uint8_t {
   kServed,
   kLibraryDefault,
   kNotTuned,             // no result and tuning off (--no-tune / --record)
-  kTuningFailed,         // tuning could not run (memory, ...): the library's call
+  kTuningFailed,         // tuning failed: the library's call (recorded in the untuned file)
   kEngineUnavailable,    // libtunableop_interpose.so could not be loaded
   kForkedChild,          // this process was forked from one that had started the engine
   kCapturingUntuned,     // the stream is capturing a CUDA graph and the problem has no result yet
@@ -82,6 +82,8 @@ enum class Reason : uint8_t {
   kCandidateDeclined,    // the tuned candidate declined these operands (e.g. alignment)
   kCandidateFailed,      // the tuned candidate failed before writing anything
   kInternalError,        // an exception inside the engine (reported once)
+  kExiting,              // the process has begun to exit: our libraries may be torn down (exit_drain.cc)
+  kTooLargeToTune,       // tuning copies would not fit the memory free now: recorded for `tunableop tune`
   kCount
 };
 
@@ -111,6 +113,8 @@ inline const char* reason_text(Reason r) {
     case Reason::kCandidateDeclined: return "tuned candidate declined the operands";
     case Reason::kCandidateFailed: return "tuned candidate failed";
     case Reason::kInternalError: return "internal error";
+    case Reason::kExiting: return "process exiting";
+    case Reason::kTooLargeToTune: return "too large to tune in the memory free (recorded for offline tuning)";
     case Reason::kCount: break;
   }
   return "?";
@@ -122,8 +126,9 @@ struct Outcome {
   bool served() const { return reason == Reason::kServed; }
 };
 
-// CBLAS (order 101 row-major / 102 column-major; trans 111 N, 112 T, 113 C) and Fortran BLAS
-// (order 0; trans the character 'N', 'T', 'C' in either case).
+// CBLAS (order 101 row-major / 102 column-major, anything else invalid; trans 111 N, 112 T,
+// 113 C) and Fortran BLAS (api kSgemm / kDgemm: order unused, 0; trans the character 'N', 'T',
+// 'C' in either case).
 struct BlasCall {
   Api api = Api::kCblasSgemm;
   int order = 0;

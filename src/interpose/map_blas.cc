@@ -10,8 +10,8 @@ constexpr int kRowMajor = 101, kColMajor = 102;
 constexpr int kNoTrans = 111, kTrans = 112, kConjTrans = 113;
 
 // 'N' or 'T' (conjugate transpose is transpose for real data); 0 when not a valid code.
-char trans_letter(int order, int t) {
-  if (order == 0) {  // Fortran: a character
+char trans_letter(bool fortran, int t) {
+  if (fortran) {  // a character
     switch (std::toupper(t)) {
       case 'N': return 'N';
       case 'T':
@@ -31,8 +31,11 @@ char trans_letter(int order, int t) {
 
 Reason map_blas_call(const BlasCall& c, GemmParams* p, GemmOperands* ops) {
   const bool fp64 = c.api == Api::kCblasDgemm || c.api == Api::kDgemm;
-  if (c.order != 0 && c.order != kRowMajor && c.order != kColMajor) return Reason::kInvalidArguments;
-  char ta = trans_letter(c.order, c.transa), tb = trans_letter(c.order, c.transb);
+  // The entry point says which convention the call uses, never the order argument: a CBLAS call
+  // with order 0 is invalid (the library rejects it and leaves C untouched), not a Fortran one.
+  const bool fortran = c.api == Api::kSgemm || c.api == Api::kDgemm;
+  if (!fortran && c.order != kRowMajor && c.order != kColMajor) return Reason::kInvalidArguments;
+  char ta = trans_letter(fortran, c.transa), tb = trans_letter(fortran, c.transb);
   if (ta == 0 || tb == 0 || c.m < 0 || c.n < 0 || c.k < 0) return Reason::kInvalidArguments;
   // BLAS returns at once for an empty C, and scales C without reading A or B when k or alpha is
   // 0 (NaN in A stays out of C): nothing a GEMM kernel would do the same way.
@@ -47,7 +50,7 @@ Reason map_blas_call(const BlasCall& c, GemmParams* p, GemmOperands* ops) {
   q.ldc = c.ldc;
   GemmOperands o;
   o.c = c.c;
-  if (c.order == kRowMajor) {
+  if (!fortran && c.order == kRowMajor) {
     q.transa = tb;
     q.transb = ta;
     q.m = c.n;

@@ -102,6 +102,7 @@ void load_engine_locked() {
   }
   g_engine.store(api, std::memory_order_release);
   g_engine_state.store(kLoaded, std::memory_order_release);
+  register_exit_drain();
 }
 
 // fork(): only the forking thread lives on in the child. Locks other threads held stay locked,
@@ -115,6 +116,7 @@ void after_fork_in_child() {
   for (auto& per_api : g_counts)
     for (auto& c : per_api) c.store(0, std::memory_order_relaxed);
   handle_workspaces::clear_all();
+  exit_drain_after_fork();
 }
 
 __attribute__((constructor)) void preload_init() {

@@ -44,6 +44,17 @@ struct EngineRef {
 };
 EngineRef engine();
 
+// Around every engine call (exit_drain.cc): false once the process has begun to exit, and the
+// call then goes to the program's library. exit() waits for the engine calls in flight, so that
+// no thread still runs a library's code when that library's static destructors unmap it.
+bool enter_engine();
+void leave_engine();
+// In a forked child: only the forking thread's engine calls exist.
+void exit_drain_after_fork();
+// Called once the engine is loaded: the last-resort drain as an atexit handler (for exits that
+// bypass the exit() and main() hooks; it runs before the handlers of objects loaded earlier).
+void register_exit_drain();
+
 void count(Api api, Reason reason);
 // The calls counted so far for (api, reason).
 unsigned long long calls(Api api, Reason reason);
@@ -62,6 +73,11 @@ inline Route route() {
 template <class Ask>
 Outcome ask_engine(Api api, Ask&& ask) {
   Outcome o;
+  if (!enter_engine()) {
+    o.reason = Reason::kExiting;
+    count(api, o.reason);
+    return o;
+  }
   EngineRef e = engine();
   if (e.api == nullptr) {
     o.reason = e.why_not;
@@ -69,6 +85,7 @@ Outcome ask_engine(Api api, Ask&& ask) {
     ScopedGuard g(Guard::kEngine);
     o = ask(*e.api);
   }
+  leave_engine();
   count(api, o.reason);
   return o;
 }

@@ -10,6 +10,7 @@
 #endif
 #include "ops/gemm/dispatch.h"
 #include "ops/gemm_and_bias/dispatch.h"
+#include "tunableop/safe_file.h"
 
 namespace tunableop::interpose {
 
@@ -27,7 +28,7 @@ void record_untuned(DeviceEngine& dev, const std::string& op, const std::string&
     std::lock_guard lock(dev.untuned_mu);
     if (!dev.untuned)
       dev.untuned = std::make_unique<UntunedFile>(
-          results_path_for(dev.options.untuned_filename, std::to_string(dev.device.ordinal)));
+          absolute_path(results_path_for(dev.options.untuned_filename, std::to_string(dev.device.ordinal))));
   }
   Status st = dev.untuned->record(op, psig);
   if (!st.is_ok()) dev.ctx->log().warn(st.to_string());
@@ -138,6 +139,7 @@ Outcome serve(DeviceEngine& dev, const typename Op::Params& params, const typena
       return {Reason::kNotTuned};
     case ChoiceSource::kDisabled: return {Reason::kNotTuned};
     case ChoiceSource::kTuningFailed: return {Reason::kTuningFailed};
+    case ChoiceSource::kDidNotFit: return {Reason::kTooLargeToTune};
   }
   if (!d->candidate) return {Reason::kTuningFailed};
   if (is_library_default(dev, d->solution)) return {Reason::kLibraryDefault};

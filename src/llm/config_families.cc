@@ -101,14 +101,14 @@ bool read_layer_types(Reader& r, ModelConfig& c) {
   if (!r.present("layer_types")) return false;
   const json& lt = r.j.at("layer_types");
   if (!lt.is_array()) {
-    r.fail("field \"layer_types\" must be a list of strings (got " + lt.dump() + ")");
+    r.fail("field \"layer_types\" must be a list of strings (got " + json_brief(lt) + ")");
     return false;
   }
   c.layer_types.clear();
   for (size_t i = 0; i < lt.size(); ++i) {
     const std::string at = "layer_types[" + std::to_string(i) + "]";
     if (!lt[i].is_string()) {
-      r.fail("field \"" + at + "\" must be a string (got " + lt[i].dump() + ")");
+      r.fail("field \"" + at + "\" must be a string (got " + json_brief(lt[i]) + ")");
       return false;
     }
     auto t = layer_type_from(lt[i].get<std::string>());
@@ -174,7 +174,7 @@ void read_rope(Reader& r, ModelConfig& c) {
     if (!r.present(key)) continue;
     const json& rp = j.at(key);
     if (!rp.is_object()) {
-      r.fail(std::string("field \"") + key + "\" must be an object (got " + rp.dump() + ")");
+      r.fail(std::string("field \"") + key + "\" must be an object (got " + json_brief(rp) + ")");
       return;
     }
     // transformers 5 nests one object per layer type when they differ (Gemma-3): not these families.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "llm/json_brief.h"
 #include "tunableop/status.h"
 
 namespace tunableop::llm::config_detail {
@@ -32,11 +33,11 @@ struct Reader {
     if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
     const json& v = obj.at(key);
     if (!v.is_number_integer()) {
-      fail(std::string("field \"") + where + key + "\" must be an integer (got " + v.dump() + ")");
+      fail(std::string("field \"") + where + key + "\" must be an integer (got " + json_brief(v) + ")");
       return std::nullopt;
     }
     if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) {
-      fail(std::string("field \"") + where + key + "\" is too large (got " + v.dump() + ", at most 2^63 - 1)");
+      fail(std::string("field \"") + where + key + "\" is too large (got " + json_brief(v) + ", at most 2^63 - 1)");
       return std::nullopt;
     }
     return v.get<int64_t>();
@@ -52,7 +53,7 @@ struct Reader {
     if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
     const json& v = obj.at(key);
     if (!v.is_number()) {
-      fail(std::string("field \"") + where + key + "\" must be a number (got " + v.dump() + ")");
+      fail(std::string("field \"") + where + key + "\" must be a number (got " + json_brief(v) + ")");
       return std::nullopt;
     }
     return v.get<double>();
@@ -61,7 +62,7 @@ struct Reader {
     if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
     const json& v = obj.at(key);
     if (!v.is_string()) {
-      fail(std::string("field \"") + where + key + "\" must be a string (got " + v.dump() + ")");
+      fail(std::string("field \"") + where + key + "\" must be a string (got " + json_brief(v) + ")");
       return std::nullopt;
     }
     return v.get<std::string>();
@@ -71,7 +72,7 @@ struct Reader {
     if (!obj.contains(key) || obj.at(key).is_null()) return std::nullopt;
     const json& v = obj.at(key);
     if (!v.is_boolean()) {
-      fail(std::string("field \"") + where + key + "\" must be true or false (got " + v.dump() + ")");
+      fail(std::string("field \"") + where + key + "\" must be true or false (got " + json_brief(v) + ")");
       return std::nullopt;
     }
     return v.get<bool>();

@@ -2,12 +2,27 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
 #include "tunableop/checked_size.h"
 
 namespace tunableop::llm {
+
+namespace {
+
+// Elements of a prefill's per-token activations (residual, norms, qkv, attention, MLP) over
+// `rows` tokens, plus prefill attention's scores and permuted q/out for `batch` sequences of
+// `seq` positions.
+CheckedInt prefill_elems(const ModelConfig& c, CheckedInt batch, CheckedInt seq) {
+  const CheckedInt H = c.hidden_size, I = c.intermediate_size;
+  const CheckedInt Q = CheckedInt(c.num_heads) * c.head_dim, KV = CheckedInt(c.num_kv_heads) * c.head_dim;
+  return batch * seq * (H * 3 + Q + KV * 2 + Q + I * 3) +
+         batch * c.num_heads * seq * (seq + CheckedInt(c.head_dim) * 2);
+}
+
+}  // namespace
 
 Status check_engine_fits(const ModelConfig& c, const EngineOptions& o, size_t elem_bytes, bool host_memory) {
   if (o.max_seq < 1) return Status::invalid_argument(fmt::format("max_seq must be >= 1 (got {})", o.max_seq));
@@ -17,9 +32,8 @@ Status check_engine_fits(const ModelConfig& c, const EngineOptions& o, size_t el
         fmt::format("pad_multiple ({}) must be between 1 and max_seq ({})", o.pad_multiple, o.max_seq));
   }
   TUNABLEOP_RETURN_IF_ERROR(o.kv_cache.validate());
-  const CheckedInt S = o.max_seq, B = o.max_batch, rows = B * S;
-  const CheckedInt H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const CheckedInt Q = CheckedInt(c.num_heads) * c.head_dim, KV = CheckedInt(c.num_kv_heads) * c.head_dim;
+  const CheckedInt S = o.max_seq, B = o.max_batch, V = c.vocab_size;
+  const CheckedInt KV = CheckedInt(c.num_kv_heads) * c.head_dim;
   // Positions the KV cache holds: static, max_batch x max_seq; paged, its pool of pages (by
   // default enough for max_batch full sequences; page numbers are int32) plus a block table of
   // max_batch x pages-per-sequence int32 entries.
@@ -40,8 +54,7 @@ Status check_engine_fits(const ModelConfig& c, const EngineOptions& o, size_t el
   // Grown by the longest prompt, at most max_seq per sequence: per-token activations (residual,
   // norms, qkv, attention, MLP) and prefill attention's scores and permuted q/out. They only have
   // to be countable here; their memory is what the prompt asks for, not what max_seq allows.
-  const CheckedInt per_prompt =
-      rows * (H * 3 + Q + KV * 2 + Q + I * 3) + B * c.num_heads * S * (S + CheckedInt(c.head_dim) * 2);
+  const CheckedInt per_prompt = prefill_elems(c, B, S);
   const CheckedInt elems = upfront + per_prompt + table_elems;
   const std::string what = fmt::format(
       "the engine's KV cache and buffers for {} sequence{} of {} positions ({} cache, {} layers, {} kv "
@@ -54,6 +67,23 @@ Status check_engine_fits(const ModelConfig& c, const EngineOptions& o, size_t el
   const CheckedInt bytes = upfront * int64_t(elem_bytes) + table_elems * int64_t(sizeof(int32_t));
   if (host_memory) return check_host_allocation(bytes, what);
   return Status::ok();
+}
+
+Status check_run_fits(const ModelConfig& c, const EngineOptions& o, int64_t prompt_tokens, size_t elem_bytes,
+                      uint64_t resident_bytes) {
+  TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(c, o, elem_bytes, /*host_memory=*/true));
+  const CheckedInt B = o.max_batch, S = o.max_seq, P = std::max<int64_t>(prompt_tokens, 1);
+  CheckedInt kv_positions = B * S;
+  if (o.kv_cache.kind == KvCacheKind::kPaged && o.kv_cache.pages > 0)
+    kv_positions = CheckedInt(o.kv_cache.pages) * o.kv_cache.page_size;
+  const CheckedInt elems = CheckedInt(2) * c.num_layers * CheckedInt(c.num_kv_heads) * c.head_dim * kv_positions +
+                           S * c.head_dim + B * c.vocab_size + prefill_elems(c, B, P);
+  const CheckedInt bytes =
+      elems * int64_t(elem_bytes) + CheckedInt(int64_t(std::min<uint64_t>(resident_bytes, INT64_MAX)));
+  return check_available_memory(
+      bytes, fmt::format("a prefill of {} sequence{} of {} tokens (the KV cache, activations and attention scores{})",
+                         o.max_batch, o.max_batch == 1 ? "" : "s", prompt_tokens,
+                         resident_bytes > 0 ? ", and the model's weights" : ""));
 }
 
 }  // namespace tunableop::llm

@@ -18,4 +18,14 @@ namespace tunableop::llm {
 // `elem_bytes`: bytes per activation and cache element. `options.max_seq` must be set already.
 Status check_engine_fits(const ModelConfig& c, const EngineOptions& options, size_t elem_bytes, bool host_memory);
 
+// A run on the host, before the engine allocates: check_engine_fits, then the whole first
+// prefill (max_batch prompts of `prompt_tokens` tokens: the KV cache, RoPE table, logits, every
+// prompt token's activations and attention's scores) plus `resident_bytes` still to allocate
+// besides (0 when the weights are loaded already) against the memory available now
+// (MemAvailable, the cgroup's room). Without it
+// `llm --batch 1048576` passed every check and was OOM-killed after 38 s (issue 33).
+// ResourceExhausted names the sizes.
+Status check_run_fits(const ModelConfig& c, const EngineOptions& options, int64_t prompt_tokens, size_t elem_bytes,
+                      uint64_t resident_bytes);
+
 }  // namespace tunableop::llm

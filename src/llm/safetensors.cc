@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "llm/json_brief.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/half.h"
 #include "tunableop/safe_file.h"
@@ -83,7 +84,7 @@ Status parse_tensor_entry(const std::string& path, const std::string& name, cons
   CheckedInt numel = 1;
   for (const json& d : e["shape"]) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
-      return bad("shape " + e["shape"].dump() + " must hold non-negative integers below 2^63");
+      return bad("shape element " + json_brief(d) + " is not a non-negative integer below 2^63");
     t->shape.push_back(d.get<int64_t>());
     numel *= t->shape.back();
   }

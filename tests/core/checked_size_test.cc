@@ -80,6 +80,32 @@ TEST(HostAllocation, LimitIsThisMachinesMemory) {
   EXPECT_NE(over.message().find("overflows"), std::string::npos) << over.message();
 }
 
+// What tuning and the CLI count before allocating (issue 33): what is available now, not the
+// machine's total (a program holding 10 GiB was OOM-killed by tuning copies checked against it).
+TEST(AvailableMemory, MemAvailableLoweredByTheCgroupAndTheAddressSpaceLimit) {
+  const std::string meminfo = "MemTotal:       32000000 kB\nMemFree:  1000 kB\nMemAvailable:   16000000 kB\n";
+  EXPECT_EQ(available_memory_from(meminfo, "", "", "", 0, 0), uint64_t(16000000) * 1024);
+  // cgroup v2: 8 GiB limit, 6 GiB used of which 1 GiB is page cache it can drop: 3 GiB left.
+  const uint64_t gib = uint64_t(1) << 30;
+  EXPECT_EQ(available_memory_from(meminfo, "8589934592\n", std::to_string(6 * gib),
+                                  "anon 5\ninactive_file 1073741824\n", 0, 0),
+            3 * gib);
+  // cgroup v1's names; "max" (v2 without a limit) is no limit.
+  EXPECT_EQ(
+      available_memory_from(meminfo, std::to_string(8 * gib), std::to_string(7 * gib), "total_inactive_file 0\n", 0, 0),
+      gib);
+  EXPECT_EQ(available_memory_from(meminfo, "max\n", "123", "", 0, 0), uint64_t(16000000) * 1024);
+  // A cgroup over its limit, and RLIMIT_AS: what the address space still has room for.
+  EXPECT_EQ(available_memory_from(meminfo, std::to_string(gib), std::to_string(2 * gib), "", 0, 0), 0u);
+  EXPECT_EQ(available_memory_from(meminfo, "", "", "", 5 * gib, 4 * gib), gib);
+  // The live value is at most the machine's memory, and refuses what it cannot hold.
+  EXPECT_LE(available_host_memory_bytes(), host_memory_bytes());
+  Status st = check_available_memory(
+      CheckedInt(int64_t(available_host_memory_bytes() / 2 + host_memory_bytes() / 2 + (uint64_t(1) << 20))),
+      "a buffer");
+  EXPECT_FALSE(st.is_ok());
+}
+
 TEST(FormatBytes, HumanUnits) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(uint64_t(3) << 30), "3.0 GiB");

@@ -185,9 +185,8 @@ TEST(Halving, AFailingContestantLeavesOnceAndTheRoundGoesOn) {
 }
 
 TEST(Halving, ProblemBudgetKeepsTheFastestSoFar) {
-  TuningPolicy p = halving_policy(/*round_ms=*/30);
-  p.max_problem_ms = 1;  // spent while qualifying
-  Field f(equal_field(8), p);
+  Field f(equal_field(8), halving_policy(/*round_ms=*/30));
+  f.pol.max_problem_ms = 1;  // spent while qualifying (the session reads the policy it was given)
   const double t0 = f.pr.now();
   auto kept = f.session.halve(f.contestants, 2);
   EXPECT_DOUBLE_EQ(f.pr.now(), t0) << "no round once the problem budget is gone";

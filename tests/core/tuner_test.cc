@@ -343,14 +343,19 @@ TEST(Tuner, ProblemBudgetStopsTryingNewCandidates) {
   pol.max_problem_ms = 10;  // a candidate costs ~5 ms to qualify here: room for two or three
   auto r = tune(pr, pol);
   ASSERT_TRUE(r.report.is_ok());
-  int tried = 0, over = 0;
+  int tried = 0, over = 0, probed_over = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
     const CandidateReport* c = outcome(*r.report, cands[i].name);
     ASSERT_NE(c, nullptr) << cands[i].name;
     if (c->outcome == CandidateReport::Outcome::kOverBudget) {
       ++over;
-      EXPECT_EQ(pr.runs(i) + pr.checks(i), 0) << cands[i].name;
-      EXPECT_EQ(pr.started_at(i), -1) << "not even probed";
+      // The budget may run out after a candidate's sizing run: it leaves without its screening
+      // sample (issue 33). Every later one is not even probed.
+      EXPECT_EQ(pr.checks(i), 0) << cands[i].name;
+      EXPECT_LE(pr.runs(i), 1) << cands[i].name;
+      if (pr.started_at(i) != -1) {
+        EXPECT_EQ(++probed_over, 1) << cands[i].name << " probed after the budget";
+      }
     } else {
       EXPECT_EQ(over, 0) << "candidates are tried in order until the budget is gone";
       ++tried;

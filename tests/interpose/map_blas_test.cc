@@ -159,6 +159,10 @@ TEST(MapBlasCall, WhatIsNotAGemmKernelsJobPassesThrough) {
   EXPECT_EQ(with([](BlasCall& c) { c.k = 0; }), Reason::kTrivial);
   EXPECT_EQ(with([](BlasCall& c) { c.alpha = 0; }), Reason::kTrivial);  // BLAS never reads A, B then
   EXPECT_EQ(with([](BlasCall& c) { c.order = 7; }), Reason::kInvalidArguments);
+  // Order 0 is no CBLAS layout (only the Fortran entry points carry 0, unused): the library
+  // rejects it and leaves C untouched, so it is never computed as a Fortran call (issue 33).
+  EXPECT_EQ(with([](BlasCall& c) { c.order = 0; }), Reason::kInvalidArguments);
+  EXPECT_EQ(with([](BlasCall& c) { c.order = 0, c.transa = 'N', c.transb = 'N'; }), Reason::kInvalidArguments);
   EXPECT_EQ(with([](BlasCall& c) { c.transa = 120; }), Reason::kInvalidArguments);
   EXPECT_EQ(with([](BlasCall& c) { c.n = -1; }), Reason::kInvalidArguments);
   EXPECT_EQ(with([](BlasCall& c) { c.lda = c.m - 1; }), Reason::kInvalidArguments);  // lda < rows

@@ -22,28 +22,11 @@ import struct
 import subprocess
 import sys
 
+from interpose_test_util import FAST, clean_env, entry_lines, fail
+
 SKIP = 77
-# Small budgets: the tests check behaviour, not speed.
-FAST = {
-    "TUNABLEOP_MAX_TUNING_DURATION_MS": "2",
-    "TUNABLEOP_MAX_WARMUP_DURATION_MS": "1",
-    "TUNABLEOP_MAX_PROBLEM_DURATION_MS": "2000",
-    "TUNABLEOP_ROTATING_BUFFER_SIZE": "0",
-    "TUNABLEOP_VERBOSE": "1",
-}
 SUMMARY = re.compile(r"tunableop: interpose: (\w+): calls (\d+), served (\d+), library default (\d+), "
                      r"passed through (\d+)(?: \((.*)\))?$")
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def clean_env():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TUNABLEOP_", "PYTORCH_TUNABLEOP_"))}
-    env.pop("LD_PRELOAD", None)
-    return env
 
 
 def run(name, cmd, env, work):
@@ -98,13 +81,6 @@ def compare(name, got, want, exact=False):
         err = max([abs(a - b) for a, b in zip(g, w)] + [0.0])
         if not err / scale <= 2 * tol:  # both runs carry rounding error
             fail("%s: block %d differs from the plain run: relative %.3g > %.3g" % (name, i, err / scale, 2 * tol))
-
-
-def entry_lines(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [l for l in f.read().splitlines() if l and not l.startswith("Validator,")]
 
 
 def main():

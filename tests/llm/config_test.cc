@@ -356,6 +356,21 @@ TEST(LlmConfig, FeatureTagNamesWhatChangesTheStep) {
   EXPECT_EQ(feature_tag(testing::small_qwen3()), "_qknorm");
 }
 
+TEST(LlmConfig, DeeplyNestedTypedFieldIsAnErrorNotACrash) {
+  // 100,000 levels in a typed field: dump() recursed once per level building the message and
+  // overflowed the stack (SIGSEGV, issue 33). The message describes the value by its size.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* field : {"\"num_hidden_layers\": 2", "\"hidden_act\": \"silu\""}) {
+    const std::string key = std::string(field).substr(0, std::string(field).find(':'));
+    auto r = parse_model_config(replace(kLlama, field, key + ": " + deep), "dir/config.json");
+    ASSERT_FALSE(r.is_ok()) << key;
+    EXPECT_NE(r.status().message().find("(got an array of 1 elements)"), std::string::npos) << r.status().message();
+  }
+  // An unused key nests as deep as it likes.
+  auto ok = parse_model_config(replace(kLlama, "\"hidden_act\"", "\"unused\": " + deep + ", \"hidden_act\""), "c");
+  EXPECT_TRUE(ok.is_ok()) << ok.status().to_string();
+}
+
 TEST(LlmConfig, MissingFileIsNotFound) {
   auto r = load_model_config("/nonexistent/model");
   ASSERT_FALSE(r.is_ok());

@@ -132,6 +132,15 @@ TEST(CliFiles, DirectoryAsResultsFileOrNameIsAnError) {
   CliRun b =
       run_cli({"bench", "-m", "8", "-n", "8", "-k", "8", "--iters", "3"}, {.env = {filename_env(dir.file("out/"))}});
   expect_exit(b, 1, "names a directory, not a file");
+  // Without "%d" the ordinal is appended: TUNABLEOP_FILENAME=/tmp wrote "/tmp0", =/dev/null a
+  // regular file "/dev/null0" inside /dev (issue 33). A name that is a directory or a device is
+  // refused as it is.
+  expect_exit(run_cli({"tune", dir.file("u.csv")}, {.env = {filename_env(dir.file("out"))}}), 2,
+              "names a directory, not a file");
+  EXPECT_FALSE(fs::exists(dir.file("out0")));
+  expect_exit(run_cli({"tune", dir.file("u.csv")}, {.env = {filename_env("/dev/null")}}), 2,
+              "'/dev/null' names a character device, not a regular file");
+  EXPECT_FALSE(fs::exists("/dev/null0"));
 }
 
 // The issue's "tuned 120 problems (0 failed)" with exit 0 on a full disk: now the count of

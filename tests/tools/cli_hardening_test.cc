@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench_suites.h"
 #include "cli_process.h"
 #include "core/results_test_util.h"
 #include "llm/random_model.h"
@@ -177,6 +178,120 @@ TEST(CliHardening, ShowEscapesControlBytesFromTheFile) {
   EXPECT_EQ(r.all().find('\x07'), std::string::npos);
   EXPECT_NE(r.out.find("\\x1b[2J\\x1b[31mEvil"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\\x1b]0;owned\\x07"), std::string::npos) << r.out;
+}
+
+// --- Issue 33 (a red-team pass): each finding's behaviour.
+
+TEST(CliRobust, ShowStatsEscapesTheNoteAndCapsColumnWidths) {
+  TempDir dir;
+  // Finding 11: the .stats note and the op/params/solution under the table went out raw.
+  write_text(dir.file("r.csv"), "Validator,TUNABLEOP_VERSION,0.1.0\nOp\x1b[31m,p\x1b]0;x\x07,S\x1b[2J,0.5\n");
+  write_text(dir.file("r.csv.stats"), "Op\x1b[31m,p\x1b]0;x\x07,S\x1b[2J,1,1,1,0,5,10,note \x1b[5mblink\n");
+  CliRun r = run_cli({"show", "--stats", dir.file("r.csv")});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.all().find('\x1b'), std::string::npos) << describe(r);
+  EXPECT_NE(r.out.find("note \\x1b[5mblink"), std::string::npos) << r.out;
+  // Finding 15: one 10 MB field among 86 entries printed 912 MB (every row padded to it).
+  std::string text = "Validator,TUNABLEOP_VERSION,0.1.0\n";
+  for (int i = 0; i < 86; ++i)
+    text += "GemmTunableOp_float_NN,nn_" + std::to_string(i + 1) + "_1_1," +
+            (i == 40 ? std::string(10 << 20, 'x') : "S") + ",0.5\n";
+  write_text(dir.file("wide.csv"), text);
+  r = run_cli({"show", dir.file("wide.csv")});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_LT(r.out.size(), size_t(64) << 10) << "columns are capped, long cells cut";
+  EXPECT_NE(r.out.find("... (10485760 bytes)"), std::string::npos);
+}
+
+TEST(CliRobust, SuiteFileShapeNamesCannotReachTheTerminalRaw) {
+  // Finding 11: `bench --suite-file` printed shape names raw (its table, its progress lines, the
+  // CSV). They are made printable where the file is read (a whole suite run takes 20 s here).
+  TempDir dir;
+  write_text(dir.file("s.csv"), "evil\x1b]0;owned\x07,fp32,N,N,8,8,8\nplain,fp32,T,N,4,4,4\n");
+  auto shapes = cli::read_suite_file(dir.file("s.csv"));
+  ASSERT_TRUE(shapes.is_ok()) << shapes.status().to_string();
+  ASSERT_EQ(shapes->size(), 2u);
+  EXPECT_EQ((*shapes)[0].name, "evil\\x1b]0;owned\\x07");
+  EXPECT_EQ((*shapes)[1].name, "plain");
+}
+
+TEST(CliRobust, MergeNeverDropsUnparsableLinesSilently) {
+  // Finding 10: lines it could not parse were dropped and merge exited 0 (an extra field, a
+  // missing time) even when the output was that input.
+  TempDir dir;
+  const std::string a = "Validator,TUNABLEOP_VERSION,0.1.0\nOp,p1,S,0.5\nOp,p2,S,0.5,extra\nOp,p3,S\n";
+  write_text(dir.file("a.csv"), a);
+  write_text(dir.file("b.csv"), "Validator,TUNABLEOP_VERSION,0.1.0\nOp,p4,S,0.25\n");
+  CliRun r = run_cli({"merge", dir.file("a.csv"), dir.file("b.csv"), "-o", dir.file("a.csv")});
+  expect_refused(r, "replacing it with the merge would drop them", 1);
+  EXPECT_EQ(testing::read_text(dir.file("a.csv")), a) << "the input keeps every line";
+  r = run_cli({"merge", dir.file("a.csv"), dir.file("b.csv"), "-o", dir.file("m.csv")});
+  expect_refused(r, "2 malformed lines skipped (not in", 1);
+  EXPECT_NE(testing::read_text(dir.file("m.csv")).find("Op,p4,S,0.25"), std::string::npos);
+}
+
+TEST(CliRobust, SizesThatCannotFitAreRefusedUpFront) {
+  // Finding 5: every check passed and the run was OOM-killed after 38 s (the prefill's
+  // activations were never counted); an all-reduce of 8 GiB per rank on the CPU likewise.
+  // (Where the KV cache alone exceeds the machine, as on a 24 GiB one, that is said first.)
+  CliRun r = run_cli({"llm", "--batch", "1048576"});
+  expect_refused(r, "for 1048576 sequences");
+  EXPECT_LT(r.max_rss_kib, 1024 * 1024) << "refused before allocating";
+  // A KV cache of 800 MB that fits anywhere, and attention scores of a terabyte.
+  r = run_cli({"llm", "--prompt-len", "200000", "--max-new-tokens", "1"});
+  expect_refused(r, "a prefill of 1 sequence of 200000 tokens (the KV cache, activations and attention scores)");
+  EXPECT_LT(r.max_rss_kib, 1024 * 1024);
+  r = run_cli({"allreduce", "--device", "cpu", "--sizes", "8192M"});
+  expect_refused(r, "an all-reduce of 8192 MiB over 2 ranks needs");
+  EXPECT_LT(r.max_rss_kib, 1024 * 1024);
+}
+
+TEST(CliRobust, DeeplyNestedConfigFieldIsAnError) {
+  // Finding 4: SIGSEGV while building the message (dump() recursed per level).
+  TempDir dir;
+  const std::string path = model_dir(dir, nlohmann::json::object());
+  std::string text = testing::read_text(path + "/config.json");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const size_t at = text.find("\"num_hidden_layers\":");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.insert(at + std::string("\"num_hidden_layers\":").size(), deep + ",\"unused\":");
+  write_text(path + "/config.json", text);
+  expect_refused(run_cli({"llm", "--model", path}),
+                 "\"num_hidden_layers\" must be an integer (got an array of 1 elements)");
+}
+
+TEST(CliRobust, AddedTokenIdsMustBeWholeAndInRange) {
+  // Finding 14: "4294967297" became the BOS id 1, "3abc" the id 3.
+  TempDir dir;
+  const std::string path = model_dir(dir, nlohmann::json::object());
+  for (const char* key : {"4294967297", "3abc"}) {
+    write_text(path + "/tokenizer_config.json",
+               std::string(R"({"bos_token": "<s>", "added_tokens_decoder": {")") + key + R"(": {"content": "<s>"}}})");
+    expect_refused(
+        run_cli({"llm", "--model", path, "--mode", "generate", "--prompt-ids", "3,4", "--max-new-tokens", "1"}),
+        std::string("added_tokens_decoder key \"") + key + "\" is not a token id");
+  }
+}
+
+TEST(CliRobust, SaveModelNeverOverwritesTheModelItReads) {
+  // Finding 6: --save-model DIR with DIR the model directory replaced the fp32 checkpoint with
+  // bf16 and config.json without its BOS/EOS ids.
+  TempDir dir;
+  const std::string path = model_dir(dir, nlohmann::json::object());
+  const std::string before = testing::read_text(path + "/model.safetensors");
+  expect_refused(run_cli({"llm", "--model", path, "--save-model", path, "--max-new-tokens", "1"}),
+                 "is the model directory being read");
+  expect_refused(
+      run_cli({"llm", "--model", path, "--save-model", path + "/.", "--overwrite-model", "--max-new-tokens", "1"}),
+      "is the model directory being read");
+  EXPECT_EQ(testing::read_text(path + "/model.safetensors"), before);
+  // Another directory that holds a model: only when asked.
+  const std::string other = dir.file("other");
+  ASSERT_EQ(run_cli({"llm", "--model", path, "--save-model", other, "--max-new-tokens", "1"}).exit_code, 0);
+  expect_refused(run_cli({"llm", "--model", path, "--save-model", other, "--max-new-tokens", "1"}),
+                 "already holds a model (config.json); add --overwrite-model");
+  CliRun r = run_cli({"llm", "--model", path, "--save-model", other, "--overwrite-model", "--max-new-tokens", "1"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
 }
 
 }  // namespace

@@ -138,6 +138,15 @@ TEST_F(LlmChat, InteractiveChatKeepsTheConversation) {
   EXPECT_EQ(r.out, ids_line(first) + a1 + "\n" + ids_line(second) + answer(second, 6) + "\n");
 }
 
+// Issue 33, finding 5: an --interactive line is at most as long as a prompt may be, in a chat too
+// (the conversation's lines come from standard input the same way).
+TEST_F(LlmChat, InteractiveChatLineLongerThanAPromptIsRefused) {
+  CliRun r = llm(*scratch_, "--model " + dir_ + " --chat --interactive --max-new-tokens 2",
+                 "hello\n" + std::string(20000, 'a') + "\n");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("a line of standard input is longer than 16384 bytes"), std::string::npos) << r.err;
+}
+
 TEST_F(LlmChat, MisuseAndRefusalsSayWhatIsWrong) {
   CliRun ids = llm(*scratch_, "--model " + dir_ + " --chat --prompt-ids 1,2");
   EXPECT_EQ(ids.rc, 2);

@@ -105,6 +105,27 @@ TEST_F(LlmCommandText, EosStopsUnlessIgnored) {
   EXPECT_NE(ignored.err.find("reached --max-new-tokens"), std::string::npos) << ignored.err;
 }
 
+// Issue 33, finding 5: a 10 MB prompt line was OOM-killed while tokenizing (about 4.6 KB per
+// input byte) and `--interactive < /dev/zero` grew without bound. A prompt longer than the
+// model's positions could hold (64 bytes a position) is refused before tokenizing,
+// and an interactive line stops at that length.
+TEST_F(LlmCommandText, EndlessLinesAndHugePromptsAreRefusedBeforeTokenizing) {
+  LOAD_TEST_TOKENIZER(tok);
+  (void)tok;
+  const std::string out = scratch_->path() + "/zero.out", err = scratch_->path() + "/zero.err";
+  const std::string cmd = "timeout 120 " + std::string(TUNABLEOP_CLI) + " llm --model " + dir_ +
+                          " --interactive --max-new-tokens 2 </dev/zero >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(err);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << slurp(err);
+  EXPECT_NE(slurp(err).find("a line of standard input is longer than 16384 bytes"), std::string::npos) << slurp(err);
+
+  std::ofstream(scratch_->path() + "/huge.txt") << std::string(size_t(1) << 20, 'a') << "\n";
+  Result r = llm(*scratch_, "--model " + dir_ + " --prompt-file " + scratch_->path() + "/huge.txt");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("prompt 1 is 1048576 bytes of text; at most 16384 fit here"), std::string::npos) << r.err;
+}
+
 TEST_F(LlmCommandText, InteractiveAndPromptFile) {
   LOAD_TEST_TOKENIZER(tok);
   Result r = llm(*scratch_, "--model " + dir_ + " --interactive --max-new-tokens 6 --ignore-eos", "Hello\n\nLe café\n");

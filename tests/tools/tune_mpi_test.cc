@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/cli_runner.h"
@@ -110,6 +111,58 @@ TEST(CliTuneMpi, AKilledRankLosesOnlyItsUnfinishedProblemsAndARerunTunesTheRest)
   EXPECT_EQ(lines.size(), kProblems) << cli.read("results0.csv");
   EXPECT_EQ(keys(lines).size(), kProblems);
   for (const auto& k : finished) EXPECT_TRUE(keys(lines).count(k)) << k;
+  EXPECT_TRUE(rank_files(cli).empty());
+}
+
+// Issue 33: OpenMPI binds each rank to a core, and the results said "1 cores": a plain process
+// (which sees every core) found them foreign and re-tuned everything into an .env- sibling. Ranks
+// tune unbound now, so a plain run uses what they tuned.
+TEST(CliTuneMpi, ResultsOfBoundRanksServeAPlainProcess) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "binding to one core changes nothing on one core";
+  CliRunner cli = mpi_runner();
+  cli.set_launcher({TUNABLEOP_MPIEXEC, "--allow-run-as-root", "--timeout", "120", "-np", "2", "--bind-to", "core"});
+  CliResult r = cli.run({"tune", "untuned.csv"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  cli.set_launcher({});
+  r = cli.run({"tune", "untuned.csv"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("tuned 0 problems (0 not saved, 5 already tuned"), std::string::npos) << r.out << r.err;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(cli.file("untuned.csv")).parent_path()))
+    EXPECT_EQ(e.path().filename().string().find(".env-"), std::string::npos) << e.path();
+}
+
+// Issue 33: rank files an interrupted run left at a larger -np were never read again.
+TEST(CliTuneMpi, RankFilesOfALargerEarlierRunAreMerged) {
+  CliRunner cli = mpi_runner();
+  // What rank 7 of an earlier 8-rank run left: one result, in this environment.
+  cli.write("one.csv", "GemmTunableOp_float_NN,nn_8_8_8\n");
+  cli.set_env("TUNABLEOP_FILENAME", cli.file("results%d.rank7.csv"));
+  cli.set_launcher({});
+  ASSERT_EQ(cli.run({"tune", "one.csv"}).code, 0);
+  ASSERT_EQ(entry_lines(cli.read("results0.rank7.csv")).size(), 1u);
+  cli.set_env("TUNABLEOP_FILENAME", cli.file("results%d.csv"));
+  cli.set_launcher({TUNABLEOP_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "--timeout", "120", "-np", "3"});
+  CliResult r = cli.run({"tune", "untuned.csv"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 already tuned (1 results picked up from rank files of an earlier run); 4 to tune"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(entry_lines(cli.read("results0.csv")).size(), kProblems);
+  EXPECT_TRUE(rank_files(cli).empty()) << "the leftover is removed once merged";
+}
+
+// Issue 33: a results file name that is not UTF-8 made the ranks' message (JSON text) throw after
+// the tuning: exit 3, and the rank files left behind failed every later run the same way.
+TEST(CliTuneMpi, AResultsFileNameThatIsNotUtf8Works) {
+  CliRunner cli = mpi_runner();
+  cli.set_env("TUNABLEOP_FILENAME", cli.file("r\xff\xfe%d.csv"));
+  CliResult r = cli.run({"tune", "untuned.csv"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(entry_lines(cli.read("r\xff\xfe"
+                                 "0.csv"))
+                .size(),
+            kProblems);
   EXPECT_TRUE(rank_files(cli).empty());
 }
 

@@ -76,6 +76,16 @@ bool parse_int64(std::string_view s, int64_t* out, int64_t lo = std::numeric_lim
 // is set. Sizes beyond it can never be allocated here, so they are refused up front.
 uint64_t host_memory_bytes();
 
+// Memory this process can allocate now without the OOM killer or a failed allocation:
+// /proc/meminfo's MemAvailable, lowered to what the cgroup limit leaves (limit - usage + its
+// reclaimable page cache, v2 or v1) and to the address space RLIMIT_AS leaves. Read afresh on
+// every call (a few small files): for decisions taken before a large allocation, not per call.
+uint64_t available_host_memory_bytes();
+// The same rule from given file contents (tests): meminfo's text, the cgroup's limit, usage and
+// stat texts (empty: none), the RLIMIT_AS limit and the address space in use (0: unlimited).
+uint64_t available_memory_from(const std::string& meminfo, const std::string& cg_limit, const std::string& cg_usage,
+                               const std::string& cg_stat, uint64_t as_limit, uint64_t as_used);
+
 // "12.0 GiB", "512 B": for messages.
 std::string format_bytes(uint64_t bytes);
 
@@ -84,5 +94,8 @@ std::string format_bytes(uint64_t bytes);
 Status check_host_allocation(uint64_t bytes, const std::string& what);
 // The same for a sum of several byte counts that may overflow: pass the CheckedInt sum.
 Status check_host_allocation(CheckedInt bytes, const std::string& what);
+// Ok when `bytes` fit what is available now (available_host_memory_bytes()); otherwise
+// ResourceExhausted: "<what> needs 8.0 GiB, more than the 5.2 GiB of memory available now".
+Status check_available_memory(CheckedInt bytes, const std::string& what);
 
 }  // namespace tunableop

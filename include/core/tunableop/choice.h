@@ -15,7 +15,9 @@ enum class ChoiceSource : uint8_t {
   kNotTuned,      // no result, tuning off: Default (recorded in the untuned file when asked)
   kDeferred,      // no result, and tuning may not run now (a CUDA graph is being captured):
                   // Default for now; tuned at the first decision outside a capture
-  kTuningFailed,  // tuning could not run or failed: Default
+  kTuningFailed,  // tuning could not run or failed: Default (tried once per process)
+  kDidNotFit,     // its tuning copies did not fit the memory free: Default (tried once per
+                  // process, recorded in the untuned file for `tunableop tune`)
 };
 const char* choice_source_name(ChoiceSource s);  // "stored", "tuned", ...
 

@@ -93,6 +93,10 @@ class Context {
   //   miss, tuning on, not may_tune    -> "Default" (kDeferred: a CUDA graph is being captured)
   //   miss, tuning off                 -> "Default" (kNotTuned; + untuned file when recording)
   // `is_valid` rejects foreign or stale solution names (they are then treated as a miss).
+  // A miss that cannot be tuned (it does not fit the memory free now, or tuning failed) is tried
+  // once per process: it is remembered, written to the untuned file for offline tuning
+  // (`tunableop tune`), said once (verbose 1 when it did not fit, a warning otherwise), and
+  // answered "Default" from then on without another attempt.
   Choice decide(const std::string& op, const std::string& params,
                 const std::function<bool(const std::string&)>& is_valid,
                 const std::function<StatusOr<std::unique_ptr<TuningProblem>>()>& make_problem, bool may_tune = true);
@@ -103,6 +107,8 @@ class Context {
   // Tunes now (used by `tunableop tune` and the benchmarks), regardless of kEnabled/kTuning;
   // appends to the file unless the key is already stored and `retune` is false.
   StatusOr<TuningReport> tune(TuningProblem& problem, bool retune = false);
+  // Why choose() gave up tuning (op, params) in this process; ok when it never did.
+  Status tuning_failure(const std::string& op, const std::string& params);
 
   // A plan for one problem of any op (GemmParams -> Plan<GemmOp>, ...): validated once, then
   // `run` many times; a hit costs one generation check and the candidate's call. The op
@@ -132,6 +138,7 @@ class Context {
   Status ensure_loaded_locked(const Options& o);
   Status load_locked(const Options& o);
   void record_untuned(const std::string& op, const std::string& params);
+  void give_up_tuning(const std::string& op, const std::string& params, const Status& why);
 
   Device device_;
   Config config_;
@@ -151,6 +158,8 @@ class Context {
   std::mutex state_mu_;
   std::map<std::type_index, std::shared_ptr<void>> op_state_;
   std::array<std::atomic<void*>, 32> fast_states_{};  // op_state<T>() by a per-type index
+  std::mutex untunable_mu_;
+  std::map<std::pair<std::string, std::string>, Status> untunable_;  // tried once, failed (choose)
   std::atomic<bool> recording_{false};
   std::mutex recorded_mu_;
   std::vector<std::pair<std::string, std::string>> recorded_;

@@ -11,6 +11,7 @@
 #include <typeindex>
 #include <vector>
 
+#include "tunableop/checked_size.h"
 #include "tunableop/device.h"
 #include "tunableop/status.h"
 #include "tunableop/timer.h"
@@ -28,6 +29,9 @@ struct DeviceRuntime {
   std::function<Status(void* stream)> synchronize;
   std::function<std::unique_ptr<Timer>(void* stream)> make_timer;
   std::function<size_t()> last_level_cache_bytes;
+  // Memory that can be allocated on this device now (host: available_host_memory_bytes(); CUDA:
+  // cudaMemGetInfo's free bytes). Tuning sizes its copies by it and skips what does not fit.
+  std::function<uint64_t()> free_memory_bytes = [] { return available_host_memory_bytes(); };
   std::function<int()> device_count = [] { return 1; };
   // Makes `ordinal` the current device of the calling thread (CUDA: cudaSetDevice).
   std::function<Status(int ordinal)> set_device = [](int) { return Status::ok(); };

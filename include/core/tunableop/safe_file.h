@@ -69,6 +69,10 @@ class AtomicFileWriter {
 // says what it is otherwise. Lets a command check every output before doing any work.
 Status check_replaceable(const std::string& path);
 
+// PATH made absolute against the current directory (unchanged when it starts with '/'): a file
+// a process names once stays the same file after the process chdir()s.
+std::string absolute_path(const std::string& path);
+
 // AtomicFileWriter in one call.
 Status replace_regular_file(const std::string& path, std::string_view data);
 

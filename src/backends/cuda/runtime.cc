@@ -98,6 +98,16 @@ DeviceRuntime make_cuda_runtime() {
     auto info = current_device_info();
     return info.is_ok() ? info->l2_bytes : size_t(50) << 20;
   };
+  // Tuning sizes its copies by what the current device has free (issue 33: a batch-128 attention
+  // problem asked cudaMalloc for 69 GB on an 80 GB card and failed on every call).
+  rt.free_memory_bytes = []() -> uint64_t {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return free;
+  };
   rt.recover = [] { return recover_device(); };
   rt.fill_bytes = [](void* dst, int value, size_t bytes, void* stream) -> Status {
     cudaError_t e = cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream));

@@ -1,7 +1,8 @@
 #include "llm/text/special_tokens.h"
 
+#include "llm/json_brief.h"
 #include "llm/text/json_file.h"
-#include "llm/text/utf8.h"
+#include "tunableop/checked_size.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -48,14 +49,23 @@ StatusOr<std::optional<std::vector<int32_t>>> ids_field(const json& j, const cha
   const json& v = j.at(key);
   auto bad = [&] {
     return Status::parse_error(file + ": \"" + key + "\" must be a token id or a list of token ids (got " +
-                               utf8::excerpt(v.dump()) + ")");
+                               json_brief(v) + ")");
   };
+  // One id or a list of them (the value is never copied: it may be nested arbitrarily deep).
   std::vector<int32_t> ids;
-  for (const json& e : v.is_array() ? v : json::array({v})) {
-    if (!e.is_number_integer()) return bad();
+  auto add = [&](const json& e) {
+    if (!e.is_number_integer()) return false;
+    if (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT32_MAX)) return false;
     const int64_t id = e.get<int64_t>();
-    if (id < 0 || id > INT32_MAX) return bad();
+    if (id < 0 || id > INT32_MAX) return false;
     ids.push_back(int32_t(id));
+    return true;
+  };
+  if (v.is_array()) {
+    for (const json& e : v)
+      if (!add(e)) return bad();
+  } else if (!add(v)) {
+    return bad();
   }
   return std::optional<std::vector<int32_t>>(std::move(ids));
 }
@@ -73,19 +83,22 @@ StatusOr<std::optional<int32_t>> piece_field(const json& j, const char* key, con
     piece = v.at("content").get<std::string>();
   } else {
     return Status::parse_error(file + ": \"" + key + "\" must be a string or an object with \"content\" (got " +
-                               utf8::excerpt(v.dump()) + ")");
+                               json_brief(v) + ")");
   }
   if (tokenizer) {
     if (auto id = tokenizer->piece_id(piece)) return std::optional<int32_t>(*id);
   }
   if (j.contains("added_tokens_decoder") && j.at("added_tokens_decoder").is_object()) {
     for (const auto& [id_text, tok] : j.at("added_tokens_decoder").items()) {
-      if (tok.is_object() && tok.value("content", json()) == piece) {
-        try {
-          return std::optional<int32_t>(int32_t(std::stol(id_text)));
-        } catch (const std::exception&) {
-          return Status::parse_error(file + ": added_tokens_decoder key \"" + id_text + "\" is not a token id");
-        }
+      const json* content = tok.is_object() && tok.contains("content") ? &tok.at("content") : nullptr;
+      if (content && content->is_string() && content->get_ref<const std::string&>() == piece) {
+        // The whole key, in range: std::stol read "3abc" as 3, and an int32 cast made
+        // "4294967297" the id 1 (issue 33).
+        int64_t id = 0;
+        if (!parse_int64(id_text, &id, 0, INT32_MAX))
+          return Status::parse_error(file + ": added_tokens_decoder key \"" + id_text +
+                                     "\" is not a token id (a whole number from 0 to 2^31 - 1)");
+        return std::optional<int32_t>(int32_t(id));
       }
     }
   }

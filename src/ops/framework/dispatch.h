@@ -380,8 +380,13 @@ StatusOr<std::unique_ptr<RandomOperands<Op>>> RandomOperands<Op>::make(Context& 
   CheckedInt total = 0;
   for (const ops::BufferSpec& spec : Def::buffers(b->params_))
     total += CheckedInt(spec.elements) * int64_t(dtype_size(spec.dtype));
-  TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(b->runtime_->kind == DeviceKind::kCpu ? total * 2 : total,
-                                                  "random operands of " + Def::params_signature(b->params_)));
+  const std::string what = "random operands of " + Def::params_signature(b->params_);
+  TUNABLEOP_RETURN_IF_ERROR(check_available_memory(b->runtime_->kind == DeviceKind::kCpu ? total * 2 : total, what));
+  if (b->runtime_->kind != DeviceKind::kCpu && b->runtime_->free_memory_bytes &&
+      uint64_t(total.value()) > b->runtime_->free_memory_bytes())
+    return Status::resource_exhausted(
+        fmt::format("{} need {}, more than the {} free on {}", what, format_bytes(uint64_t(total.value())),
+                    format_bytes(b->runtime_->free_memory_bytes()), ctx.device().to_string()));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (const ops::BufferSpec& spec : Def::buffers(b->params_)) {

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <random>
 
 #include "ops/framework/elements.h"
 #include "tunableop/checked_size.h"
@@ -27,26 +29,63 @@ BufferedTuningProblem::~BufferedTuningProblem() {
   for (void* p : allocations_) rt_.free(p);
 }
 
+namespace {
+
+// True when any of n values has all exponent bits set (NaN or Inf). No early exit, so the loop
+// vectorizes: a scan of a 4 GiB operand costs a fraction of copying it.
+template <class Bits>
+bool any_exponent_all_ones(const void* data, int64_t n, Bits exponent) {
+  const Bits* v = static_cast<const Bits*>(data);
+  bool found = false;
+  for (int64_t i = 0; i < n; ++i) found |= (v[i] & exponent) == exponent;
+  return found;
+}
+
+// True when a host buffer of numbers holds NaN or Inf anywhere (gaps included).
+bool has_non_finite(DType dtype, const void* data, int64_t elements) {
+  switch (dtype) {
+    case DType::kF32: return any_exponent_all_ones<uint32_t>(data, elements, 0x7f800000u);
+    case DType::kF64: return any_exponent_all_ones<uint64_t>(data, elements, 0x7ff0000000000000ull);
+    case DType::kBF16: return any_exponent_all_ones<uint16_t>(data, elements, uint16_t(0x7f80));
+    case DType::kF16: return any_exponent_all_ones<uint16_t>(data, elements, uint16_t(0x7c00));
+  }
+  return false;
+}
+
+}  // namespace
+
 Status BufferedTuningProblem::setup(Description d, const std::vector<const void*>& sources, const TuningPolicy& policy,
                                     Logger& log) {
   d_ = std::move(d);
   const auto& bufs = d_.buffers;
   if (sources.size() != bufs.size()) return Status::internal("operand sources do not match the buffer description");
-  // One set of copies, the pristine ones and, on the CPU, the host copies for the numerics
-  // check: refused before any allocation when this machine cannot hold them.
+  const std::string what = "tuning " + op_signature() + "(" + params_signature() + ")";
   CheckedInt set_total = 0;
   for (const auto& b : bufs) set_total += CheckedInt(b.elements) * int64_t(dtype_size(b.dtype));
-  if (rt_.kind == DeviceKind::kCpu) {
-    TUNABLEOP_RETURN_IF_ERROR(
-        check_host_allocation(set_total * 3, "tuning " + op_signature() + "(" + params_signature() + ")"));
-  } else if (!set_total.ok()) {
-    return Status::invalid_argument("tuning " + params_signature() + ": the operands' sizes overflow");
-  }
+  if (!set_total.ok()) return Status::invalid_argument(what + ": the operands' sizes overflow");
+  const bool cpu = rt_.kind == DeviceKind::kCpu;
   size_t set_bytes = 0;
   for (const auto& b : bufs) set_bytes += b.bytes();
 
+  // What tuning needs besides the rotating sets: the pristine input-outputs, the workspace, the
+  // reference output on a device. On the CPU the numerics check reads the caller's buffers (never
+  // touched: candidates run on the copies), except for an input holding NaN or Inf: a program's
+  // first call may carry them, and every candidate, Default too, would fail the check. Its copies
+  // get random numbers instead (as offline tuning uses) and a host copy of its own.
+  std::vector<bool> randomize(bufs.size(), false);
+  size_t fixed = d_.workspace_bytes;
+  for (size_t b = 0; b < bufs.size(); ++b) {
+    if (bufs[b].role == Role::kInputOutput) fixed += bufs[b].bytes();
+    if (cpu && d_.numbers_only && bufs[b].role != Role::kOutput && sources[b] != nullptr &&
+        has_non_finite(bufs[b].dtype, sources[b], bufs[b].elements)) {
+      randomize[b] = true;
+      fixed += bufs[b].bytes();
+    }
+  }
+  if (!cpu && rt_.relative_error) fixed += bufs[d_.output.buffer].bytes();
+
   // Enough copies that a full rotation streams more than the last-level cache, so no timed run
-  // finds its inputs warm (a model's weights are never in cache at decode time).
+  // finds its inputs warm (a model's weights are never in cache at decode time)...
   size_t sets = 1;
   if (policy.rotating_buffer_mib != 0) {
     size_t target = policy.rotating_buffer_mib > 0 ? size_t(policy.rotating_buffer_mib) << 20
@@ -54,6 +93,26 @@ Status BufferedTuningProblem::setup(Description d, const std::vector<const void*
     target = std::min(target, kMaxRotatingBytes);
     sets = std::clamp<size_t>((target + set_bytes - 1) / std::max<size_t>(set_bytes, 1), 1, kMaxSets);
   }
+  // ...but never more than a share of the memory free now (MemAvailable and the cgroup's room on
+  // the host, cudaMemGetInfo on a GPU): fewer copies when that is all there is, and no tuning at
+  // all when one set does not fit. A program that fits natively must not be OOM-killed, or
+  // stalled by allocations that fail, because it is being tuned.
+  const uint64_t free = rt_.free_memory_bytes ? rt_.free_memory_bytes() : UINT64_MAX;
+  const uint64_t budget = free == UINT64_MAX ? free : free / 4 * 3;
+  if (uint64_t(fixed) + set_bytes > budget)
+    return Status::resource_exhausted(fmt::format(
+        "{} needs {} (one copy of its operands and what the check keeps), more than the {} it may use of the {} "
+        "free on {} now",
+        what, format_bytes(uint64_t(fixed) + set_bytes), format_bytes(budget), format_bytes(free),
+        cpu ? "the host" : "the device"));
+  const size_t wanted = sets;
+  sets = std::min<uint64_t>(sets, (budget - fixed) / std::max<size_t>(set_bytes, 1));
+  if (sets < wanted)
+    log.log(2, fmt::format("├──tuning memory: {} rotating copies instead of {} ({} free on {})", sets, wanted,
+                           format_bytes(free), cpu ? "the host" : "the device"));
+
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
   for (size_t s = 0; s < sets; ++s) {
     std::vector<void*> set(bufs.size());
     for (size_t b = 0; b < bufs.size(); ++b) {
@@ -63,9 +122,14 @@ Status BufferedTuningProblem::setup(Description d, const std::vector<const void*
                                                      (sets * set_bytes) >> 20, m.status().message()));
       set[b] = *m;
       if (bufs[b].role == Role::kOutput) continue;
+      if (randomize[b] && s == 0) {
+        for (int64_t i = 0; i < bufs[b].elements; ++i) store_from_double(bufs[b].dtype, set[b], i, dist(rng));
+        continue;
+      }
       // Inputs of later sets come from set 0 (already on the device); an input-output buffer
       // starts from the caller's contents in every set.
-      const void* from = s == 0 || bufs[b].role == Role::kInputOutput ? sources[b] : sets_[0][b];
+      const bool from_caller = s == 0 || (bufs[b].role == Role::kInputOutput && !randomize[b]);
+      const void* from = from_caller ? sources[b] : sets_[0][b];
       TUNABLEOP_RETURN_IF_ERROR(rt_.copy(set[b], from, bufs[b].bytes(), Copy::kDeviceToDevice, stream_));
     }
     sets_.push_back(std::move(set));
@@ -76,27 +140,32 @@ Status BufferedTuningProblem::setup(Description d, const std::vector<const void*
     auto m = alloc(bufs[b].bytes());
     if (!m.is_ok()) return m.status();
     pristine_[b] = *m;
-    TUNABLEOP_RETURN_IF_ERROR(rt_.copy(pristine_[b], sources[b], bufs[b].bytes(), Copy::kDeviceToDevice, stream_));
+    const void* from = randomize[b] ? sets_[0][b] : sources[b];
+    TUNABLEOP_RETURN_IF_ERROR(rt_.copy(pristine_[b], from, bufs[b].bytes(), Copy::kDeviceToDevice, stream_));
   }
   if (d_.workspace_bytes) {
     auto m = alloc(d_.workspace_bytes);
     if (!m.is_ok()) return m.status();
     workspace_ = *m;
   }
-  if (policy.numerical_check && rt_.kind == DeviceKind::kCpu) {
-    // Host copies of the pristine buffers for the fp64 check: a candidate that scribbles on its
-    // inputs must not corrupt the reference (on the CPU these are plain memcpys).
+  if (policy.numerical_check && cpu) {
+    // The fp64 check reads pristine inputs: the caller's own buffers, which no candidate sees, or
+    // a host copy of the random numbers that replaced non-finite ones.
     host_.resize(bufs.size());
     std::vector<const void*> host_ptrs(bufs.size(), nullptr);
     for (size_t b = 0; b < bufs.size(); ++b) {
       if (bufs[b].role == Role::kOutput) continue;
+      host_ptrs[b] = sources[b];
+      if (!randomize[b]) continue;
       host_[b].resize(bufs[b].bytes());
-      const void* from = bufs[b].role == Role::kInputOutput ? pristine_[b] : sets_[0][b];
-      if (!host_[b].empty()) std::memcpy(host_[b].data(), from, host_[b].size());
+      if (!host_[b].empty()) std::memcpy(host_[b].data(), sets_[0][b], host_[b].size());
       host_ptrs[b] = host_[b].data();
+      bytes_ += host_[b].size();
     }
     host_check_ = d_.host_check(host_ptrs);
   }
+  if (std::find(randomize.begin(), randomize.end(), true) != randomize.end())
+    log.log(2, "├──the call's inputs hold NaN or Inf: tuning on random numbers of the same shapes");
   TUNABLEOP_RETURN_IF_ERROR(rt_.synchronize(stream_));
   timer_ = rt_.make_timer(stream_);
   log.log(2, fmt::format("├──tuning memory: {} rotating copies of {:.3g} MiB ({:.3g} MiB in all)", sets,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -39,12 +40,18 @@ class BufferedTuningProblem : public TuningProblem {
     OutputLayout output;
     double tolerance = 0;
     size_t workspace_bytes = 0;
-    // Makes the CPU check from host copies of the pristine buffers (see HostCheck).
+    // Makes the CPU check from the pristine buffers in host memory (see HostCheck); they stay
+    // valid as long as the problem (the caller's buffers, or copies of them).
     std::function<HostCheck(const std::vector<const void*>& host_buffers)> host_check;
+    // The buffers hold numbers only (no page tables or lengths): NaN/Inf in an input may be
+    // replaced by random numbers for tuning.
+    bool numbers_only = true;
   };
   BufferedTuningProblem(const DeviceRuntime& rt, void* stream) : rt_(rt), stream_(stream) {}
   // Allocates and fills the rotating sets from `sources` (the caller's buffers, in
-  // Description::buffers order), the workspace, and what the numerics check needs.
+  // Description::buffers order; they must stay valid and unchanged while the problem lives: the
+  // CPU's numerics check reads them), the workspace, and what the numerics check needs, as many
+  // sets as the device's free memory allows (ResourceExhausted when not even one fits).
   Status setup(Description d, const std::vector<const void*>& sources, const TuningPolicy& policy, Logger& log);
   const std::vector<void*>& set(size_t rotation) const { return sets_[rotation % sets_.size()]; }
   void* workspace() const { return workspace_; }
@@ -108,6 +115,8 @@ class OpTuningProblem : public BufferedTuningProblem {
     for (const auto& c : pr->cands_)
       if (c.workspace_bytes) d.workspace_bytes = std::max(d.workspace_bytes, c.workspace_bytes(p));
     d.host_check = [p](const std::vector<const void*>& host) { return Def::host_check(p, host); };
+    if constexpr (requires(std::mt19937_64 & rng) { Def::fill_random(p, size_t{0}, nullptr, rng); })
+      d.numbers_only = false;  // page tables and lengths: never replaced by random numbers
     TUNABLEOP_RETURN_IF_ERROR(pr->setup(std::move(d), sources(p, source), policy, log));
     for (size_t s = 0; s < pr->rotation_count(); ++s)
       pr->bound_.push_back(

@@ -147,6 +147,52 @@ TEST(SpecialTokens, BrokenFilesAreErrorsNamingTheFile) {
   }
 }
 
+TEST(SpecialTokens, AddedTokenKeysAreWholeIdsInRange) {
+  // std::stol read "3abc" as 3, and an int32 cast made "4294967297" the id 1 (issue 33).
+  for (const char* key : {"4294967297", "3abc", "-1", "2147483648", " 2", "0x10", ""}) {
+    ScratchDir d("special_wrap");
+    write(d.path() + "/tokenizer_config.json",
+          std::string(R"({"bos_token": "<s>", "added_tokens_decoder": {")") + key + R"(": {"content": "<s>"}}})");
+    auto s = load_special_tokens(d.path(), nullptr);
+    ASSERT_FALSE(s.is_ok()) << key << " became id " << (s.is_ok() && s->bos ? *s->bos : -1);
+    EXPECT_NE(s.status().message().find("is not a token id"), std::string::npos) << s.status().message();
+  }
+  ScratchDir d("special_max");
+  write(d.path() + "/tokenizer_config.json",
+        R"({"bos_token": "<s>", "added_tokens_decoder": {"2147483647": {"content": "<s>"}}})");
+  auto s = load_special_tokens(d.path(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  EXPECT_EQ(s->bos, std::optional<int32_t>(INT32_MAX));
+  // Ids given as numbers: an unsigned one beyond int32 is refused too, never wrapped.
+  write(d.path() + "/generation_config.json", R"({"eos_token_id": 4294967298})");
+  EXPECT_FALSE(load_special_tokens(d.path(), nullptr).is_ok());
+}
+
+TEST(SpecialTokens, DeeplyNestedFieldsAreErrorsNotCrashes) {
+  // 100,000 levels in a typed field crashed (SIGSEGV) while the message was being built: dump()
+  // and a copy of the value recursed once per level (issue 33). These files are refused past 64
+  // levels while parsing (json_file.h); within that, the message describes a value by its size.
+  for (const int levels : {100000, 60}) {
+    const std::string deep = std::string(size_t(levels), '[') + "1" + std::string(size_t(levels), ']');
+    const std::pair<std::string, std::string> cases[] = {
+        {"generation_config.json", R"({"eos_token_id": )" + deep + "}"},
+        {"tokenizer_config.json", R"({"bos_token": )" + deep + "}"},
+        {"config.json", R"({"bos_token_id": )" + deep + "}"},
+    };
+    FakeTokenizer tok;
+    for (const auto& [file, text] : cases) {
+      ScratchDir d("special_deep");
+      write(d.path() + "/" + file, text);
+      auto s = load_special_tokens(d.path(), &tok);
+      ASSERT_FALSE(s.is_ok()) << file;
+      EXPECT_NE(s.status().message().find(levels > 64 ? "nested deeper than 64 levels" : "an array of 1 elements"),
+                std::string::npos)
+          << s.status().message();
+      EXPECT_LT(s.status().message().size(), 400u);
+    }
+  }
+}
+
 TEST(SpecialTokens, CheckRefusesIdsOutsideTheModel) {
   SpecialTokens s;
   s.bos = 1;
