@@ -72,27 +72,35 @@ std::vector<ScaledGemmParams> random_scaled_gemm_shapes(uint64_t seed, int count
   return v;
 }
 
-double reference_error(const HostScaledGemmProblem& prob, const std::vector<uint8_t>& c_out) {
-  const ScaledGemmParams& p = prob.p;
-  std::vector<int64_t> cols(size_t(p.n));
-  std::iota(cols.begin(), cols.end(), int64_t(0));
-  std::vector<double> terms;
-  const std::vector<double> ref = scaled_gemm_columns_f64(p, prob.inputs(), cols, &terms);
-  return scaled_gemm_columns_error(p, c_out.data(), cols, ref, terms);
+ScaledGemmReference::ScaledGemmReference(const HostScaledGemmProblem& prob)
+    : p_(prob.p), c_bytes_(prob.c.size()), cols_(size_t(prob.p.n)) {
+  std::iota(cols_.begin(), cols_.end(), int64_t(0));
+  ref_ = scaled_gemm_columns_f64(p_, prob.inputs(), cols_, &terms_);
+}
+
+double ScaledGemmReference::error(const std::vector<uint8_t>& c_out) const {
+  return scaled_gemm_columns_error(p_, c_out.data(), cols_, ref_, terms_);
+}
+
+::testing::AssertionResult ScaledGemmReference::matches(const std::vector<uint8_t>& c_out, double tol) const {
+  if (c_out.size() != c_bytes_) return ::testing::AssertionFailure() << "C has the wrong size";
+  for (int64_t e = 0; e < p_.c_span(); ++e)
+    if (e % p_.ldc >= p_.m && load_as_double(p_.out_dtype, c_out.data(), e) != kGapSentinel)
+      return ::testing::AssertionFailure() << "ld gap element " << e << " was written (" << describe(p_) << ")";
+  const double limit = tol > 0 ? tol : scaled_gemm_tolerance(p_);
+  const double err = error(c_out);
+  if (!(err <= limit))
+    return ::testing::AssertionFailure() << "relative error " << err << " > " << limit << " (" << describe(p_) << ")";
+  return ::testing::AssertionSuccess() << "relative error " << err;
 }
 
 ::testing::AssertionResult matches_reference(const HostScaledGemmProblem& prob, const std::vector<uint8_t>& c_out,
                                              double tol) {
-  const ScaledGemmParams& p = prob.p;
-  if (c_out.size() != prob.c.size()) return ::testing::AssertionFailure() << "C has the wrong size";
-  for (int64_t e = 0; e < p.c_span(); ++e)
-    if (e % p.ldc >= p.m && load_as_double(p.out_dtype, c_out.data(), e) != kGapSentinel)
-      return ::testing::AssertionFailure() << "ld gap element " << e << " was written (" << describe(p) << ")";
-  const double limit = tol > 0 ? tol : scaled_gemm_tolerance(p);
-  const double err = reference_error(prob, c_out);
-  if (!(err <= limit))
-    return ::testing::AssertionFailure() << "relative error " << err << " > " << limit << " (" << describe(p) << ")";
-  return ::testing::AssertionSuccess() << "relative error " << err;
+  return ScaledGemmReference(prob).matches(c_out, tol);
+}
+
+double reference_error(const HostScaledGemmProblem& prob, const std::vector<uint8_t>& c_out) {
+  return ScaledGemmReference(prob).error(c_out);
 }
 
 std::string describe(const ScaledGemmParams& p) {

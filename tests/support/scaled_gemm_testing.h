@@ -29,11 +29,25 @@ struct HostScaledGemmProblem {
 // types (e5m2 x e5m2 included: the reference takes it, cuBLASLt does not).
 std::vector<ScaledGemmParams> random_scaled_gemm_shapes(uint64_t seed, int count, int64_t max_dim = 67);
 
-// c_out (bytes of p.out_dtype) against the fp64 reference within scaled_gemm_tolerance(p) (or
-// `tol` when > 0), and every ld gap element still 7.
+// The fp64 reference of one problem, computed once, against which outputs are checked:
+// matches() wants the relative error within scaled_gemm_tolerance(p) (or `tol` when > 0) and
+// every ld gap element still 7; error() is relative to max(||ref||, ||terms||), +inf for NaN/Inf.
+class ScaledGemmReference {
+ public:
+  explicit ScaledGemmReference(const HostScaledGemmProblem& prob);
+  double error(const std::vector<uint8_t>& c_out) const;
+  ::testing::AssertionResult matches(const std::vector<uint8_t>& c_out, double tol = 0) const;
+
+ private:
+  ScaledGemmParams p_;
+  size_t c_bytes_;
+  std::vector<int64_t> cols_;
+  std::vector<double> ref_, terms_;
+};
+
+// One-off forms of the above.
 ::testing::AssertionResult matches_reference(const HostScaledGemmProblem& prob, const std::vector<uint8_t>& c_out,
                                              double tol = 0);
-// The error itself (relative to max(||ref||, ||terms||)); +inf for NaN/Inf.
 double reference_error(const HostScaledGemmProblem& prob, const std::vector<uint8_t>& c_out);
 
 std::string describe(const ScaledGemmParams& p);

@@ -1,6 +1,7 @@
 // ScaledGemm lines through the command line: a PyTorch results file keeps every line through
 // show and merge (byte for byte: PyTorch writes times as C++ streams do, six significant
-// digits, and so do we), and `tune` tunes an untuned file's ScaledGemm lines on the CPU.
+// digits, and so do we), `tune` tunes an untuned file's ScaledGemm lines on the CPU, and the
+// FP8 bench suite prints its table.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -96,6 +97,19 @@ TEST(CliScaledGemm, TunesAnUntunedFilesScaledGemmLines) {
             0u)
       << lines[1];
   EXPECT_EQ(lines[2].rfind("GemmTunableOp_float_NN,nn_8_8_8,", 0), 0u) << lines[2];
+}
+
+// The FP8 suite's table on the CPU (one small shape: the GPU is where its numbers mean something,
+// scripts/gpu-fp8.sh), and a filter that matches nothing.
+TEST(CliScaledGemm, BenchSuiteLlmFp8PrintsItsTable) {
+  CliRunner cli;
+  auto r = cli.run({"bench", "--suite", "llm-fp8", "--only", "gemma-2b.o@1", "--rounds", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| gemma-2b.o@1 | 2048x1x2048 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("geomean speedup tuned vs Default (cuBLASLt's first heuristic): "), std::string::npos) << r.out;
+  r = cli.run({"bench", "--suite", "llm-fp8", "--only", "no-such-shape"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no shape matches"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -126,6 +126,7 @@ TEST(CudaScaledGemm, EveryCandidateMatchesTheFp64Reference) {
     const HostScaledGemmProblem h = HostScaledGemmProblem::random(shape, uint64_t(shape.m * 31 + shape.k));
     const ScaledGemmParams& p = h.p;
     DeviceScaledGemm dev(h);
+    const ScaledGemmReference ref(h);
     const std::vector<ScaledGemmCandidate> cands = all_candidates(r, p);
     ASSERT_FALSE(cands.empty());
     ASSERT_EQ(cands.front().name, "Default");
@@ -146,10 +147,10 @@ TEST(CudaScaledGemm, EveryCandidateMatchesTheFp64Reference) {
       if (st.code() == StatusCode::kUnsupported) continue;  // e.g. an algorithm refusing these pointers
       ASSERT_TRUE(st.is_ok()) << st.to_string();
       const std::vector<uint8_t> out = dev.read_c();
-      EXPECT_TRUE(matches_reference(h, out));
+      EXPECT_TRUE(ref.matches(out));
       const std::string fam = family_of(c.name);
       ++ran[fam];
-      worst[fam] = std::max(worst[fam], reference_error(h, out) / scaled_gemm_tolerance(p));
+      worst[fam] = std::max(worst[fam], ref.error(out) / scaled_gemm_tolerance(p));
     }
   }
   for (const auto& [fam, w] : worst)
