@@ -50,7 +50,10 @@ UNTUNED = ["GemmTunableOp_float_NN,nn_1024_512_2048", "GemmTunableOp_float_TN,tn
            "AttentionTunableOp_float_causal,b2_q1_k4096_h8_kv2_d64_p64_vk",
            "AttentionTunableOp_Half_full,b1_q16_k64_h4_kv1_d256_ms128_qs2048",
            "AttentionTunableOp_BFloat16_causal,b1_q1_k8192_h16_kv8_d256_vk_w4096_cap50",
-           "AttentionTunableOp_float_causal,b2_q7_k7_h4_kv2_d64_sc0.0833333358168602_cap2.5"]
+           "AttentionTunableOp_float_causal,b2_q7_k7_h4_kv2_d64_sc0.0833333358168602_cap2.5",
+           "ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN,tn_64_12288_2048_ld_2048_2048_64_rw_1_bias_None",
+           "ScaledGemmTunableOp_Float8_e4m3fn_Float8_e5m2_float_NT,nt_7_5_9_ld_9_13_8_rw_0_bias_BFloat16",
+           "ScaledGemmTunableOp_Float8_e5m2_Float8_e5m2_Half_TT,tt_3_3_3_ld_3_3_3_rw_1_bias_Float"]
 put("untuned_signature", "untuned.csv", "\n".join(UNTUNED) + "\n")
 for i, line in enumerate(UNTUNED):
     put("untuned_signature", "line%d.csv" % i, line + "\n")

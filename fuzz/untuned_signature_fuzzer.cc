@@ -1,6 +1,7 @@
 // Fuzzes the untuned-file readers (UntunedFile::read and the offline-tuning problem list) and
-// the GEMM / GemmAndBias / FusedLinear / Attention signature parsers behind them: no crash on any text, every problem
-// that parses is valid and its signature parses back to the same parameters.
+// the GEMM / GemmAndBias / ScaledGemm / FusedLinear / Attention signature parsers behind them: no
+// crash on any text, every problem that parses is valid and its signature parses back to the same
+// parameters.
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "tunableop/gemm.h"
 #include "tunableop/gemm_and_bias.h"
 #include "tunableop/results.h"
+#include "tunableop/scaled_gemm.h"
 
 using namespace tunableop;
 
@@ -44,6 +46,13 @@ void check_problem(const std::string& op, const std::string& params) {
     auto back = parse_attention_signature(attention_op_signature(*p), attention_params_signature(*p));
     FUZZ_CHECK(back.is_ok() && attention_params_signature(*back) == attention_params_signature(*p),
                "Attention signature round trip failed for %s,%s", op.c_str(), params.c_str());
+  }
+  if (auto p = parse_scaled_gemm_signature(op, params); p.is_ok()) {
+    FUZZ_CHECK(p->validate().is_ok(), "parsed but invalid: %s,%s", op.c_str(), params.c_str());
+    const std::string o = scaled_gemm_op_signature(*p), q = scaled_gemm_params_signature(*p);
+    auto back = parse_scaled_gemm_signature(o, q);
+    FUZZ_CHECK(back.is_ok() && scaled_gemm_op_signature(*back) == o && scaled_gemm_params_signature(*back) == q,
+               "ScaledGemm signature round trip failed for %s,%s", op.c_str(), params.c_str());
   }
   if (auto p = parse_gemm_and_bias_signature(op, params); p.is_ok()) {
     FUZZ_CHECK(p->validate().is_ok(), "parsed but invalid: %s,%s", op.c_str(), params.c_str());

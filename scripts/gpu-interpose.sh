@@ -36,10 +36,8 @@ BIN="$BUILD/tools/tunableop"
 # Problems first met inside a CUDA graph are recorded; keep that file with the logs.
 export TUNABLEOP_UNTUNED_FILENAME="$LOGS/ours_untuned%d.csv"
 start=$(date +%s)
-stamp() { echo "[$(($(date +%s) - start))s] $*"; }
-left() { echo $((start + BUDGET - $(date +%s))); }
-want() { [[ ",$STEPS," == *",$1,"* ]]; }
-note() { echo "$*" >>"$LOGS/steps.txt"; }
+# shellcheck source=scripts/gpu-budget.sh
+source "$ROOT/scripts/gpu-budget.sh"
 
 finish() {
   "$PY" bench/interpose/summarize_proofs.py "$LOGS" --suite-csv "$OUT/suite.csv" >"$OUT/summary.md" 2>"$LOGS/summary.err"
@@ -49,30 +47,6 @@ finish() {
 }
 trap finish EXIT
 
-# Runs a program with a time limit inside what is left of the budget; skipped (and noted) when
-# less than `need` seconds remain. Its own environment only: settings of one run never leak
-# into the next. Usage: timed NAME NEED CAP [env VAR=... ] CMD ARGS...
-timed() {
-  local name=$1 need=$2 cap=$3
-  shift 3
-  local l
-  l=$(left)
-  if [ "$l" -lt "$need" ]; then
-    note "$name: skipped (budget: ${l}s left, needs ${need}s)"
-    stamp "$name: skipped (time)"
-    return 0
-  fi
-  local t=$((l - 5 < cap ? l - 5 : cap))
-  stamp "$name (limit ${t}s)"
-  local t0 rc
-  t0=$(date +%s)
-  timeout "$t" env -u PYTORCH_TUNABLEOP_ENABLED -u TUNABLEOP_ENABLED -u LD_PRELOAD "$@" >"$LOGS/$name.txt" 2>&1
-  rc=$?
-  note "$name: rc $rc in $(($(date +%s) - t0))s"
-  [ $rc -ne 0 ] && stamp "$name: exited $rc (see $name.txt in logs.tgz)"
-  return 0
-}
-
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
   "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" 2>&1 | tail -1
@@ -81,20 +55,8 @@ timed() {
 stamp "machine: $(head -1 "$LOGS/machine.txt")"
 
 if want build; then
-  stamp "configure + build"
-  if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGS/configure.log" 2>&1; then
-    # Only targets this configuration defines (ninja refuses the whole list for one unknown name).
-    targets=()
-    for t in tunableop_cli tunableop_preload tunableop_interpose interpose_cublas_program interpose_cublas_ab_bench \
-      interpose_cblas_ab_bench test_interpose_cuda_mapping; do
-      ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
-    done
-    ninja -C "$BUILD" -k 0 "${targets[@]}" >"$LOGS/build.log" 2>&1
-    note "build: rc $? at $(($(date +%s) - start))s (targets: ${targets[*]})"
-  else
-    note "build: configure failed"
-    tail -20 "$LOGS/configure.log"
-  fi
+  build_targets "$BUILD" tunableop_cli tunableop_preload tunableop_interpose interpose_cublas_program \
+    interpose_cublas_ab_bench interpose_cblas_ab_bench test_interpose_cuda_mapping
 fi
 if [ ! -x "$BIN" ] || [ ! -f "$BUILD/src/interpose/libtunableop_preload.so" ]; then
   grep -E "error|FAILED" "$LOGS/build.log" 2>/dev/null | head -20

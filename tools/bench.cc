@@ -10,6 +10,7 @@
 
 #include "bench_attention.h"
 #include "bench_clock.h"
+#include "bench_fp8.h"
 #include "bench_loop.h"
 #include "bench_measure.h"
 #include "bench_suites.h"
@@ -152,10 +153,11 @@ double geomean(const std::vector<double>& v) {
 }
 
 int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
-  if (a.suite == "attention" && a.clock_trace_ms > 0)
+  if ((a.suite == "attention" || a.suite == "llm-fp8") && a.clock_trace_ms > 0)
     return fail(Status::invalid_argument("--clock-trace traces the GEMM suites (llm, cpu-llm, --suite-file)"));
   if (a.suite == "attention")
     return bench_attention_suite(ctx, {a.only, a.csv, a.results, a.shapes_csv, a.rounds}, stream);
+  if (a.suite == "llm-fp8") return bench_fp8_suite(ctx, {a.only, a.csv, a.results, a.rounds}, stream);
   std::vector<SuiteShape> shapes;
   if (!a.suite_file.empty()) {
     auto s = read_suite_file(a.suite_file);
@@ -164,7 +166,7 @@ int bench_suite(Context& ctx, const BenchArgs& a, void* stream) {
   } else {
     shapes = suite_shapes(a.suite);
     if (shapes.empty())
-      return fail(Status::invalid_argument("unknown suite '" + a.suite + "' (cpu-llm, llm, attention)"));
+      return fail(Status::invalid_argument("unknown suite '" + a.suite + "' (cpu-llm, llm, llm-fp8, attention)"));
   }
   const std::string suite_name = a.suite_file.empty() ? "suite " + a.suite : "suite file " + a.suite_file;
   if (shapes.empty()) return fail(Status::invalid_argument(printable(suite_name) + " has no shapes"));
@@ -351,8 +353,9 @@ void add_bench_command(CLI::App& app) {
   c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
   c->add_option("--verbose", a->verbose, "override TUNABLEOP_VERBOSE (0-3)")->check(CLI::Range(0, 3));
   c->add_option("--suite", a->suite,
-                "run a shape suite: cpu-llm (CPU, fp32), llm (GPU, bf16) or attention (the Attention op on the "
-                "device: Llama-2-7B and Gemma-2B prefill and decode on CUDA, tiny shapes on the CPU)");
+                "run a shape suite: cpu-llm (CPU, fp32), llm (GPU, bf16), llm-fp8 (llm's shapes as ScaledGemm: e4m3, "
+                "rowwise scales, bf16 out) or attention (the Attention op on the device: Llama-2-7B and Gemma-2B "
+                "prefill and decode on CUDA, tiny shapes on the CPU)");
   c->add_option("--shapes-csv", a->shapes_csv, "suite attention: also write its shapes here (for sdpa_bench.py)");
   c->add_option("--suite-file", a->suite_file, "suite from a CSV file: name,dtype,transa,transb,m,n,k");
   c->add_option("--only", a->only, "suite: only shapes whose name contains this");

@@ -77,11 +77,9 @@ StatusOr<double> time_dispatch(Context& ctx, const GemmParams& p, const GemmOper
   return median(s);
 }
 
-StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream) {
-  Ceilings c;
+StatusOr<double> measure_copy_gbs(Context& ctx, void* stream) {
   const DeviceRuntime* rt = ctx.registry().runtime(ctx.device().kind);
-  const bool cpu = ctx.device().kind == DeviceKind::kCpu;
-  // Copy bandwidth: a buffer well beyond the last-level cache, median of several copies.
+  // A buffer well beyond the last-level cache, median of several copies.
   size_t bytes = std::max<size_t>(size_t(256) << 20, rt->last_level_cache_bytes() * 2);
   bytes = std::min<size_t>(bytes, size_t(1) << 30);
   auto src = rt->alloc(bytes), dst = rt->alloc(bytes);
@@ -97,7 +95,15 @@ StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream) {
   }
   rt->free(*src);
   rt->free(*dst);
-  c.copy_gbs = 2.0 * double(bytes) / (median(s) * 1e-3) / 1e9;
+  return 2.0 * double(bytes) / (median(s) * 1e-3) / 1e9;
+}
+
+StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream) {
+  Ceilings c;
+  const bool cpu = ctx.device().kind == DeviceKind::kCpu;
+  auto copy = measure_copy_gbs(ctx, stream);
+  if (!copy.is_ok()) return copy.status();
+  c.copy_gbs = *copy;
   // Compute: the best candidate on a large square GEMM.
   int64_t n = cpu ? 1536 : 8192;
   GemmParams p;

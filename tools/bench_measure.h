@@ -21,15 +21,21 @@ struct CandidateTiming {
   std::vector<double> rounds;  // ms per run in each interleaved round (the post-decision guard pairs them)
 };
 
-// Every candidate of op Op for p on ctx's device, each checked against the reference and then
-// timed the same way: interleaved rounds over rotating input copies, median per candidate.
+// Every candidate of op Op for p on ctx's device (or Default and those named in `only`), each
+// checked against the reference and then timed the same way: interleaved rounds over rotating
+// input copies, median per candidate.
 template <class Op>
 StatusOr<std::vector<CandidateTiming>> measure_op_candidates(Context& ctx, const typename Op::Params& params,
-                                                             int rounds, double ms_per_sample, void* stream) {
+                                                             int rounds, double ms_per_sample, void* stream,
+                                                             const std::vector<std::string>* only = nullptr) {
   auto bufs = RandomOperands<Op>::make(ctx, params, 7, stream);
   if (!bufs.is_ok()) return bufs.status();
   const auto& p = (*bufs)->params();
   auto cands = OpTools<Op>::candidates(ctx, p, ctx.options().policy.search_effort);
+  if (only)
+    std::erase_if(cands, [&](const Candidate<Op>& c) {
+      return c.name != "Default" && std::find(only->begin(), only->end(), c.name) == only->end();
+    });
   auto pr_or = OpTools<Op>::tuning_problem(ctx, p, (*bufs)->operands(), cands);
   if (!pr_or.is_ok()) return pr_or.status();
   auto& pr = **pr_or;
@@ -101,6 +107,8 @@ struct Ceilings {
   std::string gemm_solution;
 };
 StatusOr<Ceilings> measure_ceilings(Context& ctx, DType dtype, void* stream);
+// The copy ceiling alone (GB/s, bytes read + written).
+StatusOr<double> measure_copy_gbs(Context& ctx, void* stream);
 
 // Tuning on, into `results` (kept) or, when empty, a fresh temporary file (so that tuning time is
 // real); returns the path to remove afterwards ("" when the caller's file is kept).

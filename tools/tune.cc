@@ -1,6 +1,6 @@
-// `tunableop tune FILE`: tune every problem of an untuned file (offline tuning), on one device
-// or on all GPUs at once (one process per GPU, each writing only its own results file), or
-// across the ranks of an MPI job (tune_mpi.cc).
+// `tunableop tune FILE`: tune every problem of an untuned file (offline tuning: its GEMM and
+// ScaledGemm lines), on one device or on all GPUs at once (one process per GPU, each writing
+// only its own results file), or across the ranks of an MPI job (tune_mpi.cc).
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include "tunableop/in_context.h"
 #include "tunableop/op_tools.h"
 #include "tunableop/results.h"
+#include "tunableop/scaled_gemm.h"
 #include "tune.h"
 
 namespace tunableop::cli {
@@ -33,6 +34,19 @@ void progress(size_t done, size_t total, double elapsed_s, const std::string& wh
   fmt::print(stderr, "\r[{}{}] {}/{} eta {:5.1f}s {:<40.40}", std::string(size_t(filled), '#'),
              std::string(size_t(width - filled), '.'), done, total, eta, what);
   if (done == total) fmt::print(stderr, "\n");
+}
+
+// One line of the file tuned by its op (PyTorch's names): ScaledGemm's or GEMM's. A line that
+// does not parse fails with kParseError.
+StatusOr<TuningReport> tune_line(Context& ctx, const std::string& op, const std::string& params, bool retune) {
+  if (op.rfind(kScaledGemmOpPrefix, 0) == 0) {
+    auto p = parse_scaled_gemm_signature(op, params);
+    if (!p.is_ok()) return p.status();
+    return OpTools<ScaledGemmOp>::tune(ctx, *p, retune);
+  }
+  auto p = parse_gemm_signature(op, params);
+  if (!p.is_ok()) return p.status();
+  return OpTools<GemmOp>::tune(ctx, *p, retune);
 }
 
 }  // namespace
@@ -111,11 +125,12 @@ int tune_problems(const TuneArgs& a, Device dev, const std::vector<Problem>& lin
     std::string what = op + "," + params;
     if (!a.retune && ctx.results().contains(op, params)) {
       ++skipped;
-    } else if (auto p = parse_gemm_signature(op, params); !p.is_ok()) {
-      fmt::print(stderr, "tunableop tune: skipping: {}\n", printable(p.status().message()));
-      ++failed;
-    } else if (auto rep = OpTools<GemmOp>::tune(ctx, *p, a.retune); !rep.is_ok()) {
-      fmt::print(stderr, "tunableop tune: {}: {}\n", printable(what), printable(rep.status().to_string()));
+    } else if (auto rep = tune_line(ctx, op, params, a.retune); !rep.is_ok()) {
+      if (rep.status().code() == StatusCode::kParseError) {
+        fmt::print(stderr, "tunableop tune: skipping: {}\n", printable(rep.status().message()));
+      } else {
+        fmt::print(stderr, "tunableop tune: {}: {}\n", printable(what), printable(rep.status().to_string()));
+      }
       ++failed;
     } else {
       what += " -> " + rep->winner.solution;

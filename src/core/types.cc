@@ -12,6 +12,8 @@ size_t dtype_size(DType t) {
     case DType::kF64: return 8;
     case DType::kBF16:
     case DType::kF16: return 2;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: return 1;
   }
   return 0;
 }
@@ -22,6 +24,8 @@ const char* dtype_name(DType t) {
     case DType::kF64: return "fp64";
     case DType::kBF16: return "bf16";
     case DType::kF16: return "fp16";
+    case DType::kF8E4M3: return "fp8_e4m3";
+    case DType::kF8E5M2: return "fp8_e5m2";
   }
   return "?";
 }
@@ -32,6 +36,8 @@ const char* dtype_torch_name(DType t) {
     case DType::kF64: return "double";
     case DType::kBF16: return "BFloat16";
     case DType::kF16: return "Half";
+    case DType::kF8E4M3: return "Float8_e4m3fn";
+    case DType::kF8E5M2: return "Float8_e5m2";
   }
   return "?";
 }
@@ -43,7 +49,18 @@ StatusOr<DType> parse_dtype(const std::string& s) {
   if (s == "f64" || s == "float64") return DType::kF64;
   if (s == "bfloat16") return DType::kBF16;
   if (s == "f16" || s == "half" || s == "float16") return DType::kF16;
+  if (parse_fp8_dtype(s).is_ok())
+    return Status::invalid_argument(
+        fmt::format("dtype '{}' is an fp8 type: only ScaledGemm's inputs are fp8 (use fp32, fp64, bf16 or fp16)", s));
   return Status::invalid_argument(fmt::format("unknown dtype '{}' (use fp32, fp64, bf16 or fp16)", s));
+}
+
+StatusOr<DType> parse_fp8_dtype(const std::string& s) {
+  for (DType t : {DType::kF8E4M3, DType::kF8E5M2})
+    if (s == dtype_name(t) || s == dtype_torch_name(t)) return t;
+  if (s == "fp8" || s == "e4m3" || s == "fp8_e4m3fn" || s == "float8_e4m3fn") return DType::kF8E4M3;
+  if (s == "e5m2" || s == "float8_e5m2") return DType::kF8E5M2;
+  return Status::invalid_argument(fmt::format("unknown fp8 dtype '{}' (use fp8_e4m3 or fp8_e5m2)", s));
 }
 
 const char* device_kind_name(DeviceKind k) { return k == DeviceKind::kCpu ? "cpu" : "cuda"; }

@@ -197,19 +197,23 @@ bool can_replay(const CublasCall& call) {
 }
 
 // CallSite::replay for cuBLASLt: the program's handle, descriptors (bias included), algorithm,
-// workspace and stream, on the tuning buffers (A and B back in the call's roles, D in place).
+// workspace and stream, on the tuning buffers (A and B back in the call's roles, D in place). An
+// FP8 call's C is never read and may be typed otherwise than D (PyTorch types it as the bias):
+// its pointer is then A's, as PyTorch passes it, never D's.
 struct LtReplay {
   const LtCall* call;
   bool swap_ab;
+  bool c_is_a;
 };
 Status replay_lt(const void* what, const void* a, const void* b, void* c) {
   const auto& r = *static_cast<const LtReplay*>(what);
   const LtCall& call = *r.call;
   auto desc = static_cast<cublasLtMatmulDesc_t>(const_cast<void*>(call.desc));
   auto layout = [](const void* l) { return static_cast<cublasLtMatrixLayout_t>(const_cast<void*>(l)); };
-  return replayed(program_lt().matmul(static_cast<cublasLtHandle_t>(call.handle), desc, call.alpha, r.swap_ab ? b : a,
-                                      layout(call.adesc), r.swap_ab ? a : b, layout(call.bdesc), call.beta, c,
-                                      layout(call.cdesc), c, layout(call.ddesc),
+  const void* in_a = r.swap_ab ? b : a;
+  return replayed(program_lt().matmul(static_cast<cublasLtHandle_t>(call.handle), desc, call.alpha, in_a,
+                                      layout(call.adesc), r.swap_ab ? a : b, layout(call.bdesc), call.beta,
+                                      r.c_is_a ? in_a : c, layout(call.cdesc), c, layout(call.ddesc),
                                       static_cast<const cublasLtMatmulAlgo_t*>(call.algo), call.workspace,
                                       call.workspace_bytes, static_cast<cudaStream_t>(call.stream)));
 }
@@ -261,11 +265,12 @@ Outcome serve_lt_call(const LtCall& call) {
   DeviceEngine* dev = current_device(&r);
   if (dev == nullptr) return {r};
   CallSite site{true, call.stream, call.workspace, call.workspace_bytes};
-  LtReplay replay{&call, m.swap_ab};
+  LtReplay replay{&call, m.swap_ab, m.fp8};
   if (lt.matmul != nullptr) {
     site.replay = &replay_lt;
     site.replay_call = &replay;
   }
+  if (m.fp8) return serve_scaled_gemm(*dev, m.scaled, m.scaled_ops, site);
   if (!m.has_bias) return serve_gemm(*dev, m.gemm, m.ops, site);
   GemmAndBiasOperands ops{m.ops.a, m.ops.b, m.bias_ptr, m.ops.c, m.ops.stream};
   return serve_gemm_and_bias(*dev, m.bias, ops, site);

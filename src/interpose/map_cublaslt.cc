@@ -1,6 +1,8 @@
 #include "interpose/map_cublaslt.h"
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -14,9 +16,13 @@ namespace {
 // Matmul descriptor attributes that change the computation and that we do not reproduce: each
 // must hold its default value (numbers, so that an older header still builds; an attribute the
 // running library does not know reads as default). TRANSC, FILL_MODE, the auxiliary epilogue
-// output, alpha vectors, fp8/block scaling, fast accumulation, emulation.
+// output, alpha vectors, fp8/block scaling, fast accumulation, emulation. An FP8 call may set
+// the A and B scale pointers and modes and fast accumulation (kFp8Allowed).
 constexpr int kDescMustBeDefault[] = {5,  6,  11, 12, 13, 14, 17, 18, 19, 20, 21, 22,
                                       23, 24, 25, 31, 32, 33, 34, 35, 36, 37, 38};
+constexpr int kFp8Allowed[] = {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                               CUBLASLT_MATMUL_DESC_FAST_ACCUM, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                               CUBLASLT_MATMUL_DESC_B_SCALE_MODE};
 // Layout attributes: planar complex offset, batch mode (strided vs pointer array).
 constexpr int kLayoutMustBeDefault[] = {7, 8};
 
@@ -42,6 +48,10 @@ struct Shape {
   const void* bias = nullptr;
   bool scale_f64 = false;
   bool c_like_d = false;  // C's layout equals D's (required when beta != 0)
+  bool fp8 = false;       // a ScaledGemm problem: `scaled` and the scale pointers (bias: `bias`)
+  ScaledGemmParams scaled;
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
 };
 
 template <class T>
@@ -116,13 +126,119 @@ Operand normalize(const Layout& l, char trans) {
   return {l.order == CUBLASLT_ORDER_ROW ? flip(trans) : trans, l.ld, l.stride};
 }
 
+bool is_fp8_type(uint32_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+
+// What every call must satisfy, FP8 or not: host alpha/beta, no SM target, every attribute we
+// do not reproduce at its default (an FP8 call may set its scales and fast accumulation), plain
+// strided layouts in column- or row-major order.
+Reason common_checks(const LtCall& c, const LtFunctions& f, int32_t pmode, bool fp8,
+                     std::initializer_list<const Layout*> layouts) {
+  if (pmode != CUBLASLT_POINTER_MODE_HOST) return Reason::kDevicePointerMode;
+  int32_t sm_target = 0;
+  if (get(f, c.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target) && sm_target != 0) return Reason::kSmCountTarget;
+  const Defaults& def = defaults(f);
+  if (def.desc == nullptr || def.layout == nullptr) return Reason::kDescriptorAttribute;
+  for (int attr : kDescMustBeDefault) {
+    if (fp8 && std::find(std::begin(kFp8Allowed), std::end(kFp8Allowed), attr) != std::end(kFp8Allowed)) continue;
+    if (!same_as_default(f.desc_get, static_cast<cublasLtMatmulDesc_t>(const_cast<void*>(c.desc)), def.desc,
+                         static_cast<cublasLtMatmulDescAttributes_t>(attr)))
+      return Reason::kDescriptorAttribute;
+  }
+  for (const void* l : {c.adesc, c.bdesc, c.cdesc, c.ddesc})
+    for (int attr : kLayoutMustBeDefault)
+      if (!same_as_default(f.layout_get, static_cast<cublasLtMatrixLayout_t>(const_cast<void*>(l)), def.layout,
+                           static_cast<cublasLtMatrixLayoutAttribute_t>(attr)))
+        return Reason::kLayout;
+  for (const Layout* l : layouts)
+    if (l->order != CUBLASLT_ORDER_COL && l->order != CUBLASLT_ORDER_ROW) return Reason::kLayout;
+  return Reason::kServed;
+}
+
+char op_letter(int32_t t) { return t == CUBLAS_OP_N ? 'N' : (t == CUBLAS_OP_T || t == CUBLAS_OP_C) ? 'T' : 0; }
+
+// Logical sizes: op(A) is rows(D) x K, op(B) is K x cols(D).
+struct Sizes {
+  uint64_t rows = 0, cols = 0, k = 0;
+};
+Reason logical_sizes(const Layout& la, const Layout& lb, const Layout& ld, char opa, char opb, Sizes* out) {
+  if (opa == 0 || opb == 0) return Reason::kInvalidArguments;
+  const uint64_t rows = ld.rows, cols = ld.cols;
+  const uint64_t k = opa == 'N' ? la.cols : la.rows;
+  const uint64_t a_rows = opa == 'N' ? la.rows : la.cols;
+  const uint64_t b_rows = opb == 'N' ? lb.rows : lb.cols, b_cols = opb == 'N' ? lb.cols : lb.rows;
+  if (a_rows != rows || b_rows != k || b_cols != cols) return Reason::kInvalidArguments;
+  if (rows == 0 || cols == 0 || k == 0) return Reason::kTrivial;
+  *out = {rows, cols, k};
+  return Reason::kServed;
+}
+
+bool output_dtype_of(uint32_t t, DType* out) {
+  return dtype_of(int(t), out) && *out != DType::kF64;  // bf16, fp16, fp32
+}
+
+// An FP8 call (torch._scaled_mm's): compute and scale 32F, A and B fp8, D bf16/fp16/fp32, every
+// layout column-major and unbatched, both scale modes scalar (tensorwise) or both outer vector
+// (rowwise) with both pointers set, no epilogue or a bias. C is ignored: beta must be 0.
+Shape read_fp8_shape(const LtCall& c, const LtFunctions& f, const Layout& la, const Layout& lb, const Layout& lc,
+                     const Layout& ld, int32_t compute, int32_t scale, int32_t pmode, int32_t ta, int32_t tb,
+                     uint32_t epilogue) {
+  Shape s;
+  auto fail = [&](Reason r) {
+    s.why = r;
+    return s;
+  };
+  ScaledGemmParams& p = s.scaled;
+  if (!is_fp8_type(la.type) || !is_fp8_type(lb.type) || !output_dtype_of(ld.type, &p.out_dtype))
+    return fail(Reason::kDataType);
+  p.a_dtype = la.type == CUDA_R_8F_E4M3 ? DType::kF8E4M3 : DType::kF8E5M2;
+  p.b_dtype = lb.type == CUDA_R_8F_E4M3 ? DType::kF8E4M3 : DType::kF8E5M2;
+  if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return fail(Reason::kComputeType);
+  if (Reason r = common_checks(c, f, pmode, true, {&la, &lb, &lc, &ld}); r != Reason::kServed) return fail(r);
+  for (const Layout* l : {&la, &lb, &lc, &ld})
+    if (l->order != CUBLASLT_ORDER_COL || l->batch != 1) return fail(Reason::kLayout);
+  int32_t mode_a = 0, mode_b = 0;  // an attribute the library does not know reads as scalar
+  (void)get(f, c.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_a);
+  (void)get(f, c.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_b);
+  if (mode_a != mode_b ||
+      (mode_a != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F && mode_a != CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F))
+    return fail(Reason::kDescriptorAttribute);  // block scaling, mixed modes
+  p.scale_mode = mode_a == CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F ? ScaleMode::kRowwise : ScaleMode::kTensorwise;
+  const void *sa = nullptr, *sb = nullptr;
+  if (!get(f, c.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa) ||
+      !get(f, c.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb) || sa == nullptr || sb == nullptr)
+    return fail(Reason::kDescriptorAttribute);
+  s.scale_a = static_cast<const float*>(sa);
+  s.scale_b = static_cast<const float*>(sb);
+  if (epilogue != kEpilogueDefault && epilogue != kEpilogueBias) return fail(Reason::kEpilogue);
+  if (epilogue == kEpilogueBias) {
+    int32_t bias_type = -1;
+    DType bt = p.out_dtype;
+    if (!get(f, c.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias) || s.bias == nullptr)
+      return fail(Reason::kEpilogue);
+    if (get(f, c.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type) && bias_type != -1 &&
+        !output_dtype_of(uint32_t(bias_type), &bt))
+      return fail(Reason::kEpilogue);
+    p.bias_dtype = bt;
+  }
+  Sizes z;
+  if (Reason r = logical_sizes(la, lb, ld, op_letter(ta), op_letter(tb), &z); r != Reason::kServed) return fail(r);
+  p.transa = op_letter(ta), p.transb = op_letter(tb);
+  p.m = int64_t(z.rows), p.n = int64_t(z.cols), p.k = int64_t(z.k);
+  p.lda = la.ld, p.ldb = lb.ld, p.ldc = ld.ld;
+  if (p.lda < 1 || p.ldb < 1 || p.ldc < 1) return fail(Reason::kInvalidArguments);
+  p = p.with_defaults();
+  if (!p.validate().is_ok()) return fail(Reason::kInvalidArguments);
+  s.fp8 = true;
+  return s;
+}
+
 Shape read_shape(const LtCall& c, const LtFunctions& f, bool allow_tf32) {
   Shape s;
   auto fail = [&](Reason r) {
     s.why = r;
     return s;
   };
-  int32_t compute = 0, scale = 0, pmode = 0, ta = 0, tb = 0, sm_target = 0, bias_type = -1;
+  int32_t compute = 0, scale = 0, pmode = 0, ta = 0, tb = 0, bias_type = -1;
   uint32_t epilogue = 0;
   const void* bias = nullptr;
   if (!get(f, c.desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &compute) ||
@@ -134,6 +250,8 @@ Shape read_shape(const LtCall& c, const LtFunctions& f, bool allow_tf32) {
   if (!read_layout(f, c.adesc, &la) || !read_layout(f, c.bdesc, &lb) || !read_layout(f, c.cdesc, &lc) ||
       !read_layout(f, c.ddesc, &ld))
     return fail(Reason::kInvalidArguments);
+  if (is_fp8_type(la.type) || is_fp8_type(lb.type))
+    return read_fp8_shape(c, f, la, lb, lc, ld, compute, scale, pmode, ta, tb, epilogue);
   DType dt;
   if (!dtype_of(int(la.type), &dt) || lb.type != la.type || lc.type != la.type || ld.type != la.type)
     return fail(Reason::kDataType);
@@ -147,22 +265,7 @@ Shape read_shape(const LtCall& c, const LtFunctions& f, bool allow_tf32) {
   } else {
     return fail(Reason::kComputeType);
   }
-  if (pmode != CUBLASLT_POINTER_MODE_HOST) return fail(Reason::kDevicePointerMode);
-  if (get(f, c.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target) && sm_target != 0)
-    return fail(Reason::kSmCountTarget);
-  const Defaults& def = defaults(f);
-  if (def.desc == nullptr || def.layout == nullptr) return fail(Reason::kDescriptorAttribute);
-  for (int attr : kDescMustBeDefault)
-    if (!same_as_default(f.desc_get, static_cast<cublasLtMatmulDesc_t>(const_cast<void*>(c.desc)), def.desc,
-                         static_cast<cublasLtMatmulDescAttributes_t>(attr)))
-      return fail(Reason::kDescriptorAttribute);
-  for (const void* l : {c.adesc, c.bdesc, c.cdesc, c.ddesc})
-    for (int attr : kLayoutMustBeDefault)
-      if (!same_as_default(f.layout_get, static_cast<cublasLtMatrixLayout_t>(const_cast<void*>(l)), def.layout,
-                           static_cast<cublasLtMatrixLayoutAttribute_t>(attr)))
-        return fail(Reason::kLayout);
-  for (const Layout* l : {&la, &lb, &lc, &ld})
-    if (l->order != CUBLASLT_ORDER_COL && l->order != CUBLASLT_ORDER_ROW) return fail(Reason::kLayout);
+  if (Reason r = common_checks(c, f, pmode, false, {&la, &lb, &lc, &ld}); r != Reason::kServed) return fail(r);
 
   switch (epilogue) {
     case kEpilogueDefault: break;
@@ -181,16 +284,10 @@ Shape read_shape(const LtCall& c, const LtFunctions& f, bool allow_tf32) {
     // of the column-major problem we would compute, which our GemmAndBias does not have.
     if (ld.order == CUBLASLT_ORDER_ROW) return fail(Reason::kLayout);
   }
-  char opa = ta == CUBLAS_OP_N ? 'N' : (ta == CUBLAS_OP_T || ta == CUBLAS_OP_C) ? 'T' : 0;
-  char opb = tb == CUBLAS_OP_N ? 'N' : (tb == CUBLAS_OP_T || tb == CUBLAS_OP_C) ? 'T' : 0;
-  if (opa == 0 || opb == 0) return fail(Reason::kInvalidArguments);
-  // Logical sizes: op(A) is rows(D) x K, op(B) is K x cols(D).
-  const uint64_t rows = ld.rows, cols = ld.cols;
-  const uint64_t k = opa == 'N' ? la.cols : la.rows;
-  const uint64_t a_rows = opa == 'N' ? la.rows : la.cols;
-  const uint64_t b_rows = opb == 'N' ? lb.rows : lb.cols, b_cols = opb == 'N' ? lb.cols : lb.rows;
-  if (a_rows != rows || b_rows != k || b_cols != cols) return fail(Reason::kInvalidArguments);
-  if (rows == 0 || cols == 0 || k == 0) return fail(Reason::kTrivial);
+  const char opa = op_letter(ta), opb = op_letter(tb);
+  Sizes z;
+  if (Reason r = logical_sizes(la, lb, ld, opa, opb, &z); r != Reason::kServed) return fail(r);
+  const uint64_t rows = z.rows, cols = z.cols, k = z.k;
   const int32_t batch = ld.batch;
   if (la.batch != batch || lb.batch != batch || lc.batch != batch || batch < 1) return fail(Reason::kLayout);
   if (batch > 1 && (la.stride <= 0 || lb.stride <= 0 || ld.stride <= 0)) return fail(Reason::kBroadcastStride);
@@ -301,6 +398,16 @@ Reason map_lt_call(const LtCall& c, const LtFunctions& f, bool allow_tf32, LtMap
   }
   if (s.why != Reason::kServed) return s.why;
   if (c.alpha == nullptr || c.beta == nullptr) return Reason::kInvalidArguments;
+  if (s.fp8) {
+    // torch._scaled_mm passes alpha 1 and beta 0 (host floats); ScaledGemm has neither.
+    if (*static_cast<const float*>(c.alpha) != 1.0f || *static_cast<const float*>(c.beta) != 0.0f)
+      return Reason::kDescriptorAttribute;
+    if (c.a == nullptr || c.b == nullptr || c.d == nullptr) return Reason::kInvalidArguments;
+    out->fp8 = true;
+    out->scaled = s.scaled;
+    out->scaled_ops = ScaledGemmOperands{c.a, c.b, s.scale_a, s.scale_b, s.bias, c.d, c.stream};
+    return Reason::kServed;
+  }
   GemmParams p = s.p;
   p.alpha = s.scale_f64 ? *static_cast<const double*>(c.alpha) : *static_cast<const float*>(c.alpha);
   p.beta = s.scale_f64 ? *static_cast<const double*>(c.beta) : *static_cast<const float*>(c.beta);

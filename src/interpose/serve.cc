@@ -10,14 +10,17 @@
 #endif
 #include "ops/gemm/dispatch.h"
 #include "ops/gemm_and_bias/dispatch.h"
+#include "ops/scaled_gemm/dispatch.h"
 #include "tunableop/safe_file.h"
 
 namespace tunableop::interpose {
 
 namespace {
 
-const GemmParams& gemm_of(const GemmParams& p) { return p; }
-const GemmParams& gemm_of(const GemmAndBiasParams& p) { return p.gemm; }
+// Whether a candidate's call reads C (then a failure part-way leaves C changed).
+double beta_of(const GemmParams& p) { return p.beta; }
+double beta_of(const GemmAndBiasParams& p) { return p.gemm.beta; }
+double beta_of(const ScaledGemmParams&) { return 0.0; }
 
 bool is_library_default(const DeviceEngine& dev, const std::string& name) {
   return name == (dev.device.kind == DeviceKind::kCuda ? "Default" : kProgramBlasName);
@@ -73,7 +76,7 @@ Outcome run(DeviceEngine& dev, const PlanDecision<Op>& d, const typename Op::Par
   if (st.is_ok()) return {Reason::kServed};
   if (site.gpu) gpu::clear_our_error();
   if (st.is_unsupported()) return {Reason::kCandidateDeclined};
-  const bool beta0 = gemm_of(p).beta == 0.0;
+  const bool beta0 = beta_of(p) == 0.0;
   dev.ctx->log().warn(fmt::format("interpose: {} failed ({}); {}", d.solution, st.to_string(),
                                   beta0 || !site.gpu ? "passing the call to the library" : "reporting the failure"));
   // With beta != 0 a candidate that failed part-way may have changed C: the library cannot
@@ -156,6 +159,11 @@ Outcome serve_gemm(DeviceEngine& dev, const GemmParams& p, const GemmOperands& o
 Outcome serve_gemm_and_bias(DeviceEngine& dev, const GemmAndBiasParams& p, const GemmAndBiasOperands& ops,
                             const CallSite& site) {
   return serve<GemmAndBiasOp>(dev, p, ops, site);
+}
+
+Outcome serve_scaled_gemm(DeviceEngine& dev, const ScaledGemmParams& p, const ScaledGemmOperands& ops,
+                          const CallSite& site) {
+  return serve<ScaledGemmOp>(dev, p, ops, site);
 }
 
 }  // namespace tunableop::interpose

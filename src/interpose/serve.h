@@ -10,6 +10,7 @@
 #include "interpose/engine.h"
 #include "tunableop/gemm.h"
 #include "tunableop/gemm_and_bias.h"
+#include "tunableop/scaled_gemm.h"
 
 namespace tunableop::interpose {
 
@@ -41,5 +42,9 @@ struct CallSite {
 Outcome serve_gemm(DeviceEngine& dev, const GemmParams& p, const GemmOperands& ops, const CallSite& site);
 Outcome serve_gemm_and_bias(DeviceEngine& dev, const GemmAndBiasParams& p, const GemmAndBiasOperands& ops,
                             const CallSite& site);
+// An FP8 cublasLtMatmul (torch._scaled_mm): the replayed call keeps the program's scale and bias
+// pointers (their values equal the tuning copies').
+Outcome serve_scaled_gemm(DeviceEngine& dev, const ScaledGemmParams& p, const ScaledGemmOperands& ops,
+                          const CallSite& site);
 
 }  // namespace tunableop::interpose

@@ -53,6 +53,8 @@ const char* safetensors_dtype_name(DType t) {
     case DType::kBF16: return "BF16";
     case DType::kF16: return "F16";
     case DType::kF64: return "F64";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kF8E5M2: return "F8_E5M2";
   }
   return "?";
 }
@@ -284,7 +286,9 @@ void convert_to_f32(const TensorView& t, float* out) {
         out[i] = to_float(h);
       }
       break;
-    case DType::kF64: break;  // never marked supported
+    case DType::kF64:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // never marked supported
   }
 }
 

@@ -46,6 +46,9 @@ struct Problem {
 // Checks the device C against the reference, appends it to `out`; false (with a message) when
 // wrong. `label` names the case in messages.
 bool check(Problem& p, std::ofstream& out, const std::string& label);
+// The same for values already on the host: max |got - want| relative to max |want| <= tol.
+bool check_values(const std::vector<double>& got, const std::vector<double>& want, double tol, std::ofstream& out,
+                  const std::string& label);
 
 struct Context {
   cublasHandle_t handle = nullptr;
@@ -62,6 +65,10 @@ struct Context {
 
 // The cases (cublas_program_cases.cc). Each returns false when a result was wrong.
 int run_all_cases(Context& ctx);  // returns the number of servable problems
+// FP8 cublasLtMatmul as torch._scaled_mm makes it (cublas_program_fp8.cc): the servable ones'
+// count; *passes receives how many must pass through as "descriptor attribute not reproduced".
+// Nothing on a GPU without FP8 (compute capability below 8.9).
+int run_fp8_cases(Context& ctx, int* passes);
 
 // Calls through cuBLAS's C entry points, one per intercepted function.
 cublasStatus_t gemm_ex(Context& ctx, Problem& p);

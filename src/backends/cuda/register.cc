@@ -13,6 +13,7 @@
 #include "backends/cuda/kernels/pad_ld.h"
 #include "backends/cuda/kernels/split_m.h"
 #include "backends/cuda/runtime.h"
+#include "backends/cuda/scaled_gemm/candidates.h"
 #include "backends/cuda/validators.h"
 #include "tunableop/gemm.h"
 
@@ -40,6 +41,7 @@ void register_cuda(Registry& r) {
   for (auto& c : cuda::make_pad_ld_candidates()) list.push_back(std::move(c));
   r.list<GemmCandidateFamily>().push_back(cuda::make_lt_family());
   cuda::register_cuda_gemm_and_bias(r);  // GemmAndBias: cuBLASLt epilogue Default, Split, Lt family
+  cuda::register_cuda_scaled_gemm(r);    // ScaledGemm: cuBLASLt FP8 Default and families, our FP8 kernels
   cuda::register_cuda_all_reduce(r);     // AllReduce: NCCL, our peer-memory kernels (a communicator per GPU group)
   cuda::register_cuda_fused_linear(r);   // FusedLinear: the fused decode-projection kernel's shapes
   // Attention: Default (math path), flash and split-KV kernels, cuDNN SDPA where built.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tunableop/fp8.h"
 #include "tunableop/half.h"
 
 namespace tunableop {
@@ -14,6 +15,8 @@ double load_as_double(DType dtype, const void* base, int64_t idx) {
     case DType::kF64: return static_cast<const double*>(base)[idx];
     case DType::kBF16: return to_float(static_cast<const bf16*>(base)[idx]);
     case DType::kF16: return to_float(static_cast<const fp16*>(base)[idx]);
+    case DType::kF8E4M3: return to_float(static_cast<const fp8_e4m3*>(base)[idx]);
+    case DType::kF8E5M2: return to_float(static_cast<const fp8_e5m2*>(base)[idx]);
   }
   return 0;
 }
@@ -24,6 +27,9 @@ void store_from_double(DType dtype, void* base, int64_t idx, double v) {
     case DType::kF64: static_cast<double*>(base)[idx] = v; break;
     case DType::kBF16: static_cast<bf16*>(base)[idx] = to_bf16(float(v)); break;
     case DType::kF16: static_cast<fp16*>(base)[idx] = to_fp16(float(v)); break;
+    // Saturating (tunableop/fp8.h): random operands and quantized values never become NaN.
+    case DType::kF8E4M3: static_cast<fp8_e4m3*>(base)[idx] = to_fp8_e4m3(float(v)); break;
+    case DType::kF8E5M2: static_cast<fp8_e5m2*>(base)[idx] = to_fp8_e5m2(float(v)); break;
   }
 }
 

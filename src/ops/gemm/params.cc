@@ -3,35 +3,14 @@
 #include <algorithm>
 #include <cctype>
 
+#include "ops/gemm/operand_span.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/gemm.h"
 
 namespace tunableop {
 
-namespace {
-// Elements an operand spans over the batch; not ok() when that overflows (only validate()d
-// params are guaranteed to fit, and their byte counts too).
-CheckedInt checked_span(int64_t batch, int64_t stride, int64_t ld, int64_t rows, int64_t cols) {
-  if (rows == 0 || cols == 0 || batch == 0) return 0;
-  return (CheckedInt(batch) - 1) * stride + CheckedInt(ld) * (cols - 1) + rows;
-}
-int64_t span(int64_t batch, int64_t stride, int64_t ld, int64_t rows, int64_t cols) {
-  return checked_span(batch, stride, ld, rows, cols).value();
-}
-
-// The operand's span and byte count must fit a 64-bit size: a wrapped value would size buffers
-// smaller than the kernels index.
-Status check_operand_size(const char* name, DType dtype, int64_t batch, int64_t stride, int64_t ld, int64_t rows,
-                          int64_t cols) {
-  CheckedInt n = checked_span(batch, stride, ld, rows, cols);
-  if (n.ok() && checked_bytes(n.value(), dtype_size(dtype))) return Status::ok();
-  return Status::invalid_argument(
-      fmt::format("{} spans more bytes than a 64-bit size can hold ({} rows x {} columns as stored, ld{} {}, "
-                  "batch {}, stride_{} {}, {}-byte elements): check the leading dimension, batch and stride",
-                  name, rows, cols, char(std::tolower(name[0])), ld, batch, char(std::tolower(name[0])), stride,
-                  dtype_size(dtype)));
-}
-}  // namespace
+using ops::check_operand_size;
+using ops::operand_span;
 
 GemmParams GemmParams::with_defaults() const {
   GemmParams p = *this;
@@ -65,6 +44,9 @@ Status GemmParams::validate() const {
   if (m < 0 || n < 0 || k < 0)
     return Status::invalid_argument(fmt::format("m, n, k must be >= 0, got {}, {}, {}", m, n, k));
   if (batch < 1) return Status::invalid_argument(fmt::format("batch must be >= 1, got {}", batch));
+  if (is_fp8(dtype) || is_fp8(c_dtype()))
+    return Status::invalid_argument(
+        "GEMM computes in fp32, fp64, bf16 or fp16; fp8 inputs are ScaledGemm's (tunableop/scaled_gemm.h)");
   if (lda < std::max<int64_t>(1, a_rows()))
     return Status::invalid_argument(fmt::format("lda ({}) must be >= the rows of A as stored ({})", lda, a_rows()));
   if (ldb < std::max<int64_t>(1, b_rows()))
@@ -87,9 +69,9 @@ Status GemmParams::validate() const {
   return Status::ok();
 }
 
-int64_t GemmParams::a_span() const { return span(batch, stride_a, lda, a_rows(), a_cols()); }
-int64_t GemmParams::b_span() const { return span(batch, stride_b, ldb, b_rows(), b_cols()); }
-int64_t GemmParams::c_span() const { return span(batch, stride_c, ldc, m, n); }
+int64_t GemmParams::a_span() const { return operand_span(batch, stride_a, lda, a_rows(), a_cols()); }
+int64_t GemmParams::b_span() const { return operand_span(batch, stride_b, ldb, b_rows(), b_cols()); }
+int64_t GemmParams::c_span() const { return operand_span(batch, stride_c, ldc, m, n); }
 
 GemmParams linear_params(DType dtype, int64_t tokens, int64_t in, int64_t out) {
   // Row-major y[t, o] = sum_i x[t, i] W[o, i]. Column-major, y is (out x tokens) = W' x' where

@@ -19,6 +19,7 @@
 #include "backends/cpu_runtime.h"
 #include "ops/gemm/dispatch.h"
 #include "support/gemm_testing.h"
+#include "support/scratch_dir.h"
 #include "support/virtual_clock.h"
 #include "tunableop/gemm.h"
 
@@ -29,24 +30,7 @@ namespace fs = std::filesystem;
 using testing::HostGemmProblem;
 using testing::matches_reference;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("tunableop-dispatch-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using ScratchDir = testing::ScratchDir;
 
 std::vector<std::string> lines_of(const std::string& path, bool entries_only) {
   std::ifstream in(path);

@@ -15,6 +15,7 @@
 #include "backends/cpu_runtime.h"
 #include "ops/gemm/reference.h"
 #include "ops/gemm_and_bias/reference.h"
+#include "support/scratch_dir.h"
 #include "support/virtual_clock.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm_and_bias.h"
@@ -24,24 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("tunableop-bias-dispatch-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using ScratchDir = testing::ScratchDir;
 
 std::vector<std::string> entries(const std::string& path) {
   std::ifstream in(path);

@@ -54,6 +54,8 @@ Acc load(DType t, const void* p, int64_t i) {
     case DType::kF64: return Acc(static_cast<const double*>(p)[i]);
     case DType::kBF16: return Acc(to_float(static_cast<const bf16*>(p)[i]));
     case DType::kF16: return Acc(to_float(static_cast<const fp16*>(p)[i]));
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // the all-reduce refuses fp8 (AllReduceParams::validate)
   }
   return Acc(0);
 }
@@ -64,6 +66,8 @@ void store(DType t, void* p, int64_t i, Acc v) {
     case DType::kF64: static_cast<double*>(p)[i] = double(v); break;
     case DType::kBF16: static_cast<bf16*>(p)[i] = to_bf16(float(v)); break;
     case DType::kF16: static_cast<fp16*>(p)[i] = to_fp16(float(v)); break;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // the all-reduce refuses fp8 (AllReduceParams::validate)
   }
 }
 

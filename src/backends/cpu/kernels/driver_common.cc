@@ -121,6 +121,8 @@ void scale_c(const GemmParams& p, void* c) {
     case DType::kF64: scale_typed(p, static_cast<double*>(c)); break;
     case DType::kBF16: scale_typed(p, static_cast<bf16*>(c)); break;
     case DType::kF16: scale_typed(p, static_cast<fp16*>(c)); break;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // never a GEMM's C (validate refuses fp8)
   }
 }
 

@@ -99,8 +99,10 @@ Status run_gemm_entry(const GemmParams& params, const GemmOperands& ops, Isa isa
     case DType::kF64: return run(double{}, p, *kt);
     case DType::kBF16: return run(bf16{}, p, *kt);
     case DType::kF16: return run(fp16{}, p, *kt);
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;
   }
-  return Status::invalid_argument(std::string(what) + ": unknown dtype");
+  return Status::invalid_argument(std::string(what) + ": no GEMM kernel for " + dtype_name(p.dtype));
 }
 
 }  // namespace tunableop::cpu_kernels

@@ -136,6 +136,7 @@ void register_cpu_kernels(Registry& r) {
     if (seen.insert(c.name).second) list.push_back(std::move(c));
   }
   register_cpu_gemm_and_bias(r);
+  register_cpu_scaled_gemm(r);
 }
 
 }  // namespace tunableop

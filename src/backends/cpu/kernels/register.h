@@ -19,4 +19,9 @@ namespace tunableop {
 // Does nothing when no CPU GEMM Default is registered yet.
 void register_cpu_gemm_and_bias(Registry& r);
 
+// ScaledGemm on the CPU: appends "Default" (fp8 A and B widened to fp32, the CPU GEMM Default
+// in fp32, then scales, bias and rounding in one pass) to r.list<ScaledGemmCandidate>(). Does
+// nothing when no CPU GEMM Default is registered yet.
+void register_cpu_scaled_gemm(Registry& r);
+
 }  // namespace tunableop

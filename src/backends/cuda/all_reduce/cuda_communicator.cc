@@ -86,6 +86,8 @@ StatusOr<ncclDataType_t> nccl_type(DType t) {
     case DType::kF64: return ncclFloat64;
     case DType::kF16: return ncclFloat16;
     case DType::kBF16: return ncclBfloat16;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // the all-reduce refuses fp8 (AllReduceParams::validate)
   }
   return Status::unsupported("no NCCL type for this dtype");
 }

@@ -107,6 +107,8 @@ CudaTypes cuda_types(const GemmParams& p) {
     case DType::kF64: t = {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F}; break;
     case DType::kBF16: t = {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F}; break;
     case DType::kF16: t = {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F}; break;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: break;  // never a GEMM's dtype (validate refuses fp8; ScaledGemm has its own)
   }
   t.out = p.widens() ? CUDA_R_32F : t.data;  // validated: a wider C is fp32
   return t;

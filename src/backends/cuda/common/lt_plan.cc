@@ -8,6 +8,7 @@
 
 #include "backends/cuda/common/cublas_gemm.h"
 #include "backends/cuda/common/cuda_util.h"
+#include "backends/cuda/common/lt_search.h"
 
 namespace tunableop::cuda {
 
@@ -67,14 +68,17 @@ T config_get(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttribute
   return v;
 }
 
-template <class T>
-Status config_set(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
-  TUNABLEOP_CUBLAS_TRY(cublasLtMatmulAlgoConfigSetAttribute(algo, attr, &v, sizeof(v)));
-  return Status::ok();
+uint32_t cap_u32(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr, uint32_t fallback) {
+  uint32_t v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return fallback;
+  return v;
 }
 
-StatusOr<cublasLtMatrixLayout_t> make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                                             int64_t stride) {
+}  // namespace
+
+StatusOr<cublasLtMatrixLayout_t> make_lt_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                                int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
   // cuBLASLt rejects ld < 1 even for empty matrices.
   TUNABLEOP_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l, t, uint64_t(rows), uint64_t(cols), std::max<int64_t>(ld, 1)));
@@ -90,15 +94,6 @@ StatusOr<cublasLtMatrixLayout_t> make_layout(cudaDataType_t t, int64_t rows, int
   }
   return l;
 }
-
-uint32_t cap_u32(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr, uint32_t fallback) {
-  uint32_t v = 0;
-  size_t written = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return fallback;
-  return v;
-}
-
-}  // namespace
 
 LtConfig read_config(const cublasLtMatmulAlgo_t& algo) {
   LtConfig c;
@@ -134,13 +129,13 @@ StatusOr<std::shared_ptr<LtPlan>> LtPlan::create(const GemmParams& p) {
   int32_t tb = p.transb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
   TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TUNABLEOP_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  auto a = make_layout(t.data, p.a_rows(), p.a_cols(), p.lda, p.batch, p.stride_a);
+  auto a = make_lt_layout(t.data, p.a_rows(), p.a_cols(), p.lda, p.batch, p.stride_a);
   if (!a.is_ok()) return a.status();
   plan->a_ = *a;
-  auto b = make_layout(t.data, p.b_rows(), p.b_cols(), p.ldb, p.batch, p.stride_b);
+  auto b = make_lt_layout(t.data, p.b_rows(), p.b_cols(), p.ldb, p.batch, p.stride_b);
   if (!b.is_ok()) return b.status();
   plan->b_ = *b;
-  auto c = make_layout(t.out, p.m, p.n, p.ldc, p.batch, p.stride_c);
+  auto c = make_lt_layout(t.out, p.m, p.n, p.ldc, p.batch, p.stride_c);
   if (!c.is_ok()) return c.status();
   plan->c_ = *c;
   return plan;
@@ -163,31 +158,11 @@ bool LtPlan::matches(const GemmParams& q) const {
 }
 
 Status LtPlan::check_algo(cublasLtHandle_t h, const cublasLtMatmulAlgo_t& algo, size_t* workspace) const {
-  cublasLtMatmulHeuristicResult_t res{};
-  TUNABLEOP_CUBLAS_TRY(cublasLtMatmulAlgoCheck(h, op_, a_, b_, c_, c_, &algo, &res));
-  if (res.state != CUBLAS_STATUS_SUCCESS) return cublas_status(res.state, "cublasLtMatmulAlgoCheck");
-  if (res.workspaceSize > kLtMaxWorkspaceBytes) {
-    return Status::unsupported(
-        fmt::format("needs {} bytes of workspace (limit {})", res.workspaceSize, kLtMaxWorkspaceBytes));
-  }
-  if (workspace) *workspace = res.workspaceSize;
-  return Status::ok();
+  return lt_check_algo(h, lt_problem(*this), algo, workspace);
 }
 
 StatusOr<cublasLtMatmulAlgo_t> LtPlan::make_algo(cublasLtHandle_t h, const LtConfig& c, size_t* workspace) const {
-  CudaTypes t = cuda_types(p_);
-  cublasLtMatmulAlgo_t algo{};
-  TUNABLEOP_CUBLAS_TRY(cublasLtMatmulAlgoInit(h, t.compute, t.scale, t.data, t.data, t.out, t.out, c.id, &algo));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, c.tile));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, c.stages));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, c.split_k));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, c.reduction));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, c.swizzle));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, c.custom));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, c.inner));
-  TUNABLEOP_RETURN_IF_ERROR(config_set(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, c.cluster));
-  TUNABLEOP_RETURN_IF_ERROR(check_algo(h, algo, workspace));
-  return algo;
+  return lt_make_algo(h, lt_problem(*this), c, workspace);
 }
 
 Status LtPlan::run(cublasLtHandle_t h, const cublasLtMatmulAlgo_t& algo, const GemmParams& p,

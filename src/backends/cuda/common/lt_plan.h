@@ -78,6 +78,10 @@ class LtPlan {
 
 LtConfig read_config(const cublasLtMatmulAlgo_t& algo);
 
+// A matrix layout of `t` (batch > 1: strided batches `stride` elements apart); the caller owns it.
+StatusOr<cublasLtMatrixLayout_t> make_lt_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld,
+                                                int64_t batch = 1, int64_t stride = 0);
+
 // Minimum pointer alignments (bytes) the algorithm needs for A, B, C/D; pointers that are less
 // aligned make the candidate answer "unsupported" at run time.
 struct LtAlignment {

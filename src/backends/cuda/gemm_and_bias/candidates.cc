@@ -11,6 +11,7 @@
 #include "backends/cuda/common/cublas_gemm.h"
 #include "backends/cuda/common/cuda_util.h"
 #include "backends/cuda/common/lt_plan.h"
+#include "backends/cuda/common/lt_search.h"
 #include "backends/cuda/gemm_and_bias/bias_act.h"
 
 namespace tunableop::cuda {
@@ -55,35 +56,6 @@ struct EpilogueDesc {
     return Status::ok();
   }
 };
-
-struct Preference {
-  cublasLtMatmulPreference_t pref = nullptr;
-  ~Preference() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  }
-  // Alignments in bytes; 0 leaves cuBLASLt's default (256).
-  Status init(uint32_t align_a = 0, uint32_t align_b = 0, uint32_t align_c = 0) {
-    TUNABLEOP_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = kLtMaxWorkspaceBytes;
-    TUNABLEOP_CUBLAS_TRY(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    for (auto [attr, v] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
-                           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
-                           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
-                           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}}) {
-      if (v) TUNABLEOP_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
-    }
-    return Status::ok();
-  }
-};
-
-// Largest power of two (up to 256) dividing the address.
-uint32_t alignment_of(const void* p) {
-  uintptr_t v = reinterpret_cast<uintptr_t>(p);
-  uint32_t a = 1;
-  while (a < 256 && (v % (2 * a)) == 0) a *= 2;
-  return a;
-}
 
 Status run_split(const GemmAndBiasParams& p, const GemmAndBiasOperands& o) {
   const GemmParams& g = p.gemm;
@@ -160,8 +132,8 @@ GemmAndBiasCandidate make_lt_candidate(std::shared_ptr<LtPlan> plan, Activation 
   LtAlignment align = algo_alignment(algo);
   c.run = [plan, algo, align, workspace, applies](const GemmAndBiasParams& p, const GemmAndBiasOperands& o) -> Status {
     TUNABLEOP_RETURN_IF_ERROR(applies(p));
-    if (alignment_of(o.a) < align.a || alignment_of(o.b) < align.b || alignment_of(o.c) < align.c ||
-        alignment_of(o.bias) < 16)
+    if (lt_alignment_of(o.a) < align.a || lt_alignment_of(o.b) < align.b || lt_alignment_of(o.c) < align.c ||
+        lt_alignment_of(o.bias) < 16)
       return Status::unsupported(fmt::format(
           "pointers not aligned as the algorithm needs (A {}, B {}, C {}, bias 16 bytes)", align.a, align.b, align.c));
     return run_lt(*plan, algo, workspace, p, o);
@@ -175,7 +147,7 @@ std::vector<GemmAndBiasCandidate> expand_lt(const GemmAndBiasParams& p, int) {
   auto h = current_handles();
   auto plan = LtPlan::create(p.gemm);
   EpilogueDesc desc;
-  Preference pref;
+  LtPreference pref;
   if (!h.is_ok() || !plan.is_ok() || !desc.init(p, nullptr).is_ok() || !pref.init().is_ok()) return out;
   std::vector<cublasLtMatmulHeuristicResult_t> res(kLtBiasHeuristicCount);
   int n = 0;
@@ -219,15 +191,15 @@ StatusOr<GemmAndBiasCandidate> resolve_lt(const GemmAndBiasParams& p, const std:
 // Default: as PyTorch's gemm_and_bias, the heuristic's first algorithm for these pointers'
 // alignments, asked on every call.
 Status run_default(const GemmAndBiasParams& p, const GemmAndBiasOperands& o) {
-  if (!lt_applies(p).is_ok() || alignment_of(o.bias) < 16) return run_split(p, o);
+  if (!lt_applies(p).is_ok() || lt_alignment_of(o.bias) < 16) return run_split(p, o);
   auto h = current_handles();
   if (!h.is_ok()) return h.status();
   auto plan = LtPlan::create(p.gemm);
   if (!plan.is_ok()) return plan.status();
   EpilogueDesc desc;
   TUNABLEOP_RETURN_IF_ERROR(desc.init(p, o.bias));
-  Preference pref;
-  TUNABLEOP_RETURN_IF_ERROR(pref.init(alignment_of(o.a), alignment_of(o.b), alignment_of(o.c)));
+  LtPreference pref;
+  TUNABLEOP_RETURN_IF_ERROR(pref.init(false, lt_alignment_of(o.a), lt_alignment_of(o.b), lt_alignment_of(o.c)));
   cublasLtMatmulHeuristicResult_t r{};
   int n = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, desc.d, (*plan)->a(), (*plan)->b(), (*plan)->c(),

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "backends/cuda/common/warp_group_store.cuh"
 #include "backends/cuda/kernels/gemv_launch.h"
 #include "cuda_common/elem.cuh"
 
@@ -156,13 +157,6 @@ __global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvLaunch args) {
     }
   }
 
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], off);
-
   auto store = [&](int r, int j, float sum) {
     int row = row0 + r;
     if (row >= args.m || j >= n) return;
@@ -172,31 +166,7 @@ __global__ void __launch_bounds__(32 * SK * G) gemv_tn_kernel(GemvLaunch args) {
     *dst = from_f<T>(out);
   };
 
-  if constexpr (SK == 1) {
-    // Spread the stores over lanes with compile-time register indices (no local memory).
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-        if (lane == (r * NT + j) % 32) store(r, j, acc[r][j]);
-  } else {
-    __shared__ float red[G][SK][R * NT];
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) red[g][wk][r * NT + j] = acc[r][j];
-    }
-    __syncthreads();
-    if (wk == 0) {
-      for (int idx = lane; idx < R * NT; idx += 32) {
-        float sum = 0.f;
-#pragma unroll
-        for (int s = 0; s < SK; ++s) sum += red[g][s][idx];
-        store(idx / NT, idx % NT, sum);
-      }
-    }
-  }
+  warp_group_store<R, NT, SK, G>(acc, lane, g, wk, store);
 }
 
 // Warp groups per block: at least 4 warps per block so that a block of one-warp groups does

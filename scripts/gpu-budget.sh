@@ -1,0 +1,60 @@
+# Sourced by the gpu-*.sh scripts that run steps inside one time budget (gpu-interpose.sh,
+# gpu-fp8.sh). Expects: start (date +%s at the beginning), BUDGET (seconds), STEPS (a comma
+# list), LOGS (a folder). Gives:
+#   stamp MSG              MSG with the seconds since start
+#   left                   seconds left of the budget
+#   want STEP              true when STEP is in STEPS
+#   note MSG               appends MSG to $LOGS/steps.txt (the summary's list of steps)
+#   timed NAME NEED CAP CMD...
+#                          runs CMD (its own environment: PYTORCH_TUNABLEOP_ENABLED,
+#                          TUNABLEOP_ENABLED and LD_PRELOAD unset unless CMD sets them with env
+#                          syntax) with a time limit of CAP seconds or what is left of the budget,
+#                          output in $LOGS/NAME.txt; skipped (and noted) when less than NEED
+#                          seconds are left.
+#   build_targets BUILD TARGET...
+#                          configures BUILD for sm_90 (Release, Ninja) and builds those of the
+#                          targets this configuration defines (ninja refuses a whole list for one
+#                          unknown name); logs in $LOGS/configure.log and build.log.
+# shellcheck shell=bash disable=SC2154
+stamp() { echo "[$(($(date +%s) - start))s] $*"; }
+left() { echo $((start + BUDGET - $(date +%s))); }
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
+note() { echo "$*" >>"$LOGS/steps.txt"; }
+
+timed() {
+  local name=$1 need=$2 cap=$3
+  shift 3
+  local l
+  l=$(left)
+  if [ "$l" -lt "$need" ]; then
+    note "$name: skipped (budget: ${l}s left, needs ${need}s)"
+    stamp "$name: skipped (time)"
+    return 0
+  fi
+  local t=$((l - 5 < cap ? l - 5 : cap))
+  stamp "$name (limit ${t}s)"
+  local t0 rc
+  t0=$(date +%s)
+  timeout "$t" env -u PYTORCH_TUNABLEOP_ENABLED -u TUNABLEOP_ENABLED -u LD_PRELOAD "$@" >"$LOGS/$name.txt" 2>&1
+  rc=$?
+  note "$name: rc $rc in $(($(date +%s) - t0))s"
+  [ $rc -ne 0 ] && stamp "$name: exited $rc (see $name.txt in logs.tgz)"
+  return 0
+}
+
+build_targets() {
+  local build=$1 targets=() t
+  shift
+  stamp "configure + build"
+  if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    >"$LOGS/configure.log" 2>&1; then
+    note "build: configure failed"
+    tail -20 "$LOGS/configure.log"
+    return 0
+  fi
+  for t in "$@"; do
+    ninja -C "$build" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
+  done
+  ninja -C "$build" -k 0 "${targets[@]}" >"$LOGS/build.log" 2>&1
+  note "build: rc $? at $(($(date +%s) - start))s (targets: ${targets[*]})"
+}
