@@ -151,8 +151,19 @@ class TpEngine final : public Engine {
   std::vector<std::unique_ptr<Engine>> ranks_;
 };
 
-// What rank r's device needs to take part: its vocabulary rows and the all-reduce through the
-// op on this communicator (contexts[0] decides; every rank passes its own context).
+Status check_contexts(const std::vector<Context*>& contexts, DeviceKind kind) {
+  if (contexts.size() < 2) return Status::invalid_argument("tensor parallelism needs at least 2 ranks");
+  if (int(contexts.size()) > kMaxRanks)
+    return Status::invalid_argument("tensor parallelism over at most " + std::to_string(kMaxRanks) + " ranks");
+  for (Context* c : contexts)
+    if (!c || c->device().kind != kind)
+      return Status::invalid_argument("tensor parallelism: a rank has no context of the right device");
+  return Status::ok();
+}
+
+}  // namespace
+
+// Every rank passes its own context; rank 0's decides the all-reduces.
 TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, Communicator& comm, Context& ctx,
                                     DeviceKernels& dev) {
   TensorParallelRank tp;
@@ -183,18 +194,6 @@ TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, C
   };
   return tp;
 }
-
-Status check_contexts(const std::vector<Context*>& contexts, DeviceKind kind) {
-  if (contexts.size() < 2) return Status::invalid_argument("tensor parallelism needs at least 2 ranks");
-  if (int(contexts.size()) > kMaxRanks)
-    return Status::invalid_argument("tensor parallelism over at most " + std::to_string(kMaxRanks) + " ranks");
-  for (Context* c : contexts)
-    if (!c || c->device().kind != kind)
-      return Status::invalid_argument("tensor parallelism: a rank has no context of the right device");
-  return Status::ok();
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Engine>> make_cpu_tp_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
                                                      const std::vector<Context*>& contexts) {
