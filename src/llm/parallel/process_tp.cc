@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "llm/cpu/cpu_device.h"
 #include "llm/model.h"
@@ -137,9 +139,10 @@ struct Outcome {
 
 class ProcessTp final : public ProcessTpEngine {
  public:
-  ProcessTp(std::unique_ptr<Engine> local, std::unique_ptr<Communicator> comm, Context& ctx, ProcessGroup& group,
-            double fail_timeout_s, std::string all_reduce)
-      : comm_(std::move(comm)),
+  ProcessTp(const ModelConfig& full, std::unique_ptr<Engine> local, std::unique_ptr<Communicator> comm, Context& ctx,
+            ProcessGroup& group, double fail_timeout_s, std::string all_reduce)
+      : full_(full),
+        comm_(std::move(comm)),
         local_(std::move(local)),
         ctx_(ctx),
         group_(group),
@@ -154,18 +157,22 @@ class ProcessTp final : public ProcessTpEngine {
   // The sizes of every rank as built (collective: made once, after every rank built its engine).
   Status gather_sizes() {
     const KvCacheStats kv = local_->kv_cache_stats();
-    const int64_t mine[4] = {local_->weight_bytes(), kv.allocated, kv.bytes_per_position, kv.static_bytes};
-    std::vector<int64_t> all(size_t(4 * group_.size()));
+    const int64_t mine[5] = {local_->weight_bytes(), kv.allocated, kv.bytes_per_position, kv.static_bytes,
+                             local_->slot_pages()};
+    std::vector<int64_t> all(size_t(5 * group_.size()));
     TUNABLEOP_RETURN_IF_ERROR(group_.all_gather(mine, all.data(), sizeof(mine)));
-    for (int r = 0; r < group_.size(); ++r)
-      for (int i = 0; i < 4; ++i) sizes_[i] += all[size_t(4 * r + i)];
+    slot_pages_ = mine[4];
+    for (int r = 0; r < group_.size(); ++r) {
+      for (int i = 0; i < 4; ++i) sizes_[i] += all[size_t(5 * r + i)];
+      slot_pages_ = std::min(slot_pages_, all[size_t(5 * r + 4)]);
+    }
     return Status::ok();
   }
 
   int rank() const override { return group_.rank(); }
   int world() const override { return group_.size(); }
 
-  const ModelConfig& config() const override { return local_->config(); }
+  const ModelConfig& config() const override { return full_; }
   const EngineOptions& options() const override { return local_->options(); }
   std::string device_name() const override {
     return fmt::format("tensor parallel over {} processes: rank 0 {}{}", group_.size(), local_->device_name(),
@@ -186,7 +193,9 @@ class ProcessTp final : public ProcessTpEngine {
   std::string kernel_choices() const override { return local_->kernel_choices(); }
   int64_t slot_length(int64_t slot) const override { return local_->slot_length(slot); }
   std::vector<int64_t> decode_buckets() const override { return local_->decode_buckets(); }
-  int64_t slot_pages() const override { return local_->slot_pages(); }
+  // The fewest of any rank (pools sized by each GPU's free memory may differ): a slot the
+  // scheduler admits fits on every rank.
+  int64_t slot_pages() const override { return slot_pages_; }
   void* stream() const override { return local_->stream(); }
   bool decode_ahead_supported() const override { return local_->decode_ahead_supported(); }
 
@@ -450,6 +459,7 @@ class ProcessTp final : public ProcessTpEngine {
     return Status::ok();
   }
 
+  ModelConfig full_;                    // the whole model (the local engine's is its shard)
   std::unique_ptr<Communicator> comm_;  // outlives the local engine, whose all-reduce uses it
   std::unique_ptr<Engine> local_;
   Context& ctx_;
@@ -457,6 +467,7 @@ class ProcessTp final : public ProcessTpEngine {
   double fail_timeout_s_;
   std::string all_reduce_;
   int64_t sizes_[4] = {0, 0, 0, 0};  // every rank's weight bytes, KV allocated, per position, static
+  int64_t slot_pages_ = 0;
   bool broken_ = false;
   Status group_error_;
 };
@@ -501,6 +512,15 @@ StatusOr<std::unique_ptr<ProcessTpEngine>> make_process_tp_engine(const ModelSpe
   if (group.size() != data.size() || group.rank() != data.rank())
     return Status::internal("tensor parallelism: the call and data groups must hold the same processes");
   const int world = group.size();
+  // Rank 0 says whether it builds at all (cancel_process_tp: it failed before).
+  int32_t go = 1;
+  TUNABLEOP_RETURN_IF_ERROR(group.broadcast(&go, sizeof(go), 0));
+  if (!go) return Status::unavailable("rank 0 ended before it built its engine (its message says why)");
+  // Rank 0's options, seed and depth for every rank (rank 0 sized them from its prompts).
+  static_assert(std::is_trivially_copyable_v<EngineOptions>, "EngineOptions go to every rank as bytes");
+  TUNABLEOP_RETURN_IF_ERROR(group.broadcast(&options, sizeof(options), 0));
+  TUNABLEOP_RETURN_IF_ERROR(group.broadcast(&seed, sizeof(seed), 0));
+  TUNABLEOP_RETURN_IF_ERROR(group.broadcast(&layers, sizeof(layers), 0));
   std::shared_ptr<const TensorParallelLayout> layout;
   Status st = world >= 2 && world <= kMaxRanks
                   ? Status::ok()
@@ -520,15 +540,22 @@ StatusOr<std::unique_ptr<ProcessTpEngine>> make_process_tp_engine(const ModelSpe
   auto local = make_rank_engine(spec, seed, options, ctx, layout, group.rank(), **comm);
   TUNABLEOP_RETURN_IF_ERROR(agree(group, local.status()));
   const std::string all_reduce = (*comm)->describe();
-  auto e = std::make_unique<ProcessTp>(std::move(local.value()), std::move(comm.value()), ctx, group,
+  auto e = std::make_unique<ProcessTp>(layout->full(), std::move(local.value()), std::move(comm.value()), ctx, group,
                                        ProcessTpEngine::kFailTimeoutS, all_reduce);
   TUNABLEOP_RETURN_IF_ERROR(e->gather_sizes());
   return std::unique_ptr<ProcessTpEngine>(std::move(e));
 }
 
+Status cancel_process_tp(ProcessGroup& group) {
+  if (group.rank() != 0) return Status::internal("only rank 0 cancels");
+  int32_t go = 0;
+  return group.broadcast(&go, sizeof(go), 0);
+}
+
 std::unique_ptr<ProcessTpEngine> wrap_process_tp(std::unique_ptr<Engine> local, Context& ctx, ProcessGroup& group,
                                                  double fail_timeout_s) {
-  auto e = std::make_unique<ProcessTp>(std::move(local), nullptr, ctx, group, fail_timeout_s, "");
+  const ModelConfig config = local->config();
+  auto e = std::make_unique<ProcessTp>(config, std::move(local), nullptr, ctx, group, fail_timeout_s, "");
   (void)e->gather_sizes();
   return e;
 }

@@ -45,6 +45,10 @@ StatusOr<std::unique_ptr<ProcessTpEngine>> make_process_tp_engine(const ModelSpe
                                                                   EngineOptions options, Context& ctx,
                                                                   ProcessGroup& group, ProcessGroup& data);
 
+// Rank 0 failed before it called make_process_tp_engine: the other ranks, waiting there, get
+// an error instead of waiting forever.
+Status cancel_process_tp(ProcessGroup& group);
+
 // The leader/follower protocol over an engine built elsewhere (tests: engines that fail on one
 // rank). `local` is this rank's engine; ctx is where set_tunableop() switches.
 std::unique_ptr<ProcessTpEngine> wrap_process_tp(std::unique_ptr<Engine> local, Context& ctx, ProcessGroup& group,

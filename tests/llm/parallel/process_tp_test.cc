@@ -80,6 +80,7 @@ TEST(ProcessTensorParallel, FixturesOverTwoAndFourProcessesMatchOneDeviceAndTran
         EXPECT_NE(e.device_name().find("tensor parallel over " + std::to_string(world) + " processes"),
                   std::string::npos)
             << e.device_name();
+        EXPECT_EQ(e.config().num_heads, (*one)->config().num_heads) << "the whole model's config";
         auto g = generate(e, {prompt}, int64_t(want.size()));
         ASSERT_TRUE(g.is_ok()) << g.status().to_string();
         EXPECT_EQ(g->tokens, g1->tokens) << name << " over " << world << " processes";
