@@ -57,6 +57,17 @@ class TpEngine final : public Engine {
   }
   Status last_logits(std::vector<float>* out) override { return ranks_[0]->last_logits(out); }
 
+  // The device loop (issue 30): each rank queues its step behind the previous one on its own
+  // device (CUDA: one graph replay per GPU, inputs advanced by its argmax), and the host
+  // collects every rank's tokens one step behind.
+  bool decode_ahead_supported() const override { return ranks_[0]->decode_ahead_supported(); }
+  Status decode_ahead(const std::vector<int32_t>* tokens) override {
+    return on_every_rank([&](int r) { return ranks_[size_t(r)]->decode_ahead(tokens); });
+  }
+  Status collect_ahead(std::vector<int32_t>* next) override {
+    return step([&](Engine& e, std::vector<int32_t>* out) { return e.collect_ahead(out); }, next);
+  }
+
   // Continuous batching: every rank runs the same pass on its shard (each samples the same
   // tokens from the same gathered logits, which step() checks).
   Status prefill_slots(const std::vector<SlotChunk>& chunks, const SamplingRow* sampling,
@@ -93,14 +104,20 @@ class TpEngine final : public Engine {
         next));
     return spans;
   }
-  // Rank 0's GPU (on its own thread, where that GPU is current).
+  // Every rank's device measured at once (each on its own thread, where its GPU is current): the
+  // sum, the ranks' aggregate ceiling, which a decode step that reads every rank's weights at
+  // once is held against.
   StatusOr<double> copy_bandwidth_gbps() override {
-    StatusOr<double> gbps = Status::internal("no rank measured");
+    std::vector<double> gbps(ranks_.size(), 0.0);
     TUNABLEOP_RETURN_IF_ERROR(threads_.run([&](int r) {
-      if (r == 0) gbps = ranks_[0]->copy_bandwidth_gbps();
+      auto g = ranks_[size_t(r)]->copy_bandwidth_gbps();
+      if (!g.is_ok()) return g.status();
+      gbps[size_t(r)] = *g;
       return Status::ok();
     }));
-    return gbps;
+    double total = 0;
+    for (double g : gbps) total += g;
+    return total;
   }
   std::string kernel_choices() const override {
     std::string s;

@@ -85,6 +85,10 @@ TEST(ProcessTensorParallel, FixturesOverTwoAndFourProcessesMatchOneDeviceAndTran
         ASSERT_TRUE(g.is_ok()) << g.status().to_string();
         EXPECT_EQ(g->tokens, g1->tokens) << name << " over " << world << " processes";
         EXPECT_EQ(g->tokens[0], want) << name << " over " << world << " processes, against transformers";
+        // The device loop: every rank queues its steps ahead, the tokens come one step behind.
+        auto ahead = generate(e, {prompt}, testing::loop_options(int64_t(want.size()), DecodeLoop::kDevice, -1, 2));
+        ASSERT_TRUE(ahead.is_ok()) << ahead.status().to_string();
+        EXPECT_EQ(ahead->tokens, g->tokens) << name << " over " << world << " processes, device loop";
         std::vector<float> l;
         ASSERT_TRUE(e.last_logits(&l).is_ok());
         EXPECT_LT(testing::relative_error(l, l1), 1e-5);
