@@ -158,6 +158,24 @@ TEST(CliTpMpi, TpMustEqualTheProcessesAndSaysSo) {
   EXPECT_NE(r.err.find("attention heads do not split evenly"), std::string::npos) << r.err;
 }
 
+TEST(CliTpMpi, TheAllReduceTableOverProcessesChecksTimesAndKeepsTheChoiceOfRankZero) {
+  CliRunner cli;
+  mpi_env(cli);
+  cli.set_launcher(mpirun(3));
+  const CliResult r = cli.run({"allreduce", "--device", "cpu", "--dtype", "fp32", "--sizes", "4K,40000", "--iterations",
+                               "3", "--rounds", "2", "--tune"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("3 process ranks over MPI rank 0 of 3"), std::string::npos) << r.out;
+  for (const char* c : {"Default", "Host_Blocked", "Host_TwoShot"})
+    EXPECT_NE(r.out.find(std::string("4 KiB      ") + c), std::string::npos) << c << "\n" << r.out;
+  EXPECT_NE(r.out.find("<- chosen (tuned)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("results file"), r.out.rfind("results file")) << "printed once, by rank 0\n" << r.out;
+  const std::string results = cli.read("results0.csv");
+  EXPECT_NE(results.find("AllReduceTunableOp_float_sum,n_1024_ranks_3,"), std::string::npos) << results;
+  EXPECT_NE(results.find("AllReduceTunableOp_float_sum,n_10000_ranks_3,"), std::string::npos) << results;
+}
+
 TEST(CliTpMpi, AKilledRankEndsTheJobWithinBoundedTime) {
   CliRunner cli;
   mpi_env(cli);

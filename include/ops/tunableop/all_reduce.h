@@ -188,4 +188,18 @@ Status all_reduce(Context& ctx, const AllReduceParams& p, const AllReduceOperand
 // The candidate a communicator runs for p ("" before its first call of that size).
 std::string all_reduce_solution(Communicator& comm, const AllReduceParams& p);
 
+// Process mode, for tables (`mpirun -np N tunableop allreduce`): every candidate of p at this
+// search effort checked against the host sum (every rank the same bits) and timed as the
+// slowest rank's microseconds per call (median of `rounds` samples of `iterations` calls back
+// to back), every rank taking part as when rank 0 decides. Collective; rank 0 gets a row per
+// candidate, the others none.
+struct AllReduceCandidateTime {
+  std::string name;
+  Status status;  // why it did not run or failed its check
+  double us = 0;
+};
+StatusOr<std::vector<AllReduceCandidateTime>> time_all_reduce_candidates(Context& ctx, Communicator& comm,
+                                                                         const AllReduceParams& p, int effort,
+                                                                         int iterations, int rounds);
+
 }  // namespace tunableop

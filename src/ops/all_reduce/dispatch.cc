@@ -323,6 +323,41 @@ Status all_reduce(Context& ctx, const AllReduceParams& params, const AllReduceOp
   return d->candidate->run(params, ops);
 }
 
+StatusOr<std::vector<AllReduceCandidateTime>> time_all_reduce_candidates(Context& ctx, Communicator& comm,
+                                                                         const AllReduceParams& p, int effort,
+                                                                         int iterations, int rounds) {
+  if (!comm.group()) return Status::invalid_argument("time_all_reduce_candidates: a process-mode communicator");
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());
+  std::vector<AllReduceCandidateTime> rows;
+  if (comm.own_rank() != 0) {
+    auto d = ops::follow_process_decision(ctx, comm, p);
+    if (!d.is_ok()) return d.status();
+    return rows;
+  }
+  ops::ProcessDecisionDriver driver(ctx, comm, p);
+  auto cands = AllReduceDispatch::candidates_for(ctx, p, effort);
+  auto pr = driver.problem(cands);
+  Status st = pr.status();
+  for (size_t i = 0; st.is_ok() && i < cands.size(); ++i) {
+    AllReduceCandidateTime row{cands[i].name, (*pr)->supports(i), 0};
+    if (row.status.is_ok()) row.status = (*pr)->check_numerics(i);
+    size_t rotation = 0;
+    if (row.status.is_ok()) row.status = time_runs(**pr, i, 5, &rotation).status();  // warm
+    std::vector<double> us;
+    for (int k = 0; k < rounds && row.status.is_ok(); ++k) {
+      auto ms = time_runs(**pr, i, iterations, &rotation);
+      row.status = ms.status();
+      if (ms.is_ok()) us.push_back(*ms * 1e3);
+    }
+    if (row.status.is_ok()) row.us = median(us);
+    if (!row.status.is_ok() && !row.status.is_unsupported()) (void)(*pr)->recover();
+    rows.push_back(std::move(row));
+  }
+  TUNABLEOP_RETURN_IF_ERROR(driver.finish("", ChoiceSource::kNotTuned, st));
+  if (!st.is_ok()) return st;
+  return rows;
+}
+
 std::string all_reduce_solution(Communicator& comm, const AllReduceParams& p) {
   const auto* d = comm.state().find(p);
   return d && d->candidate ? d->solution : "";
