@@ -32,10 +32,13 @@ enum class Call : int32_t {
   kSetTunableOp,
 };
 
+// One broadcast per call when its arguments are small (a decode step's tokens), two otherwise.
 struct Header {
+  static constexpr size_t kInline = 240;
   Call call = Call::kEnd;
   int32_t pad = 0;
-  uint64_t bytes = 0;  // of the payload that follows
+  uint64_t bytes = 0;              // of the payload: inline, or in a broadcast that follows
+  uint8_t inline_data[kInline]{};  // the payload when bytes <= kInline
 };
 
 // A call's arguments as bytes (both ends run the call from them, rank 0 included: one code path).
@@ -293,16 +296,23 @@ class ProcessTp final : public ProcessTpEngine {
 
  private:
   Status send(Call call, const std::vector<uint8_t>& payload) {
-    Header h{call, 0, payload.size()};
+    Header h;
+    h.call = call;
+    h.bytes = payload.size();
+    if (!payload.empty() && payload.size() <= Header::kInline)
+      std::memcpy(h.inline_data, payload.data(), payload.size());
     TUNABLEOP_RETURN_IF_ERROR(group_.broadcast(&h, sizeof(h), 0));
-    if (payload.empty()) return Status::ok();
+    if (payload.size() <= Header::kInline) return Status::ok();
     return group_.broadcast(const_cast<uint8_t*>(payload.data()), payload.size(), 0);
   }
   Status receive(Header* h, std::vector<uint8_t>* payload) {
     TUNABLEOP_RETURN_IF_ERROR(group_.broadcast(h, sizeof(*h), 0));
     if (h->bytes > (uint64_t(1) << 34)) return Status::internal("a tensor-parallel call of more than 16 GiB");
+    if (h->bytes <= Header::kInline) {
+      payload->assign(h->inline_data, h->inline_data + h->bytes);
+      return Status::ok();
+    }
     payload->resize(size_t(h->bytes));
-    if (payload->empty()) return Status::ok();
     return group_.broadcast(payload->data(), payload->size(), 0);
   }
 
