@@ -181,10 +181,10 @@ TEST(CliTpMpi, AKilledRankEndsTheJobWithinBoundedTime) {
   mpi_env(cli);
   const std::string tag = "kill" + std::to_string(::getpid());
   cli.set_launcher(mpirun(2, tag));
-  // Long enough to be killed in the middle of: a thousand tokens, three times.
+  // Far longer than the test waits (a thousand tokens, fifty times): killed in the middle.
   std::vector<std::string> args = bench_args("builtin:tiny", 2);
   args[std::find(args.begin(), args.end(), "--max-new-tokens") - args.begin() + 1] = "1000";
-  args[std::find(args.begin(), args.end(), "--iterations") - args.begin() + 1] = "3";
+  args[std::find(args.begin(), args.end(), "--iterations") - args.begin() + 1] = "50";
   args.push_back("--layers");
   args.push_back("2");
   const pid_t job = cli.start(args);
