@@ -130,10 +130,9 @@ TEST(ProcessTensorParallel, SlotCallsWithSamplingMatchOneDevice) {
   EngineOptions o = testing::options(3, 48, 4);
   o.kv_cache.kind = KvCacheKind::kPaged;
   o.kv_cache.page_size = 4;
-  auto spec = parse_model_spec("builtin:tiny-gqa8");
-  ASSERT_TRUE(spec.is_ok());
-  auto config = spec_config(*spec, 0);
-  ASSERT_TRUE(config.is_ok());
+  const ModelSpec spec{false, "", fixtures() + "/llama_gqa"};
+  auto w = load_model(spec.dir);
+  if (!w.is_ok()) GTEST_SKIP() << w.status().to_string();
   const std::vector<int32_t> a = {4, 9, 1, 33, 7}, b = {8, 2, 6, 11, 3, 5, 7, 12, 10};
   SamplingRow rows[2];
   rows[1].temperature = 0.8f;
@@ -159,11 +158,11 @@ TEST(ProcessTensorParallel, SlotCallsWithSamplingMatchOneDevice) {
     return out;
   };
   Context ctx(Device::cpu(), Config::defaults_only());
-  auto one = make_cpu_engine(std::make_shared<const ModelWeights>(make_random_weights(*config, 5)), o,
-                             tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
+  auto one = make_cpu_engine(std::make_shared<const ModelWeights>(std::move(w.value())), o, tunableop_linear(ctx),
+                             tunableop_gemm(ctx), tunableop_attention(ctx));
   ASSERT_TRUE(one.is_ok());
   const std::vector<int32_t> want = script(**one);
-  on_processes(2, *spec, 0, o, [&](ProcessTpEngine& e) {
+  on_processes(2, spec, 0, o, [&](ProcessTpEngine& e) {
     ASSERT_TRUE(e.warm_up_slots({4}).is_ok());
     EXPECT_EQ(script(e), want);
   });
