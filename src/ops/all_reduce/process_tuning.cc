@@ -135,6 +135,8 @@ class ProcessTimer final : public Timer {
   }
   double now_ms() override { return local_->now_ms(); }
   double min_sample_ms() const override { return local_->min_sample_ms(); }
+  DeviceClock device_clock() override { return local_->device_clock(); }  // rank 0's device
+  bool slows_under_load() const override { return local_->slows_under_load(); }
 
   // This rank's region ended, every rank's time gathered at rank 0: the largest (followers: theirs).
   static double slowest(Communicator& comm, Timer& local, const Status& run_error) {
