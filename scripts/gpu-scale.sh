@@ -87,7 +87,7 @@ llm() {  # name, cap, keep, np (0: one process), args...
   if [ "$np" -gt 0 ] && [ -z "$MPIRUN" ]; then summary+=("llm $name: skipped (no MPI)"); return; fi
   stamp "llm $name (up to ${t}s)"
   local launch=()
-  [ "$np" -gt 0 ] && launch=(mpi_launch "$np")
+  [ "$np" -gt 0 ] && launch=("${mpi_prefix[@]}" -np "$np")
   timeout "$t" "${launch[@]}" "$bin" llm --device cuda --dtype bf16 --mode bench --json --print-ids "$@" \
     >"$LOGS/$name.json" 2>"$LOGS/$name.err"
   local rc=$?
@@ -110,7 +110,7 @@ allreduce() {  # name, cap, keep, np (0: one process over --gpus), args...
   if [ "$np" -gt 0 ] && [ -z "$MPIRUN" ]; then summary+=("allreduce $name: skipped (no MPI)"); return; fi
   stamp "allreduce $name (up to ${t}s)"
   local launch=()
-  [ "$np" -gt 0 ] && launch=(mpi_launch "$np")
+  [ "$np" -gt 0 ] && launch=("${mpi_prefix[@]}" -np "$np")
   TUNABLEOP_FILENAME="$OUT/allreduce_results%d.csv" timeout "$t" "${launch[@]}" "$bin" allreduce --device cuda \
     --iterations 100 --rounds 7 --effort 2 --tune "$@" >"$LOGS/allreduce_$name.txt" 2>&1
   summary+=("allreduce $name: rc $?")

@@ -44,7 +44,7 @@ step() {
   if [ "$np" -gt 0 ] && [ -z "$MPIRUN" ]; then summary+=("$name: skipped (no MPI: $mpi_how)"); return; fi
   stamp "$name (up to ${t}s)"
   local launch=()
-  [ "$np" -gt 0 ] && launch=(mpi_launch "$np")
+  [ "$np" -gt 0 ] && launch=("${mpi_prefix[@]}" -np "$np")
   timeout "$t" "${launch[@]}" "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.err"
   local rc=$?
   summary+=("$name: rc $rc")
@@ -76,7 +76,7 @@ plan() {
 # rate and at 8 requests/s against it, then SIGTERM to the server (mpirun passes it on).
 serve_under_load() {
   local cap=$1 launch=() np=0
-  [ -n "$MPIRUN" ] && launch=(mpi_launch 8) np=8
+  [ -n "$MPIRUN" ] && launch=("${mpi_prefix[@]}" -np 8) np=8
   local serve=("$bin" serve --device cuda --model builtin:llama-2-70b --tp 8 --tune --port 0 --max-seq 2048)
   local inf=("$bin" bench serve --url 'http://127.0.0.1:PORT' --seed 1 --requests 200 --rate inf --json "$LOGS/serve_inf.json")
   local rate8=("$bin" bench serve --url 'http://127.0.0.1:PORT' --seed 1 --requests 100 --rate 8 --json "$LOGS/serve_rate8.json")

@@ -4,7 +4,8 @@
 # NVIDIA's HPC-X (/opt/hpcx/ompi), /usr/local/mpi, then Debian's OpenMPI carried in .mpi/ beside
 # the checkout's root (made here by scripts/mpi-carry.sh: its .deb files, unpacked into
 # /tmp/mpiroot and used in place through OPAL_PREFIX). Sets MPIRUN (empty when none: the
-# multi-process steps are skipped and say so), mpi_cmake (the configure flags) and mpi_how.
+# multi-process steps are skipped and say so), mpi_cmake (the configure flags), mpi_how and
+# mpi_prefix (below).
 # Expects ROOT.
 MPIRUN="" mpi_cmake=() mpi_how="none"
 for d in "" /opt/hpcx/ompi /usr/local/mpi; do
@@ -34,10 +35,9 @@ if [ -z "$MPIRUN" ] && ls "$ROOT"/.mpi/*.deb >/dev/null 2>&1; then
 fi
 # As root (the device machines' commands may be), with NVLink multicast kept off in every rank.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
-mpi_launch() {  # np, args...: the command on np ranks of this host, one GPU each
-  local np=$1
-  shift
-  "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$np" -x NCCL_NVLS_ENABLE -x TUNABLEOP_FILENAME \
-    -x TUNABLEOP_NCCL_LIBRARY -x LD_LIBRARY_PATH -x TUNABLEOP_MAX_TUNING_DURATION_MS -x TUNABLEOP_MAX_WARMUP_DURATION_MS \
-    -x TUNABLEOP_MAX_PROBLEM_DURATION_MS "$@"
-}
+# The launcher's words before `-np N CMD...` (ranks of this host, one GPU each; the settings the
+# scripts export passed on to every rank); empty without MPI.
+mpi_prefix=()
+[ -n "$MPIRUN" ] && mpi_prefix=("$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE
+  -x TUNABLEOP_FILENAME -x TUNABLEOP_NCCL_LIBRARY -x LD_LIBRARY_PATH -x TUNABLEOP_MAX_TUNING_DURATION_MS
+  -x TUNABLEOP_MAX_WARMUP_DURATION_MS -x TUNABLEOP_MAX_PROBLEM_DURATION_MS)
