@@ -16,11 +16,8 @@
 # left (a whole run took 106 s on 2 x H200).
 # Logs go to $OUT/logs (./gpu-tp-out elsewhere); a short table is printed last.
 #
-# NCCL: nccl.h from the CUDA toolkit when it has one, else from the PyTorch venv's
-# nvidia/nccl wheel (include/ and lib/), else from .nccl-include beside this checkout's root
-# (copied there by whoever sends the tree: cp /usr/local/cuda/include/nccl.h .nccl-include/).
-# The library is opened at run time: TUNABLEOP_NCCL_LIBRARY points at the wheel's libnccl.so.2.
-# Without a header the NCCL candidates are not built and the table says so.
+# NCCL: scripts/nccl-env.sh says where it comes from. Without a header the NCCL candidates are
+# not built and the table says so.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0; see docs/parallel.md).
 #
 # Knobs: TP_BUILD=dir (default ./build-tp), TP_BUDGET_S=seconds for the whole call (default 175).
@@ -31,53 +28,20 @@ cd "$ROOT"
 OUT=${OUT:-$ROOT/gpu-tp-out}
 LOGS="$OUT/logs"
 BUILD=${TP_BUILD:-$ROOT/build-tp}
-mkdir -p "$LOGS"
-[ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
-start=$(date +%s)
-deadline=$((start + ${TP_BUDGET_S:-175}))
-stamp() { echo "[$(($(date +%s) - start))s] $*"; }
-# Seconds a step may take: at most $1, and never into the $2 seconds kept for later steps.
-budget() {
-  local left=$((deadline - $(date +%s) - $2))
-  [ "$left" -gt "$1" ] && left=$1
-  echo $((left > 0 ? left : 0))
-}
-summary=()
-export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-
-{
-  date -u +%Y-%m-%dT%H:%MZ
-  nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
-  nvidia-smi topo -m 2>&1
-  nvcc --version 2>&1 | tail -1
-  git -C "$ROOT" log --oneline -1 2>/dev/null
-} >"$LOGS/machine.txt"
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+budget_s=${TP_BUDGET_S:-175}
+# shellcheck source=scripts/gpu-call.sh
+source "$ROOT/scripts/gpu-call.sh"
 stamp "machine: $gpus GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs)"
 
 # NCCL header and library.
-nccl_inc="" nccl_lib_dir=""
-if [ -f /usr/local/cuda/include/nccl.h ]; then
-  nccl_inc=/usr/local/cuda/include
-fi
-for d in $(python3 -c 'import nvidia, sys; print(" ".join(nvidia.__path__))' 2>/dev/null) \
-  /opt/torch/.venv/lib/python3*/site-packages/nvidia; do
-  if [ -e "$d/nccl/lib/libnccl.so.2" ]; then
-    nccl_lib_dir="$d/nccl/lib"
-    [ -z "$nccl_inc" ] && [ -f "$d/nccl/include/nccl.h" ] && nccl_inc="$d/nccl/include"
-    break
-  fi
-done
-[ -z "$nccl_inc" ] && [ -f "$ROOT/.nccl-include/nccl.h" ] && nccl_inc="$ROOT/.nccl-include"
-if [ -n "$nccl_lib_dir" ]; then
-  export TUNABLEOP_NCCL_LIBRARY="$nccl_lib_dir/libnccl.so.2"
-fi
+# shellcheck source=scripts/nccl-env.sh
+source "$ROOT/scripts/nccl-env.sh"
 stamp "NCCL header: ${nccl_inc:-none}; library: ${TUNABLEOP_NCCL_LIBRARY:-the toolkit's or the loader's}"
 
 stamp "configure"
 if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DTUNABLEOP_WITH_BLIS=OFF -DTUNABLEOP_WITH_ONEDNN=OFF -DTUNABLEOP_BUILD_BENCH=OFF \
-  ${nccl_inc:+-DTUNABLEOP_NCCL_INCLUDE_DIR=$nccl_inc} ${nccl_lib_dir:+-DTUNABLEOP_NCCL_LIBRARY_DIR=$nccl_lib_dir} \
+  "${nccl_cmake[@]}" \
   >"$LOGS/configure.log" 2>&1; then
   tail -30 "$LOGS/configure.log"
   echo "gpu-tp: configure failed"
@@ -96,18 +60,6 @@ stamp "built"
 
 T="$BUILD/tests"
 bin="$BUILD/tools/tunableop"
-run_test() {  # name, binary, cap seconds, seconds kept for later
-  local name=$1 exe=$2 cap=$3 keep=$4
-  [ -x "$exe" ] || { summary+=("$name: not built"); return; }
-  local t
-  t=$(budget "$cap" "$keep")
-  [ "$t" -gt 5 ] || { summary+=("$name: no time left"); return; }
-  stamp "test $name (up to ${t}s)"
-  TUNABLEOP_SOURCE_DIR="$ROOT" timeout "$t" "$exe" >"$LOGS/$name.log" 2>&1
-  local rc=$?
-  summary+=("$name: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$LOGS/$name.log" | tr '\n' ' ') (rc $rc)")
-  grep -E "Failure|Skipped|^\[  FAILED|differ" "$LOGS/$name.log" | head -8
-}
 # Most important first (the call is capped at TP_BUDGET_S): the tests of the new kernels and of
 # the tokens, the tuned 7B runs, then the all-reduce tables, the FusedLinear test and the other
 # step variants while time is left.
@@ -176,20 +128,13 @@ echo "== the engine's form: fp32 partial sums, rounded to bf16, added to the res
 grep -E "^all-reduce|KiB|MiB" "$LOGS/allreduce_residual.txt" 2>/dev/null | head -40
 echo
 echo "== Llama-2-7B shape, bf16, batch 1, 256 tokens =="
-python3 - "$LOGS" <<'PY'
+python3 - "$LOGS" "$ROOT" <<'PY'
 import json, os, sys
 logs = sys.argv[1]
+sys.path.insert(0, os.path.join(sys.argv[2], "scripts"))
+from llm_json import load as load_from
 def load(name):
-    try:
-        # NCCL prints its version line on stdout before ours: the JSON is the line starting "{",
-        # the ids the last line after it.
-        lines = [l for l in open(os.path.join(logs, name + ".json")).read().splitlines() if l.strip()]
-        at = next((i for i, l in enumerate(lines) if l.startswith("{")), None)
-        j = json.loads(lines[at]) if at is not None else {}
-        ids = lines[-1].split(",") if at is not None and len(lines) > at + 1 else []
-        return j, ids
-    except Exception:
-        return {}, []
+    return load_from(logs, name)
 print(f"{'run':<14} {'tok/s':>9} {'TPOT ms':>9} {'TTFT ms':>9}  device")
 runs = {n: load(n) for n in ("tp1_untuned", "tp2_untuned", "tp1_tuned", "tp2_tuned", "tp2_pdl_late",
                              "tp2_prefetch1", "tp2_prefetch2")}

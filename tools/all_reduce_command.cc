@@ -4,6 +4,7 @@
 // time counts); with --tune the op then decides as the engine would (results file, tuning on a
 // miss) and the table marks its choice. --residual DTYPE times tensor parallelism's form: the
 // inputs (--dtype, fp32 in the engine) summed, rounded to DTYPE and added to an fp32 residual.
+// Under `mpirun -np N` each process is one rank (multi-process tensor parallelism's form).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "mpi_group.h"
 #include "tunableop/all_reduce.h"
 #include "tunableop/checked_size.h"
 #include "tunableop/context.h"
@@ -134,11 +136,92 @@ struct Buffers {
   }
 };
 
+int fail(const Status& s) {
+  if (mpi_launch().rank == 0) fmt::print(stderr, "tunableop allreduce: {}\n", s.to_string());
+  return 2;
+}
+
+// The problem of one table row: `bytes` of dtype per rank (--residual: the engine's form).
+StatusOr<AllReduceParams> row_params(size_t bytes, DType dtype, const std::string& residual, DType round_to,
+                                     int world) {
+  AllReduceParams p;
+  p.dtype = dtype;
+  p.count = int64_t(bytes / dtype_size(dtype));
+  p.world_size = world;
+  if (!residual.empty()) {
+    p.epilogue = AllReduceEpilogue::kAddResidual;
+    p.round_to = round_to;
+  }
+  TUNABLEOP_RETURN_IF_ERROR(p.validate());
+  return p;
+}
+
+std::string table_header(DType dtype, const std::string& residual, DType round_to, const std::string& comm) {
+  return fmt::format(
+      "all-reduce ({}, sum{}) on {}\n{:<10} {:<18} {:>10}  {}\n", dtype_name(dtype),
+      residual.empty() ? "" : fmt::format(", rounded to {} and added to an fp32 residual", dtype_name(round_to)), comm,
+      "size", "candidate", "us/call", "");
+}
+
+// `mpirun -np N tunableop allreduce`: one rank per process (its GPU: --gpus' first plus its rank
+// on this host), the candidates checked and timed with every rank taking part
+// (time_all_reduce_candidates); rank 0 prints. With --tune the op decides as the engine's
+// processes would (rank 0 measures, every rank runs its choice).
+int run_table_across_processes(const AllReduceArgs& a, DType dtype, const std::vector<size_t>& sizes, DType round_to,
+                               int first_gpu) {
+  auto mpi = MpiSession::start();
+  if (!mpi.is_ok()) return fail(mpi.status());
+  const bool lead = (*mpi)->rank() == 0;
+  Context ctx(a.device == "cpu" ? Device::cpu() : Device::cuda(first_gpu + (*mpi)->local_rank()));
+  (void)ctx.config().set(Setting::kSearchEffort, a.effort);
+  if (a.tune) {
+    (void)ctx.config().set(Setting::kEnabled, true);
+    (void)ctx.config().set(Setting::kTuning, true);
+  }
+  auto comm = make_process_communicator(ctx, (*mpi)->data());
+  if (!comm.is_ok()) return fail(comm.status());
+  Communicator& c = **comm;
+  if (lead) fmt::print("{}", table_header(dtype, a.residual, round_to, c.describe()));
+  for (size_t bytes : sizes) {
+    auto p = row_params(bytes, dtype, a.residual, round_to, c.world_size());
+    if (!p.is_ok()) return fail(p.status());
+    std::string chosen;
+    if (a.tune) {  // on zeroed buffers of this rank
+      const int me = c.own_rank();
+      auto in = c.alloc(me, std::max<size_t>(p->bytes(), 16));
+      auto out = c.alloc(me, std::max<size_t>(p->output_bytes(), 16));
+      Status st = in.is_ok() ? out.status() : in.status();
+      const std::vector<uint8_t> zeros(std::max(p->bytes(), p->output_bytes()) + 16, 0);
+      if (st.is_ok()) st = c.copy_to_device(me, *in, zeros.data(), p->bytes());
+      if (st.is_ok()) st = c.copy_to_device(me, *out, zeros.data(), p->output_bytes());
+      if (st.is_ok()) st = all_reduce(ctx, *p, AllReduceOperands::for_rank(c, me, *in, *out, c.stream(me)));
+      if (st.is_ok()) st = c.synchronize(me, nullptr);
+      chosen = st.is_ok() ? all_reduce_solution(c, *p) : "";
+      if (!st.is_ok() && lead) fmt::print("{:<10} the op could not decide: {}\n", size_name(bytes), st.message());
+      if (in.is_ok()) c.free(me, *in);
+      if (out.is_ok()) c.free(me, *out);
+    }
+    auto rows = time_all_reduce_candidates(ctx, c, *p, a.effort, a.iterations, a.rounds);
+    if (!rows.is_ok()) return fail(rows.status());
+    double best = 0;
+    std::string fastest;
+    for (const auto& r : *rows)
+      if (r.status.is_ok() && (fastest.empty() || r.us < best)) best = r.us, fastest = r.name;
+    for (const auto& r : *rows) {
+      const std::string cell = r.status.is_ok() ? fmt::format("{:>10.2f}", r.us)
+                                                : fmt::format("{:>10}  {}", r.status.is_unsupported() ? "-" : "FAILED",
+                                                              r.status.message().substr(0, 90));
+      const std::string mark =
+          r.name == chosen ? "  <- chosen (tuned)" : (r.name == fastest ? "  <- fastest here" : "");
+      fmt::print("{:<10} {:<18} {}{}\n", size_name(bytes), r.name, cell, mark);
+    }
+    if (a.tune && lead) fmt::print("{:<10} chosen: {}\n", size_name(bytes), chosen.empty() ? "(none)" : chosen);
+  }
+  if (a.tune && lead) fmt::print("results file: {}\n", ctx.results_path());
+  return 0;
+}
+
 int run_table(const AllReduceArgs& a) {
-  auto fail = [](const Status& s) {
-    fmt::print(stderr, "tunableop allreduce: {}\n", s.to_string());
-    return 2;
-  };
   auto dtype = parse_dtype(a.dtype);
   if (!dtype.is_ok()) return fail(dtype.status());
   auto sizes = parse_sizes(a.sizes);
@@ -157,6 +240,8 @@ int run_table(const AllReduceArgs& a) {
       devices.push_back(std::stoi(t));
     }
   }
+  if (mpi_launch().size > 1)
+    return run_table_across_processes(a, *dtype, *sizes, *round_to, devices.empty() ? 0 : devices[0]);
   Context ctx(a.device == "cpu" ? Device::cpu() : Device::cuda(devices.empty() ? 0 : devices[0]));
   (void)ctx.config().set(Setting::kSearchEffort, a.effort);
   if (a.tune) {
@@ -166,22 +251,12 @@ int run_table(const AllReduceArgs& a) {
   auto comm = make_communicator(ctx, devices);
   if (!comm.is_ok()) return fail(comm.status());
   Communicator& c = **comm;
-  fmt::print(
-      "all-reduce ({}, sum{}) on {}\n", dtype_name(*dtype),
-      a.residual.empty() ? "" : fmt::format(", rounded to {} and added to an fp32 residual", dtype_name(*round_to)),
-      c.describe());
-  fmt::print("{:<10} {:<18} {:>10}  {}\n", "size", "candidate", "us/call", "");
+  fmt::print("{}", table_header(*dtype, a.residual, *round_to, c.describe()));
   std::unique_ptr<Timer> timer = c.make_timer();
   for (size_t bytes : *sizes) {
-    AllReduceParams p;
-    p.dtype = *dtype;
-    p.count = int64_t(bytes / dtype_size(*dtype));
-    p.world_size = c.world_size();
-    if (!a.residual.empty()) {
-      p.epilogue = AllReduceEpilogue::kAddResidual;
-      p.round_to = *round_to;
-    }
-    if (Status st = p.validate(); !st.is_ok()) return fail(st);
+    auto params = row_params(bytes, *dtype, a.residual, *round_to, c.world_size());
+    if (!params.is_ok()) return fail(params.status());
+    const AllReduceParams& p = *params;
     // Refused before anything is allocated (`--sizes 8192M` on the CPU was OOM-killed): the host
     // copies of every rank's input, the fp64 reference, two outputs to compare, and on the CPU
     // the ranks' own input and output buffers.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "llm/parallel/process_tp.h"
 #include "llm/weights.h"
 #include "llm_tp.h"
 
@@ -17,9 +18,39 @@ void apply_tunableop_flags(Context& ctx, bool tune, bool no_tune, int verbose) {
   }
 }
 
+StatusOr<std::unique_ptr<TpLaunch>> TpLaunch::start(const char* command, int tp) {
+  const MpiLaunch launch = mpi_launch();
+  TUNABLEOP_RETURN_IF_ERROR(check_tp_launch(command, tp, launch, built_with_mpi()));
+  auto t = std::make_unique<TpLaunch>();
+  if (launch.size > 1) {
+    auto s = MpiSession::start();
+    if (!s.is_ok()) return s.status();
+    t->mpi_ = std::move(s.value());
+  }
+  return t;
+}
+
+TpLaunch::~TpLaunch() {
+  if (mpi_ && mpi_->rank() == 0 && !built_) (void)llm::cancel_process_tp(mpi_->calls());
+}
+
+Device TpLaunch::device(bool cuda, int gpu) const {
+  if (!cuda) return Device::cpu();
+  return Device::cuda(gpu + (mpi_ ? mpi_->local_rank() : 0));
+}
+
 StatusOr<std::unique_ptr<llm::Engine>> build_engine(
     const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, int tp, const llm::EngineOptions& options,
-    Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights) {
+    Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights, TpLaunch* launch) {
+  if (launch && launch->multi_process()) {
+    if (on_cpu_weights)
+      return Status::invalid_argument("--save-model needs the whole model in one process: run it without mpirun");
+    launch->built();  // the followers meet it in make_process_tp_engine from here on
+    auto e = llm::make_process_tp_engine(spec, model_seed, layers, options, ctx, launch->mpi()->calls(),
+                                         launch->mpi()->data());
+    if (!e.is_ok()) return e.status();
+    return std::unique_ptr<llm::Engine>(std::move(e.value()));
+  }
   if (ctx.device().kind == DeviceKind::kCuda) {
     if (tp > 1) return make_cli_tp_engine(tp, spec, model_seed, layers, options, ctx, nullptr);
     return llm::make_cuda_engine(spec, model_seed, layers, options, ctx);
@@ -31,6 +62,18 @@ StatusOr<std::unique_ptr<llm::Engine>> build_engine(
   if (tp > 1) return make_cli_tp_engine(tp, spec, model_seed, layers, options, ctx, shared);
   return llm::make_cpu_engine(shared, options, llm::tunableop_linear(ctx), llm::tunableop_gemm(ctx),
                               llm::tunableop_attention(ctx));
+}
+
+int follow_leader(const char* command, const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, Context& ctx,
+                  const TpLaunch& launch) {
+  const int rank = launch.mpi()->rank();
+  auto e = llm::make_process_tp_engine(spec, model_seed, layers, llm::EngineOptions{}, ctx, launch.mpi()->calls(),
+                                       launch.mpi()->data());
+  if (!e.is_ok()) return 2;  // every rank has the same error: rank 0 prints it
+  Status st = (*e)->follow();
+  if (st.is_ok()) return 0;
+  fmt::print(stderr, "tunableop {}: tensor-parallel rank {}: {}\n", command, rank, st.message());
+  return 3;
 }
 
 std::string describe_model(const std::string& name, const llm::ModelConfig& c) {

@@ -527,9 +527,19 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
 }
 
 int run_llm(const LlmArgs& a) {
-  if (a.tune && a.no_tune) return fail(Status::invalid_argument("--tune and --no-tune exclude each other"));
+  // Under `mpirun -np N ... --tp N` every process holds one rank; the others follow rank 0, which
+  // alone reads prompts and prints (the same arguments fail alike everywhere: rank 0 says why).
+  auto said_once = [](const Status& st) { return mpi_launch().rank == 0 ? fail(st) : 2; };
+  auto launch = TpLaunch::start("llm", a.tp);
+  if (!launch.is_ok()) return said_once(launch.status());
+  if (a.tune && a.no_tune) return said_once(Status::invalid_argument("--tune and --no-tune exclude each other"));
   auto spec = llm::parse_model_spec(a.model);
-  if (!spec.is_ok()) return fail(spec.status());
+  if (!spec.is_ok()) return said_once(spec.status());
+  if ((*launch)->follower()) {
+    Context ctx((*launch)->device(a.device == "cuda", a.gpu));
+    apply_tunableop_flags(ctx, a.tune, a.no_tune, a.verbose);
+    return follow_leader("llm", *spec, a.model_seed, a.layers, ctx, **launch);
+  }
   auto cfg = llm::spec_config(*spec, a.layers);
   if (!cfg.is_ok()) return fail(cfg.status());
   auto texts = text_prompts(a);
@@ -670,8 +680,7 @@ int run_llm(const LlmArgs& a) {
     eo.dtype = *dt;
   }
 
-  Device dev = a.device == "cuda" ? Device::cuda(a.gpu) : Device::cpu();
-  Context ctx(dev);
+  Context ctx((*launch)->device(a.device == "cuda", a.gpu));
   apply_tunableop_flags(ctx, a.tune, a.no_tune, a.verbose);
 
   // On the CPU, once the weights are in memory (what is available counts them): the whole first
@@ -686,7 +695,7 @@ int run_llm(const LlmArgs& a) {
     }
     return Status::ok();
   };
-  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, on_cpu_weights);
+  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, on_cpu_weights, launch->get());
   if (!built.is_ok()) return fail(built.status());
   std::unique_ptr<llm::Engine> engine = std::move(built.value());
   const std::string model_desc = describe_model(a.model, engine->config());
@@ -810,7 +819,7 @@ void add_llm_command(CLI::App& app) {
               "bench: also time the other decode loop, run by run alternating in this process, and print both");
   c->add_option("--tp", a->tp,
                 "tensor parallelism over this many GPUs (--gpu and the next ones; one thread per GPU, all-reduce "
-                "tuned like a GEMM) or CPU ranks")
+                "tuned like a GEMM) or CPU ranks; under `mpirun -np N`, N: one rank per process (across hosts too)")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   c->add_option("--fusion", a->fusion,

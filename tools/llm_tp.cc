@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "llm/parallel/process_tp.h"
 #include "llm/parallel/tp_engine.h"
 #include "tunableop/registry.h"
 
@@ -89,6 +90,10 @@ StatusOr<std::unique_ptr<llm::Engine>> make_cli_tp_engine(int tp, const llm::Mod
 }
 
 void set_tunableop_mode(llm::Engine& engine, Context& ctx, bool tuned) {
+  if (auto* p = dynamic_cast<llm::ProcessTpEngine*>(&engine)) {  // every process's context, through rank 0's calls
+    (void)p->set_tunableop(tuned);
+    return;
+  }
   std::vector<Context*> all = {&ctx};
   if (auto* tp = dynamic_cast<CliTpEngine*>(&engine))
     for (const auto& c : tp->ranks()) all.push_back(c.get());

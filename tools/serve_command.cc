@@ -116,9 +116,19 @@ StatusOr<serve::openai::ChatTemplate> chat_template_of(const llm::ModelSpec& spe
 }
 
 int run_serve(const ServeArgs& a) {
-  if (a.tune && a.no_tune) return fail(Status::invalid_argument("--tune and --no-tune exclude each other"));
+  // Under `mpirun -np N ... --tp N` every process holds one rank; rank 0 serves HTTP, the others
+  // follow its engine's calls (the same arguments fail alike everywhere: rank 0 says why).
+  auto said_once = [](const Status& st) { return mpi_launch().rank == 0 ? fail(st) : 2; };
+  auto launch = TpLaunch::start("serve", a.tp);
+  if (!launch.is_ok()) return said_once(launch.status());
+  if (a.tune && a.no_tune) return said_once(Status::invalid_argument("--tune and --no-tune exclude each other"));
   auto spec = llm::parse_model_spec(a.model);
-  if (!spec.is_ok()) return fail(spec.status());
+  if (!spec.is_ok()) return said_once(spec.status());
+  if ((*launch)->follower()) {
+    Context ctx((*launch)->device(a.device == "cuda", a.gpu));
+    apply_tunableop_flags(ctx, /*tune=*/!a.no_tune, a.no_tune, a.verbose);
+    return follow_leader("serve", *spec, a.model_seed, a.layers, ctx, **launch);
+  }
   auto cfg = llm::spec_config(*spec, a.layers);
   if (!cfg.is_ok()) return fail(cfg.status());
   const bool cuda = a.device == "cuda";
@@ -162,11 +172,11 @@ int run_serve(const ServeArgs& a) {
   serve::http::HttpServer http(ho);
   if (Status st = http.start(); !st.is_ok()) return fail(st);
 
-  Context ctx(cuda ? Device::cuda(a.gpu) : Device::cpu());
+  Context ctx((*launch)->device(cuda, a.gpu));
   // Tuning is the server's default (off the request path: docs/serve.md, "Tuning policy");
   // --no-tune: TunableOp off, every problem runs its Default.
   apply_tunableop_flags(ctx, /*tune=*/!a.no_tune, a.no_tune, a.verbose);
-  auto engine = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx);
+  auto engine = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, {}, launch->get());
   if (!engine.is_ok()) return fail(engine.status());
   const std::string desc = describe_model(a.model, (*engine)->config());
   const std::string device_name = (*engine)->device_name();
@@ -245,7 +255,9 @@ void add_serve_command(CLI::App& app) {
   c->add_option("--served-model-name", a->served_model_name, "the model's name in the API (default: --model)");
   c->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   c->add_option("--gpu", a->gpu, "CUDA device ordinal")->check(at_least(0))->capture_default_str();
-  c->add_option("--tp", a->tp, "tensor parallelism over this many GPUs (or CPU ranks)")
+  c->add_option("--tp", a->tp,
+                "tensor parallelism over this many GPUs (or CPU ranks); under `mpirun -np N`, N: one rank per "
+                "process, rank 0 serving HTTP")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   c->add_option("--dtype", a->dtype, "cuda: bf16 or fp32")

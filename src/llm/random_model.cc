@@ -8,8 +8,8 @@
 namespace tunableop::llm {
 
 std::vector<std::string> preset_names() {
-  return {"tiny",       "tiny-gemma", "llama-2-7b", "gemma-2b",        "llama-3-8b",
-          "mistral-7b", "qwen2.5-7b", "gemma-2-9b", "gemma-2-9b-nocap"};
+  return {"tiny",     "tiny-gemma", "tiny-gqa8",  "llama-2-7b", "llama-2-13b", "llama-2-70b",     "llama-3-70b",
+          "gemma-2b", "llama-3-8b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b",  "gemma-2-9b-nocap"};
 }
 
 namespace {
@@ -28,6 +28,17 @@ ModelConfig shape(Architecture arch, int64_t vocab, int64_t hidden, int64_t inte
 
 // The current families' configs (their Hugging Face config.json files), or nothing.
 std::optional<ModelConfig> family_preset(const std::string& name) {
+  // The tensor-parallel benchmark shapes (issue 30): Llama-2-13B (MHA), Llama-2-70B and
+  // Llama-3-70B (GQA: 64 query heads over 8 kv heads, so TP=8 gives each rank one kv head).
+  if (name == "llama-2-13b")  // meta-llama/Llama-2-13b-hf
+    return shape(Architecture::kLlama, 32000, 5120, 13824, 40, 40, 40, 128, 4096, 1e-5, 10000.0);
+  if (name == "llama-2-70b")  // meta-llama/Llama-2-70b-hf
+    return shape(Architecture::kLlama, 32000, 8192, 28672, 80, 64, 8, 128, 4096, 1e-5, 10000.0);
+  if (name == "llama-3-70b")  // meta-llama/Meta-Llama-3-70B: 128k vocabulary, RoPE base 500000, no scaling
+    return shape(Architecture::kLlama, 128256, 8192, 28672, 80, 64, 8, 128, 8192, 1e-5, 500000.0);
+  // The 70B's head layout in miniature, for tests on 8 CPU ranks: 16 query heads over 8 kv
+  // heads split 8 ways as the 70B's 64 over 8 do (each rank whole groups and one kv head).
+  if (name == "tiny-gqa8") return shape(Architecture::kLlama, 1024, 256, 512, 2, 16, 8, 16, 512, 1e-5, 10000.0);
   if (name == "llama-3-8b") {  // meta-llama/Llama-3.1-8B: GQA 4, 128k vocabulary, llama3 RoPE scaling
     ModelConfig c = shape(Architecture::kLlama, 128256, 4096, 14336, 32, 32, 8, 128, 131072, 1e-5, 500000.0);
     c.rope.type = RopeType::kLlama3;

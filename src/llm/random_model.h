@@ -14,9 +14,11 @@
 
 namespace tunableop::llm {
 
-// "tiny" (the default: Llama-style, GQA), "tiny-gemma" (MQA), "llama-2-7b", "gemma-2b", and the
-// current families' benchmark shapes: "llama-3-8b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b"
-// (and "gemma-2-9b-nocap": the same without softcapping, to measure what it costs).
+// "tiny" (the default: Llama-style, GQA), "tiny-gemma" (MQA), "tiny-gqa8" (heads that split 8
+// ways, for tensor-parallel tests), "llama-2-7b", "gemma-2b", the tensor-parallel shapes
+// "llama-2-13b", "llama-2-70b" and "llama-3-70b", and the current families' benchmark shapes:
+// "llama-3-8b", "mistral-7b", "qwen2.5-7b", "gemma-2-9b" (and "gemma-2-9b-nocap": the same
+// without softcapping, to measure what it costs).
 std::vector<std::string> preset_names();
 StatusOr<ModelConfig> preset_config(const std::string& name);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "llm/safetensors.h"
 #include "tunableop/checked_size.h"
@@ -118,36 +119,35 @@ Status check_tensor(const TensorSource& src, const TensorSlot& slot, const Tenso
   return Status::ok();
 }
 
-void size_buffers(ModelWeights& w) {
-  const ModelConfig& c = w.config;
+void size_layer(const ModelConfig& c, LayerWeights& l) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
+  l.attn_norm.assign(size_t(H), 0.f);
+  l.wqkv.assign(size_t(c.qkv_dim() * H), 0.f);
+  l.wo.assign(size_t(H * c.q_dim()), 0.f);
+  l.mlp_norm.assign(size_t(H), 0.f);
+  l.w_gate_up.assign(size_t(2 * I * H), 0.f);
+  l.w_down.assign(size_t(H * I), 0.f);
+  size_family_weights(c, l);
+}
+
+// The tensors outside the layers; the layers listed, unsized.
+void size_head(ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  const int64_t H = c.hidden_size;
   w.embed.assign(size_t(c.vocab_size * H), 0.f);
   w.final_norm.assign(size_t(H), 0.f);
   w.lm_head.assign(c.tie_word_embeddings ? 0 : size_t(c.vocab_size * H), 0.f);
-  w.layers.resize(size_t(c.num_layers));
-  for (LayerWeights& l : w.layers) {
-    l.attn_norm.assign(size_t(H), 0.f);
-    l.wqkv.assign(size_t(c.qkv_dim() * H), 0.f);
-    l.wo.assign(size_t(H * c.q_dim()), 0.f);
-    l.mlp_norm.assign(size_t(H), 0.f);
-    l.w_gate_up.assign(size_t(2 * I * H), 0.f);
-    l.w_down.assign(size_t(H * I), 0.f);
-    size_family_weights(c, l);
-  }
+  w.layers.assign(size_t(c.num_layers), LayerWeights{});
 }
 
-}  // namespace
-
-static StatusOr<ModelWeights> load_model_unguarded(const std::string& dir) {
+// Opens DIR with every tensor checked against config.json (before anything is allocated).
+StatusOr<std::unique_ptr<TensorSource>> open_checked(const std::string& dir, ModelWeights& w) {
   auto cfg = load_model_config(dir);
   if (!cfg.is_ok()) return cfg.status();
   auto src = TensorSource::open_dir(dir);
   if (!src.is_ok()) return src.status();
-  ModelWeights w;
   w.config = cfg.value();
   w.name = dir;
-  // Every tensor checked against config.json first, and the total against this machine's
-  // memory: a tiny checkpoint whose config claims a huge model fails here, before any buffer.
   Status st;
   for_each_slot(w, [&](const TensorSlot& slot) {
     const TensorView* t = nullptr;
@@ -155,16 +155,66 @@ static StatusOr<ModelWeights> load_model_unguarded(const std::string& dir) {
     return st.is_ok();
   });
   TUNABLEOP_RETURN_IF_ERROR(st);
-  TUNABLEOP_RETURN_IF_ERROR(check_weights_fit(w.config, dir));
-  size_buffers(w);
-  bool first = true;
-  for (const TensorSlot& slot : tensor_slots(w)) {
+  return std::move(src.value());
+}
+
+// Converts every slot of `w` that has a buffer and is not in `done` yet.
+Status convert_sized(const TensorSource& src, ModelWeights& w, std::set<std::string>& done) {
+  Status st;
+  for_each_slot(w, [&](const TensorSlot& slot) {
+    if (!slot.data || !done.insert(slot.name).second) return true;
     const TensorView* t = nullptr;
-    TUNABLEOP_RETURN_IF_ERROR(check_tensor(**src, slot, &t));
-    if (first) w.storage_dtype = t->dtype;
-    first = false;
+    st = check_tensor(src, slot, &t);
+    if (!st.is_ok()) return false;
+    if (done.size() == 1) w.storage_dtype = t->dtype;
     convert_to_f32(*t, slot.data);
-  }
+    return true;
+  });
+  return st;
+}
+
+}  // namespace
+
+StatusOr<ModelWeights> load_model_layerwise(const std::string& dir,
+                                            const std::function<LayerWeights(int64_t, LayerWeights)>& keep) {
+  return status_boundary(
+      [&] { return "loading the model in " + dir; },
+      [&]() -> StatusOr<ModelWeights> {
+        ModelWeights w;
+        auto src = open_checked(dir, w);
+        if (!src.is_ok()) return src.status();
+        const ModelConfig& c = w.config;
+        // What is held at once: the tensors outside the layers and one whole layer.
+        const CheckedInt peak = (CheckedInt(c.vocab_size) * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) +
+                                 CheckedInt(c.qkv_dim() + c.q_dim() + 3 * c.intermediate_size) * c.hidden_size) *
+                                int64_t(sizeof(float));
+        TUNABLEOP_RETURN_IF_ERROR(check_host_allocation(peak, dir + ": the model's embeddings and one layer in fp32"));
+        size_head(w);
+        std::set<std::string> done;
+        std::vector<LayerWeights> kept;
+        for (int64_t i = 0; i < c.num_layers; ++i) {
+          size_layer(c, w.layers[size_t(i)]);
+          TUNABLEOP_RETURN_IF_ERROR(convert_sized(**src, w, done));
+          kept.push_back(keep(i, std::move(w.layers[size_t(i)])));
+          w.layers[size_t(i)] = LayerWeights{};  // no buffer: later passes skip its slots
+        }
+        if (c.num_layers == 0) TUNABLEOP_RETURN_IF_ERROR(convert_sized(**src, w, done));
+        w.layers = std::move(kept);
+        return w;
+      });
+}
+
+static StatusOr<ModelWeights> load_model_unguarded(const std::string& dir) {
+  // Every tensor checked against config.json first, and the total against this machine's
+  // memory: a tiny checkpoint whose config claims a huge model fails here, before any buffer.
+  ModelWeights w;
+  auto src = open_checked(dir, w);
+  if (!src.is_ok()) return src.status();
+  TUNABLEOP_RETURN_IF_ERROR(check_weights_fit(w.config, dir));
+  size_head(w);
+  for (LayerWeights& l : w.layers) size_layer(w.config, l);
+  std::set<std::string> done;
+  TUNABLEOP_RETURN_IF_ERROR(convert_sized(**src, w, done));
   return w;
 }
 

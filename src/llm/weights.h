@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,13 @@ std::string layer_tensor_name(int64_t layer, const char* suffix);  // "model.lay
 // Loads DIR/config.json and DIR/model.safetensors (or its sharded index). Every tensor is
 // checked against the shape config.json implies; errors name the file and the tensor.
 StatusOr<ModelWeights> load_model(const std::string& dir);
+
+// load_model a layer at a time, for a caller that keeps only part of each (a tensor-parallel
+// rank's shard): keep(i, layer i) returns what stays of it and the whole layer is freed before
+// the next is read. Everything outside the layers is loaded whole. Peak memory: the embeddings,
+// one whole layer and what was kept.
+StatusOr<ModelWeights> load_model_layerwise(const std::string& dir,
+                                            const std::function<LayerWeights(int64_t layer, LayerWeights whole)>& keep);
 
 // Ok when the fp32 weights `c` describes fit in this machine's memory (checked before they are
 // allocated, by load_model and for built-in models); the error names `source`.

@@ -92,6 +92,11 @@ TEST(LlmConfig, PresetParameterCountsMatchThePublishedModels) {
   EXPECT_NEAR(double(preset_config("mistral-7b")->parameter_count()), 7.24e9, 0.01e9);
   EXPECT_NEAR(double(preset_config("qwen2.5-7b")->parameter_count()), 7.62e9, 0.01e9);
   EXPECT_NEAR(double(preset_config("gemma-2-9b")->parameter_count()), 9.24e9, 0.01e9);
+  EXPECT_NEAR(double(preset_config("llama-2-13b")->parameter_count()), 13.02e9, 0.01e9);
+  EXPECT_NEAR(double(preset_config("llama-2-70b")->parameter_count()), 68.98e9, 0.01e9);
+  EXPECT_NEAR(double(preset_config("llama-3-70b")->parameter_count()), 70.55e9, 0.01e9);
+  EXPECT_EQ(preset_config("llama-2-70b")->num_kv_heads, 8);
+  EXPECT_EQ(preset_config("llama-3-70b")->rope_theta, 500000.0);
   EXPECT_FALSE(preset_config("gpt2").is_ok());
 }
 

@@ -37,7 +37,9 @@ bool ServeProcess::start(const std::vector<std::string>& args, std::chrono::seco
     error_ = "pipe failed";
     return false;
   }
-  std::vector<std::string> all = {TUNABLEOP_CLI_PATH, "serve"};
+  std::vector<std::string> all = launcher_;
+  all.push_back(TUNABLEOP_CLI_PATH);
+  all.push_back("serve");
   all.insert(all.end(), args.begin(), args.end());
   all.push_back("--port");
   all.push_back("0");
@@ -56,7 +58,7 @@ bool ServeProcess::start(const std::vector<std::string>& args, std::chrono::seco
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
     ::unsetenv("TUNABLEOP_ENABLED");
     ::unsetenv("TUNABLEOP_TUNING");
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   ::close(out[1]);

@@ -18,6 +18,8 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
+  // A program that runs the CLI (`mpirun -np 2 ...`): argv becomes launcher + CLI + serve ARGS.
+  void set_launcher(std::vector<std::string> launcher) { launcher_ = std::move(launcher); }
   // Starts `tunableop serve ARGS --port 0` and waits for its ready line. False (with error()
   // saying why) when it exits or stays silent past `timeout`.
   bool start(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(120));
@@ -31,6 +33,7 @@ class ServeProcess {
   std::string stderr_text() const;
 
  private:
+  std::vector<std::string> launcher_;
   pid_t pid_ = -1;
   int port_ = -1;
   std::string ready_line_, error_, stderr_path_;

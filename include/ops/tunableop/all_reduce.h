@@ -6,7 +6,9 @@
 // kept in the results file. docs/parallel.md explains the process model.
 //
 // A communicator is one process driving `world_size` devices (GPUs, or CPU "ranks" that are
-// host threads). It is used in one of two ways:
+// host threads), or, in process mode (make_process_communicator), one rank of a group of
+// processes that each drive one device (tunableop/process_group.h: MPI ranks). It is used in
+// one of two ways:
 //   group mode  (operands.rank = -1): one thread runs the collective for every rank (tuning,
 //               benchmarks, `tunableop allreduce`);
 //   rank mode   (operands.rank = r): each rank's own thread calls with its own buffers, every
@@ -14,7 +16,10 @@
 //               GPU). The first call of a message size is a rendezvous: rank 0's context
 //               decides (results file, or tuning on the communicator's own buffers while the
 //               other ranks wait), and every rank runs that one candidate from then on.
-// Group-mode and rank-mode calls on one communicator must not run at the same time.
+// Group-mode and rank-mode calls on one communicator must not run at the same time. In process
+// mode only rank mode exists (each process calls for its own rank); the first call of a size
+// is a rendezvous of the processes, where rank 0 decides and the others carry out its
+// measurements (src/ops/all_reduce/process_tuning.h) and then run the candidate it chose.
 #pragma once
 
 #include <array>
@@ -26,6 +31,7 @@
 
 #include "tunableop/log.h"
 #include "tunableop/op.h"
+#include "tunableop/process_group.h"
 #include "tunableop/timer.h"
 
 namespace tunableop {
@@ -110,12 +116,19 @@ class Communicator {
 
   virtual DeviceKind device_kind() const = 0;
   int world_size() const { return int(devices_.size()); }
-  int device(int rank) const { return devices_[size_t(rank)]; }  // ordinal of rank r's device
+  int device(int rank) const { return devices_[size_t(rank)]; }  // ordinal of rank r's device (in its process)
   virtual std::string describe() const = 0;                      // for logs and tables
+  // Process mode: the group whose processes hold the other ranks; null when every rank is in
+  // this process.
+  ProcessGroup* group() const { return group_; }
+  // The rank this process holds in process mode; -1 when it holds every rank.
+  int own_rank() const { return group_ ? group_->rank() : -1; }
+  bool holds(int rank) const { return !group_ || rank == group_->rank(); }
 
   // --- For group-mode work from one thread (tuning, benchmarks): memory on rank r's device,
   // synchronous copies to and from it, the communicator's own stream of rank r, and a timer
-  // whose regions cover a collective on every rank (the slowest rank's time).
+  // whose regions cover a collective on every rank (the slowest rank's time). In process mode:
+  // this process's rank only, and a timer of its own device.
   virtual StatusOr<void*> alloc(int rank, size_t bytes) = 0;
   virtual void free(int rank, void* p) = 0;
   virtual Status copy_to_device(int rank, void* dst, const void* host, size_t bytes) = 0;
@@ -141,10 +154,11 @@ class Communicator {
   State& state() { return *state_; }
 
  protected:
-  explicit Communicator(std::vector<int> devices);
+  explicit Communicator(std::vector<int> devices, ProcessGroup* group = nullptr);
 
  private:
   std::vector<int> devices_;
+  ProcessGroup* group_ = nullptr;
   std::unique_ptr<State> state_;
 };
 
@@ -152,11 +166,19 @@ class Communicator {
 struct CommunicatorFactory {
   DeviceKind device = DeviceKind::kCpu;
   std::function<StatusOr<std::unique_ptr<Communicator>>(const std::vector<int>& devices, Logger& log)> make;
+  // Process mode: this process's rank of `group` on its device `device`. Collective. Null when
+  // the backend has no process mode.
+  std::function<StatusOr<std::unique_ptr<Communicator>>(int device, ProcessGroup& group, Logger& log)> make_process;
 };
 
 // A communicator over `devices` (CUDA ordinals; for the CPU, one entry per host-thread rank,
 // all 0) of ctx's device kind, from the backend that registered one.
 StatusOr<std::unique_ptr<Communicator>> make_communicator(Context& ctx, const std::vector<int>& devices);
+
+// Process mode: a communicator whose ranks are the processes of `group`, this one holding rank
+// group.rank() on ctx's device (every rank's context of the same device kind). Collective: every
+// rank gets a communicator or every rank an error. `group` must outlive it.
+StatusOr<std::unique_ptr<Communicator>> make_process_communicator(Context& ctx, ProcessGroup& group);
 
 // The all-reduce through the op: the candidate this communicator decided on for p (a lookup
 // after the first call of this size), deciding first when it has not (see above). In rank mode
@@ -165,5 +187,19 @@ Status all_reduce(Context& ctx, const AllReduceParams& p, const AllReduceOperand
 
 // The candidate a communicator runs for p ("" before its first call of that size).
 std::string all_reduce_solution(Communicator& comm, const AllReduceParams& p);
+
+// Process mode, for tables (`mpirun -np N tunableop allreduce`): every candidate of p at this
+// search effort checked against the host sum (every rank the same bits) and timed as the
+// slowest rank's microseconds per call (median of `rounds` samples of `iterations` calls back
+// to back), every rank taking part as when rank 0 decides. Collective; rank 0 gets a row per
+// candidate, the others none.
+struct AllReduceCandidateTime {
+  std::string name;
+  Status status;  // why it did not run or failed its check
+  double us = 0;
+};
+StatusOr<std::vector<AllReduceCandidateTime>> time_all_reduce_candidates(Context& ctx, Communicator& comm,
+                                                                         const AllReduceParams& p, int effort,
+                                                                         int iterations, int rounds);
 
 }  // namespace tunableop

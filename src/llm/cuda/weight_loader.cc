@@ -89,10 +89,14 @@ Status CudaWeights::load_shard(const ModelSpec& spec, uint64_t seed, const Tenso
   const int64_t H = full.hidden_size, V = full.vocab_size;
   if (!spec.builtin && !host) return Status::internal("a tensor-parallel rank of a model directory needs its weights");
   DeviceBuffer staging;
+  // `host` is the whole model (cut here) or already this rank's shard (a process holding one
+  // rank read only its part: its config is the rank's local one).
+  const bool cut =
+      host && host->config.num_heads == full.num_heads && host->config.intermediate_size == full.intermediate_size;
   auto whole = [](int64_t rows, int64_t cols) { return std::vector<TensorBlock>{{0, rows, 0, cols, cols}}; };
   auto put = [&](DeviceBuffer& dst, RandomTensor t, int64_t layer, const std::vector<float>* src,
                  const std::vector<TensorBlock>& blocks) -> Status {
-    if (host) return copy_weight(dst, take_blocks(*src, blocks), staging);
+    if (host) return copy_weight(dst, cut ? take_blocks(*src, blocks) : *src, staging);
     TUNABLEOP_RETURN_IF_ERROR(dst.ensure(size_t(shard_elements(blocks)) * esize_));
     const RandomInit init = random_init(full, t);
     size_t at = 0;

@@ -24,8 +24,8 @@ class CudaWeights {
  public:
   // The whole model: built-in (spec.builtin, random weights from `seed` on the GPU) or spec.dir.
   Status load(const ModelSpec& spec, uint64_t seed, const ModelConfig& c, Elem e, cudaStream_t s);
-  // One tensor-parallel rank's shard: generated (built-in) or cut from `host` (a directory's
-  // weights, loaded once for every rank).
+  // One tensor-parallel rank's shard: generated (built-in) or from `host`: a directory's whole
+  // weights (loaded once for every rank, cut here) or this rank's shard alone (load_model_shard).
   Status load_shard(const ModelSpec& spec, uint64_t seed, const TensorParallelLayout& tp, int rank,
                     const ModelWeights* host, Elem e, cudaStream_t s);
   // What the forward pass reads (pointers into the buffers held here).

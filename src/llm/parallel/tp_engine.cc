@@ -57,6 +57,17 @@ class TpEngine final : public Engine {
   }
   Status last_logits(std::vector<float>* out) override { return ranks_[0]->last_logits(out); }
 
+  // The device loop (issue 30): each rank queues its step behind the previous one on its own
+  // device (CUDA: one graph replay per GPU, inputs advanced by its argmax), and the host
+  // collects every rank's tokens one step behind.
+  bool decode_ahead_supported() const override { return ranks_[0]->decode_ahead_supported(); }
+  Status decode_ahead(const std::vector<int32_t>* tokens) override {
+    return on_every_rank([&](int r) { return ranks_[size_t(r)]->decode_ahead(tokens); });
+  }
+  Status collect_ahead(std::vector<int32_t>* next) override {
+    return step([&](Engine& e, std::vector<int32_t>* out) { return e.collect_ahead(out); }, next);
+  }
+
   // Continuous batching: every rank runs the same pass on its shard (each samples the same
   // tokens from the same gathered logits, which step() checks).
   Status prefill_slots(const std::vector<SlotChunk>& chunks, const SamplingRow* sampling,
@@ -93,14 +104,20 @@ class TpEngine final : public Engine {
         next));
     return spans;
   }
-  // Rank 0's GPU (on its own thread, where that GPU is current).
+  // Every rank's device measured at once (each on its own thread, where its GPU is current): the
+  // sum, the ranks' aggregate ceiling, which a decode step that reads every rank's weights at
+  // once is held against.
   StatusOr<double> copy_bandwidth_gbps() override {
-    StatusOr<double> gbps = Status::internal("no rank measured");
+    std::vector<double> gbps(ranks_.size(), 0.0);
     TUNABLEOP_RETURN_IF_ERROR(threads_.run([&](int r) {
-      if (r == 0) gbps = ranks_[0]->copy_bandwidth_gbps();
+      auto g = ranks_[size_t(r)]->copy_bandwidth_gbps();
+      if (!g.is_ok()) return g.status();
+      gbps[size_t(r)] = *g;
       return Status::ok();
     }));
-    return gbps;
+    double total = 0;
+    for (double g : gbps) total += g;
+    return total;
   }
   std::string kernel_choices() const override {
     std::string s;
@@ -151,8 +168,19 @@ class TpEngine final : public Engine {
   std::vector<std::unique_ptr<Engine>> ranks_;
 };
 
-// What rank r's device needs to take part: its vocabulary rows and the all-reduce through the
-// op on this communicator (contexts[0] decides; every rank passes its own context).
+Status check_contexts(const std::vector<Context*>& contexts, DeviceKind kind) {
+  if (contexts.size() < 2) return Status::invalid_argument("tensor parallelism needs at least 2 ranks");
+  if (int(contexts.size()) > kMaxRanks)
+    return Status::invalid_argument("tensor parallelism over at most " + std::to_string(kMaxRanks) + " ranks");
+  for (Context* c : contexts)
+    if (!c || c->device().kind != kind)
+      return Status::invalid_argument("tensor parallelism: a rank has no context of the right device");
+  return Status::ok();
+}
+
+}  // namespace
+
+// Every rank passes its own context; rank 0's decides the all-reduces.
 TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, Communicator& comm, Context& ctx,
                                     DeviceKernels& dev) {
   TensorParallelRank tp;
@@ -183,18 +211,6 @@ TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, C
   };
   return tp;
 }
-
-Status check_contexts(const std::vector<Context*>& contexts, DeviceKind kind) {
-  if (contexts.size() < 2) return Status::invalid_argument("tensor parallelism needs at least 2 ranks");
-  if (int(contexts.size()) > kMaxRanks)
-    return Status::invalid_argument("tensor parallelism over at most " + std::to_string(kMaxRanks) + " ranks");
-  for (Context* c : contexts)
-    if (!c || c->device().kind != kind)
-      return Status::invalid_argument("tensor parallelism: a rank has no context of the right device");
-  return Status::ok();
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<Engine>> make_cpu_tp_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
                                                      const std::vector<Context*>& contexts) {

@@ -12,6 +12,7 @@
 #include "llm/engine.h"
 #include "llm/parallel/tp_layout.h"
 #include "llm/random_model.h"
+#include "tunableop/all_reduce.h"
 #include "tunableop/context.h"
 
 namespace tunableop::llm {
@@ -29,11 +30,17 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_tp_engine(const ModelSpec& spec, uin
                                                       EngineOptions options, const std::vector<Context*>& contexts);
 
 // One rank's CUDA device (cuda/cuda_device.cc): the blocks of the model that `layout` gives
-// rank `rank`, generated on its GPU (built-in models) or cut from `host` (the full model's host
-// weights, for a model directory). `options` are prepared for the full model.
+// rank `rank`, generated on its GPU (built-in models) or from `host` for a model directory: the
+// full model's host weights, cut here, or the rank's shard alone (load_model_shard). `options`
+// are prepared for the full model.
 StatusOr<std::unique_ptr<DeviceKernels>> make_cuda_tp_device(const ModelSpec& spec, uint64_t seed,
                                                              const EngineOptions& options, Context& ctx,
                                                              std::shared_ptr<const TensorParallelLayout> layout,
                                                              int rank, std::shared_ptr<const ModelWeights> host);
+
+// What rank r's device needs to take part in tensor parallelism over `comm`: its vocabulary
+// rows and the all-reduce through the op (ctx: the rank's context; rank 0's decides).
+TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, Communicator& comm, Context& ctx,
+                                    DeviceKernels& dev);
 
 }  // namespace tunableop::llm

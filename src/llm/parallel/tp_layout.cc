@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "llm/random_model.h"
+
 namespace tunableop::llm {
 
 int64_t shard_rows(const std::vector<TensorBlock>& blocks) {
@@ -114,23 +116,96 @@ std::vector<float> take_blocks(const std::vector<float>& full, const std::vector
   return out;
 }
 
+LayerWeights shard_layer(const LayerWeights& l, const TensorParallelLayout& layout, int rank) {
+  LayerWeights s;
+  s.attn_norm = l.attn_norm;
+  s.mlp_norm = l.mlp_norm;
+  s.wqkv = take_blocks(l.wqkv, layout.wqkv(rank));
+  s.wo = take_blocks(l.wo, layout.wo(rank));
+  s.w_gate_up = take_blocks(l.w_gate_up, layout.gate_up(rank));
+  s.w_down = take_blocks(l.w_down, layout.down(rank));
+  return s;
+}
+
+namespace {
+
+std::string rank_name(const std::string& model, const TensorParallelLayout& layout, int rank) {
+  return model + " (tensor-parallel rank " + std::to_string(rank) + " of " + std::to_string(layout.world()) + ")";
+}
+
+}  // namespace
+
 ModelWeights shard_weights(const ModelWeights& full, const TensorParallelLayout& layout, int rank) {
   ModelWeights w;
   w.config = layout.local_config(rank);
-  w.name = full.name + " (tensor-parallel rank " + std::to_string(rank) + " of " + std::to_string(layout.world()) + ")";
+  w.name = rank_name(full.name, layout, rank);
   w.storage_dtype = full.storage_dtype;
   w.embed = full.embed;
   w.final_norm = full.final_norm;
   const std::vector<float>& head = full.lm_head.empty() ? full.embed : full.lm_head;
   w.lm_head = take_blocks(head, layout.lm_head(rank));
-  for (const LayerWeights& l : full.layers) {
+  for (const LayerWeights& l : full.layers) w.layers.push_back(shard_layer(l, layout, rank));
+  return w;
+}
+
+StatusOr<ModelWeights> load_model_shard(const std::string& dir, const TensorParallelLayout& layout, int rank) {
+  auto w = load_model_layerwise(dir, [&](int64_t, LayerWeights whole) { return shard_layer(whole, layout, rank); });
+  if (!w.is_ok()) return w.status();
+  const ModelConfig& c = w->config;
+  const ModelConfig& f = layout.full();
+  if (c.hidden_size != f.hidden_size || c.num_heads != f.num_heads || c.num_kv_heads != f.num_kv_heads ||
+      c.intermediate_size != f.intermediate_size || c.vocab_size != f.vocab_size || c.num_layers != f.num_layers)
+    return Status::invalid_argument(dir + "/config.json changed while it was read: not the model the ranks split");
+  const std::vector<float>& head = w->lm_head.empty() ? w->embed : w->lm_head;
+  w->lm_head = take_blocks(head, layout.lm_head(rank));
+  w->config = layout.local_config(rank);
+  w->name = rank_name(dir, layout, rank);
+  return w;
+}
+
+namespace {
+
+// The blocks of tensor t of `layer` (-1: outside the layers) as the whole model's random
+// weights hold them (make_random_weights: each value a function of its index in the whole tensor).
+std::vector<float> random_blocks(const ModelConfig& full, uint64_t seed, RandomTensor t, int64_t layer,
+                                 const std::vector<TensorBlock>& blocks) {
+  const RandomInit init = random_init(full, t);
+  const uint64_t stream = random_stream(t, layer);
+  std::vector<float> out(size_t(shard_elements(blocks)));
+  size_t at = 0;
+  for (const TensorBlock& b : blocks) {
+    float* p = out.data() + at;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < b.rows; ++i)
+      for (int64_t j = 0; j < b.cols; ++j)
+        p[i * b.cols + j] =
+            init.offset + init.scale * random_uniform(seed, stream, uint64_t((b.row0 + i) * b.full_cols + b.col0 + j));
+    at += size_t(b.rows * b.cols);
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelWeights random_model_shard(const TensorParallelLayout& layout, int rank, uint64_t seed, const std::string& name) {
+  const ModelConfig& f = layout.full();
+  const int64_t H = f.hidden_size, V = f.vocab_size;
+  auto whole = [](int64_t rows, int64_t cols) { return std::vector<TensorBlock>{{0, rows, 0, cols, cols}}; };
+  ModelWeights w;
+  w.config = layout.local_config(rank);
+  w.name = rank_name(name, layout, rank);
+  w.embed = random_blocks(f, seed, RandomTensor::kEmbed, -1, whole(V, H));
+  w.final_norm = random_blocks(f, seed, RandomTensor::kFinalNorm, -1, whole(1, H));
+  w.lm_head = random_blocks(f, seed, f.tie_word_embeddings ? RandomTensor::kEmbed : RandomTensor::kLmHead, -1,
+                            layout.lm_head(rank));
+  for (int64_t l = 0; l < f.num_layers; ++l) {
     LayerWeights s;
-    s.attn_norm = l.attn_norm;
-    s.mlp_norm = l.mlp_norm;
-    s.wqkv = take_blocks(l.wqkv, layout.wqkv(rank));
-    s.wo = take_blocks(l.wo, layout.wo(rank));
-    s.w_gate_up = take_blocks(l.w_gate_up, layout.gate_up(rank));
-    s.w_down = take_blocks(l.w_down, layout.down(rank));
+    s.attn_norm = random_blocks(f, seed, RandomTensor::kAttnNorm, l, whole(1, H));
+    s.wqkv = random_blocks(f, seed, RandomTensor::kWqkv, l, layout.wqkv(rank));
+    s.wo = random_blocks(f, seed, RandomTensor::kWo, l, layout.wo(rank));
+    s.mlp_norm = random_blocks(f, seed, RandomTensor::kMlpNorm, l, whole(1, H));
+    s.w_gate_up = random_blocks(f, seed, RandomTensor::kGateUp, l, layout.gate_up(rank));
+    s.w_down = random_blocks(f, seed, RandomTensor::kDown, l, layout.down(rank));
     w.layers.push_back(std::move(s));
   }
   return w;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "llm/config.h"
@@ -69,5 +70,12 @@ std::vector<float> take_blocks(const std::vector<float>& full, const std::vector
 
 // Rank r's host weights (local_config(r), lm_head explicit) from the full model's.
 ModelWeights shard_weights(const ModelWeights& full, const TensorParallelLayout& layout, int rank);
+LayerWeights shard_layer(const LayerWeights& full_layer, const TensorParallelLayout& layout, int rank);
+
+// The same shard with only the shard in memory (a process that holds one rank): from a model
+// directory read a layer at a time (load_model_layerwise), or a built-in model's random weights
+// generated block by block (the values make_random_weights gives the whole model there).
+StatusOr<ModelWeights> load_model_shard(const std::string& dir, const TensorParallelLayout& layout, int rank);
+ModelWeights random_model_shard(const TensorParallelLayout& layout, int rank, uint64_t seed, const std::string& name);
 
 }  // namespace tunableop::llm

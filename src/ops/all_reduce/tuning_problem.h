@@ -19,6 +19,18 @@
 
 namespace tunableop::ops {
 
+// What the all-reduce's tuning measures on, the same in one process and across processes
+// (process_tuning.h): rank r's input (random, seeded by r; at least 16 bytes), what an output
+// holds before a run (NaN in p.dtype, or the residual stream for kAddResidual: random, the same
+// on every rank), and the fp64 result every rank must reach.
+std::vector<uint8_t> tuning_input(const AllReduceParams& p, int rank);
+std::vector<uint8_t> tuning_initial_output(const AllReduceParams& p);
+std::vector<double> tuning_reference(const AllReduceParams& p, const std::vector<std::vector<uint8_t>>& inputs);
+// Rank r's output against the reference and against rank 0's bits (`first`; null for rank 0).
+// `name` and `how` ("out of place", ...) are for the message.
+Status check_rank_output(const AllReduceParams& p, const std::string& name, const char* how, int rank,
+                         const void* output, const void* first, const std::vector<double>& ref);
+
 class AllReduceTuningProblem final : public TuningProblem {
  public:
   // `candidates` start with Default.
@@ -49,8 +61,7 @@ class AllReduceTuningProblem final : public TuningProblem {
   std::vector<AllReduceCandidate> cands_;
   std::vector<void*> in_, out_;                // per rank, on its device
   std::vector<std::vector<uint8_t>> host_in_;  // per rank
-  std::vector<uint8_t> poison_;                // NaN in p.dtype; kAddResidual: the residual before
-  std::vector<double> residual_;               // kAddResidual: the residual before (fp32 values)
+  std::vector<uint8_t> poison_;                // tuning_initial_output
   std::vector<double> ref_;
   AllReduceOperands out_of_place_, in_place_;
   std::unique_ptr<Timer> timer_;

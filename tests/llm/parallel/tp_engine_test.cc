@@ -80,6 +80,22 @@ TEST(TensorParallelCpu, PagedCacheMatchesOneDevice) {
   EXPECT_LT(c.logit_error, 1e-5);
 }
 
+TEST(TensorParallelCpu, TheDeviceLoopGivesTheHostLoopsTokens) {
+  Context ctx(Device::cpu(), Config::defaults_only());
+  auto w = std::make_shared<const ModelWeights>(make_random_weights(testing::small_llama(), 17));
+  auto tp = make_cpu_tp_engine(w, testing::options(2, 64, 4), {&ctx, &ctx});
+  ASSERT_TRUE(tp.is_ok()) << tp.status().to_string();
+  ASSERT_TRUE((*tp)->decode_ahead_supported());
+  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 17, 30, 2}, {7, 3}};
+  auto host = generate(**tp, prompts, testing::loop_options(10, DecodeLoop::kHost));
+  ASSERT_TRUE(host.is_ok()) << host.status().to_string();
+  for (int ahead : {1, 2}) {
+    auto device = generate(**tp, prompts, testing::loop_options(10, DecodeLoop::kDevice, -1, ahead));
+    ASSERT_TRUE(device.is_ok()) << device.status().to_string();
+    EXPECT_EQ(device->tokens, host->tokens) << ahead << " steps ahead";
+  }
+}
+
 TEST(TensorParallelCpu, HuggingFaceFixturesMatchOneDeviceAndTransformers) {
   const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
   const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";

@@ -14,11 +14,11 @@
 namespace tunableop::cpu {
 namespace {
 
-class HostCommunicator final : public Communicator {
+// Host memory, host copies, the host clock: what every CPU communicator's group-mode part is.
+class HostMemoryCommunicator : public Communicator {
  public:
-  explicit HostCommunicator(const std::vector<int>& ranks) : Communicator(ranks) {}
+  using Communicator::Communicator;
   DeviceKind device_kind() const override { return DeviceKind::kCpu; }
-  std::string describe() const override { return fmt::format("{} host-thread ranks", world_size()); }
   StatusOr<void*> alloc(int, size_t bytes) override {
     void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
     if (!p) return Status::device_error(fmt::format("out of host memory allocating {} bytes", bytes));
@@ -36,6 +36,13 @@ class HostCommunicator final : public Communicator {
   void* stream(int) override { return nullptr; }
   std::unique_ptr<Timer> make_timer() override { return std::make_unique<HostTimer>(); }
   Status synchronize(int, void*) override { return Status::ok(); }
+};
+
+// Ranks that are host threads of this process.
+class HostCommunicator final : public HostMemoryCommunicator {
+ public:
+  explicit HostCommunicator(const std::vector<int>& ranks) : HostMemoryCommunicator(ranks) {}
+  std::string describe() const override { return fmt::format("{} host-thread ranks", world_size()); }
 
   // Rank mode: what each rank published for the call in progress, and the shared sum.
   struct Published {
@@ -44,6 +51,18 @@ class HostCommunicator final : public Communicator {
   };
   std::vector<Published> published = std::vector<Published>(size_t(kMaxRanks));
   std::vector<double> scratch;  // resized by rank 0 before the first barrier of a call
+};
+
+// Ranks that are processes (process mode): the data moves through the group's collectives.
+class ProcessHostCommunicator final : public HostMemoryCommunicator {
+ public:
+  explicit ProcessHostCommunicator(ProcessGroup& g)
+      : HostMemoryCommunicator(std::vector<int>(size_t(g.size()), 0), &g) {}
+  std::string describe() const override {
+    return fmt::format("{} process ranks over {}", world_size(), group()->describe());
+  }
+  std::vector<uint8_t> gathered, sent, slice;  // scratch of a call
+  std::vector<double> sums;
 };
 
 // Element i of a host buffer of `dtype` as float / double, and back.
@@ -92,7 +111,14 @@ void write_range(DType t, const double* scratch, int64_t begin, int64_t end, voi
 }
 
 HostCommunicator* host_comm(const AllReduceOperands& o) {
-  return o.comm && o.comm->device_kind() == DeviceKind::kCpu ? static_cast<HostCommunicator*>(o.comm) : nullptr;
+  return o.comm && o.comm->device_kind() == DeviceKind::kCpu && !o.comm->group()
+             ? static_cast<HostCommunicator*>(o.comm)
+             : nullptr;
+}
+ProcessHostCommunicator* process_comm(const AllReduceOperands& o) {
+  return o.comm && o.comm->device_kind() == DeviceKind::kCpu && o.comm->group()
+             ? static_cast<ProcessHostCommunicator*>(o.comm)
+             : nullptr;
 }
 
 // `block`: elements summed before they are written out (0: all at once).
@@ -125,7 +151,70 @@ Status run_rank(const AllReduceParams& p, const AllReduceOperands& o, int64_t bl
   return c.barrier();  // nobody reuses the scratch before every rank copied it
 }
 
-AllReduceCandidate host_candidate(std::string name, int64_t block) {
+// Process mode, one step: every rank's input gathered on every rank, each summing all of it
+// (`block` elements at a time; 0: all at once).
+Status run_process_one_shot(const AllReduceParams& p, const AllReduceOperands& o, int64_t block) {
+  ProcessHostCommunicator& c = *process_comm(o);
+  const int r = o.rank, W = p.world_size;
+  const size_t bytes = p.bytes();
+  c.gathered.resize(bytes * size_t(W));
+  TUNABLEOP_RETURN_IF_ERROR(c.group()->all_gather(o.input[size_t(r)], c.gathered.data(), bytes));
+  std::vector<const void*> inputs;
+  for (int q = 0; q < W; ++q) inputs.push_back(c.gathered.data() + size_t(q) * bytes);
+  const int64_t step = block > 0 ? block : std::max<int64_t>(p.count, 1);
+  c.sums.resize(size_t(std::min(step, p.count)));
+  for (int64_t b = 0; b < p.count; b += step) {
+    const int64_t e = std::min(p.count, b + step);
+    sum_range(p.dtype, inputs, b, e, c.sums.data());
+    write_range(p.dtype, c.sums.data(), b, e, o.output[size_t(r)]);
+  }
+  return Status::ok();
+}
+
+// Process mode, two steps: rank q sums slice q of every rank's input (an all-to-all brings it
+// the slices), then every rank gathers the summed slices. Slices are padded to one length.
+Status run_process_two_shot(const AllReduceParams& p, const AllReduceOperands& o) {
+  ProcessHostCommunicator& c = *process_comm(o);
+  const int r = o.rank, W = p.world_size;
+  const size_t es = dtype_size(p.dtype);
+  const int64_t width = (p.count + W - 1) / W;
+  const size_t slice_bytes = size_t(width) * es;
+  auto begin = [&](int q) { return p.count * q / W; };
+  auto end = [&](int q) { return p.count * (q + 1) / W; };
+  c.sent.assign(slice_bytes * size_t(W), 0);
+  c.gathered.resize(slice_bytes * size_t(W));
+  const auto* in = static_cast<const uint8_t*>(o.input[size_t(r)]);
+  for (int q = 0; q < W; ++q)
+    std::memcpy(c.sent.data() + size_t(q) * slice_bytes, in + size_t(begin(q)) * es, size_t(end(q) - begin(q)) * es);
+  TUNABLEOP_RETURN_IF_ERROR(c.group()->all_to_all(c.sent.data(), c.gathered.data(), slice_bytes));
+  std::vector<const void*> slices;
+  for (int q = 0; q < W; ++q) slices.push_back(c.gathered.data() + size_t(q) * slice_bytes);
+  const int64_t mine = end(r) - begin(r);
+  c.sums.resize(size_t(std::max<int64_t>(mine, 1)));
+  c.slice.assign(slice_bytes, 0);
+  sum_range(p.dtype, slices, 0, mine, c.sums.data());
+  write_range(p.dtype, c.sums.data(), 0, mine, c.slice.data());
+  TUNABLEOP_RETURN_IF_ERROR(c.group()->all_gather(c.slice.data(), c.gathered.data(), slice_bytes));
+  auto* out = static_cast<uint8_t*>(o.output[size_t(r)]);
+  for (int q = 0; q < W; ++q)
+    std::memcpy(out + size_t(begin(q)) * es, c.gathered.data() + size_t(q) * slice_bytes,
+                size_t(end(q) - begin(q)) * es);
+  return Status::ok();
+}
+
+enum class HostAlgo { kSlices, kBlocked, kTwoShot };
+
+// Threads: Default and Host_TwoShot sum a slice per rank (the two-shot form, through shared
+// memory), Host_Blocked a block at a time. Processes: Default and Host_Blocked gather every
+// input (one-shot), Host_TwoShot exchanges slices.
+Status run_host(HostAlgo algo, int64_t block, const AllReduceParams& p, const AllReduceOperands& o) {
+  if (process_comm(o))
+    return algo == HostAlgo::kTwoShot ? run_process_two_shot(p, o) : run_process_one_shot(p, o, block);
+  if (!host_comm(o)) return Status::unsupported("not a host communicator");
+  return o.rank < 0 ? run_group(p, o, block) : run_rank(p, o, block);
+}
+
+AllReduceCandidate host_candidate(std::string name, HostAlgo algo, int64_t block) {
   AllReduceCandidate c;
   c.name = std::move(name);
   c.device = DeviceKind::kCpu;
@@ -135,12 +224,11 @@ AllReduceCandidate host_candidate(std::string name, int64_t block) {
     if (p.adds_residual()) return Status::unsupported("host all-reduce: no residual epilogue");
     return Status::ok();
   };
-  c.run = [block](const AllReduceParams& p, const AllReduceOperands& o) -> Status {
-    if (!host_comm(o)) return Status::unsupported("not a host communicator");
-    return o.rank < 0 ? run_group(p, o, block) : run_rank(p, o, block);
+  c.run = [algo, block](const AllReduceParams& p, const AllReduceOperands& o) -> Status {
+    return run_host(algo, block, p, o);
   };
   c.info.library = "tunableop";
-  c.info.algorithm = block > 0 ? "host blocked" : "host";
+  c.info.algorithm = algo == HostAlgo::kTwoShot ? "host two-shot" : block > 0 ? "host blocked" : "host";
   if (block > 0) c.info.add("block", std::to_string(block));
   return c;
 }
@@ -153,10 +241,14 @@ void register_host_all_reduce(Registry& r) {
   f.make = [](const std::vector<int>& devices, Logger&) -> StatusOr<std::unique_ptr<Communicator>> {
     return std::unique_ptr<Communicator>(new HostCommunicator(devices));
   };
+  f.make_process = [](int, ProcessGroup& g, Logger&) -> StatusOr<std::unique_ptr<Communicator>> {
+    return std::unique_ptr<Communicator>(new ProcessHostCommunicator(g));
+  };
   r.list<CommunicatorFactory>().push_back(std::move(f));
   auto& list = r.list<AllReduceCandidate>();
-  list.push_back(host_candidate("Default", 0));
-  list.push_back(host_candidate("Host_Blocked", 4096));
+  list.push_back(host_candidate("Default", HostAlgo::kSlices, 0));
+  list.push_back(host_candidate("Host_Blocked", HostAlgo::kBlocked, 4096));
+  list.push_back(host_candidate("Host_TwoShot", HostAlgo::kTwoShot, 0));
 }
 
 }  // namespace tunableop::cpu

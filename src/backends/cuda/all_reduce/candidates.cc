@@ -34,6 +34,9 @@ void register_cuda_all_reduce(Registry& r) {
   CommunicatorFactory f;
   f.device = DeviceKind::kCuda;
   f.make = [](const std::vector<int>& devices, Logger& log) { return CudaCommunicator::create(devices, log); };
+  f.make_process = [](int device, ProcessGroup& group, Logger& log) {
+    return CudaCommunicator::create_process(device, group, log);
+  };
   r.list<CommunicatorFactory>().push_back(std::move(f));
 
   auto& list = r.list<AllReduceCandidate>();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,39 +28,42 @@ DeviceScope::~DeviceScope() {
 
 namespace {
 
-// Times a group-mode collective: an event timer on every rank's stream (made on its device);
+// Times a group-mode collective: an event timer on every held rank's stream (made on its
+// device; in process mode this process's rank only: the slowest rank is found over the group);
 // a region lasts as long as its slowest rank. Every rank's stop is queued before any is waited
 // for. Errors read as +inf (a broken candidate never looks fast).
 class GroupEventTimer final : public Timer {
  public:
   GroupEventTimer(Communicator& comm) : comm_(comm) {
     for (int r = 0; r < comm.world_size(); ++r) {
+      if (!comm.holds(r)) continue;
       DeviceScope d(comm.device(r));
+      ranks_.push_back(r);
       timers_.push_back(std::make_unique<EventTimer>(static_cast<cudaStream_t>(comm.stream(r))));
       if (timers_.back()->last_error() != cudaSuccess) broken_ = true;
     }
   }
   ~GroupEventTimer() override {
-    for (size_t r = 0; r < timers_.size(); ++r) {
-      DeviceScope d(comm_.device(int(r)));
-      timers_[r].reset();
+    for (size_t i = 0; i < timers_.size(); ++i) {
+      DeviceScope d(comm_.device(ranks_[i]));
+      timers_[i].reset();
     }
   }
   void start() override {
-    for (size_t r = 0; r < timers_.size(); ++r) {
-      DeviceScope d(comm_.device(int(r)));
-      timers_[r]->start();
+    for (size_t i = 0; i < timers_.size(); ++i) {
+      DeviceScope d(comm_.device(ranks_[i]));
+      timers_[i]->start();
     }
   }
   double stop_ms() override {
-    for (size_t r = 0; r < timers_.size(); ++r) {
-      DeviceScope d(comm_.device(int(r)));
-      timers_[r]->record_stop();
+    for (size_t i = 0; i < timers_.size(); ++i) {
+      DeviceScope d(comm_.device(ranks_[i]));
+      timers_[i]->record_stop();
     }
     double worst = 0;
-    for (size_t r = 0; r < timers_.size(); ++r) {
-      DeviceScope d(comm_.device(int(r)));
-      worst = std::max(worst, timers_[r]->elapsed_ms());
+    for (size_t i = 0; i < timers_.size(); ++i) {
+      DeviceScope d(comm_.device(ranks_[i]));
+      worst = std::max(worst, timers_[i]->elapsed_ms());
     }
     if (broken_ || !std::isfinite(worst)) {
       (void)cudaGetLastError();
@@ -75,6 +79,7 @@ class GroupEventTimer final : public Timer {
 
  private:
   Communicator& comm_;
+  std::vector<int> ranks_;
   std::vector<std::unique_ptr<EventTimer>> timers_;
   bool broken_ = false;
 };
@@ -138,27 +143,101 @@ StatusOr<std::unique_ptr<Communicator>> CudaCommunicator::create(const std::vect
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
+StatusOr<std::unique_ptr<Communicator>> CudaCommunicator::create_process(int device, ProcessGroup& group, Logger& log) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    count = 0;
+  }
+  TUNABLEOP_RETURN_IF_ERROR(agree(group, device >= 0 && device < count
+                                             ? Status::ok()
+                                             : Status::invalid_argument(fmt::format(
+                                                   "no CUDA device {} on this machine ({} GPUs)", device, count))));
+  const int32_t mine = device;
+  std::vector<int32_t> all(size_t(group.size()), 0);
+  TUNABLEOP_RETURN_IF_ERROR(group.all_gather(&mine, all.data(), sizeof(mine)));
+  std::unique_ptr<CudaCommunicator> c(new CudaCommunicator(std::vector<int>(all.begin(), all.end()), &group));
+  TUNABLEOP_RETURN_IF_ERROR(c->init(log));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+namespace {
+
+// In process mode every rank's answer agreed (the first failing rank's on every rank); in one
+// process the answer as is.
+Status agreed(ProcessGroup* group, const Status& mine) { return group ? agree(*group, mine) : mine; }
+
+// Where the parts of one rank's peer allocation lie: 4 staging buffers, flags and counters,
+// then the LL receive areas ([parity][sender] slots) and the LL epoch word.
+struct PeerLayout {
+  size_t ll_offset, state_offset, bytes;
+  explicit PeerLayout(int world) {
+    ll_offset =
+        (4 * CudaCommunicator::kPeerChunkBytes + (kPeerFlagWords + kPeerCounterWords) * sizeof(uint32_t) + 255) / 256 *
+        256;
+    state_offset = ll_offset + 2 * size_t(world) * kPeerLLSlotBytes;
+    bytes = state_offset + 256;
+  }
+};
+
+}  // namespace
+
 Status CudaCommunicator::init(Logger& log) {
   const int W = world_size();
-  for (int r = 0; r < W; ++r) {
+  streams_.assign(size_t(W), nullptr);
+  Status st;
+  for (int r = 0; r < W && st.is_ok(); ++r) {
+    if (!holds(r)) continue;
     DeviceScope d(device(r));
-    TUNABLEOP_RETURN_IF_ERROR(d.status());
-    cudaStream_t s = nullptr;
-    TUNABLEOP_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    streams_.push_back(s);
+    st = d.status();
+    if (st.is_ok())
+      st = cuda_status(cudaStreamCreateWithFlags(&streams_[size_t(r)], cudaStreamNonBlocking), "cudaStreamCreate");
   }
+  TUNABLEOP_RETURN_IF_ERROR(agreed(group(), st));
 #ifdef TUNABLEOP_HAVE_NCCL
-  if (auto lib = nccl_library(); lib.is_ok()) {
+  auto lib = nccl_library();
+  Status have_nccl = lib.is_ok() ? Status::ok() : Status::unsupported(lib.status().message());
+  if (group()) have_nccl = agree(*group(), have_nccl);  // every rank, or none
+  if (have_nccl.is_ok()) {
     nccl_ = *lib;
   } else {
-    nccl_why_not_ = lib.status().message();
+    nccl_why_not_ = have_nccl.message();
   }
 #else
   nccl_why_not_ = "this build has no NCCL (nccl.h was not found at configure time)";
 #endif
 
-  // Peer access between every pair, then each rank's staging, flags and counters.
   peer_ = true;
+  peer_mem_.assign(size_t(W), nullptr);
+  peer_opened_.assign(size_t(W), nullptr);
+  peer_counters_.assign(size_t(W), nullptr);
+  ll_state_.assign(size_t(W), nullptr);
+  if (group()) {
+    share_across_processes();
+  } else {
+    enable_peer_access();
+    if (peer_) allocate_peer_memory();
+  }
+  // The sums of epilogues a candidate cannot fuse (NCCL's).
+  sum_scratch_.assign(size_t(W), nullptr);
+  st = Status::ok();
+  for (int r = 0; r < W && st.is_ok(); ++r) {
+    if (!holds(r)) continue;
+    DeviceScope d(device(r));
+    if (cudaMalloc(&sum_scratch_[size_t(r)], kPeerChunkBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      st = Status::device_error(fmt::format("all-reduce scratch of {} bytes on cuda:{}", kPeerChunkBytes, device(r)));
+    }
+  }
+  TUNABLEOP_RETURN_IF_ERROR(agreed(group(), st));
+  if (!peer_) drop_peer_memory();
+  log.log(1, "all-reduce communicator: " + describe());
+  return Status::ok();
+}
+
+// One process: peer access between every pair of its GPUs.
+void CudaCommunicator::enable_peer_access() {
+  const int W = world_size();
   for (int i = 0; i < W && peer_; ++i) {
     for (int j = 0; j < W && peer_; ++j) {
       if (i == j) continue;
@@ -181,22 +260,25 @@ Status CudaCommunicator::init(Logger& log) {
       }
     }
   }
-  // Per rank one zeroed allocation: 4 staging buffers, flags and counters, then the LL receive
-  // areas ([parity][sender] slots) and the LL epoch word. The epochs start at 1 (0 never appears
-  // as a flag, so zeroed areas hold nothing), or where TUNABLEOP_TEST_LL_EPOCH says (the tests
-  // start near 2^32 to see the epoch wrap).
-  const size_t ll_offset =
-      (4 * kPeerChunkBytes + (kPeerFlagWords + kPeerCounterWords) * sizeof(uint32_t) + 255) / 256 * 256;
-  const size_t state_offset = ll_offset + 2 * size_t(W) * kPeerLLSlotBytes, bytes = state_offset + 256;
+}
+
+// Each held rank's zeroed allocation. The LL epochs start at 1 (0 never appears as a flag, so
+// zeroed areas hold nothing), or where TUNABLEOP_TEST_LL_EPOCH says (the tests start near 2^32
+// to see the epoch wrap).
+void CudaCommunicator::allocate_peer_memory() {
+  const int W = world_size();
+  const PeerLayout L(W);
   uint32_t epoch = 1;
   if (const char* e = std::getenv("TUNABLEOP_TEST_LL_EPOCH"); e && uint32_t(std::strtoull(e, nullptr, 0)) != 0)
     epoch = uint32_t(std::strtoull(e, nullptr, 0));
+  bool first = true;
   for (int r = 0; r < W && peer_; ++r) {
+    if (!holds(r)) continue;
     DeviceScope d(device(r));
     void* m = nullptr;
-    cudaError_t e = cudaMalloc(&m, bytes);
-    if (e == cudaSuccess) e = cudaMemset(m, 0, bytes);
-    if (e == cudaSuccess) e = cudaMemcpy(static_cast<char*>(m) + state_offset, &epoch, 4, cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMalloc(&m, L.bytes);
+    if (e == cudaSuccess) e = cudaMemset(m, 0, L.bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(static_cast<char*>(m) + L.state_offset, &epoch, 4, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       if (m) cudaFree(m);
@@ -204,52 +286,133 @@ Status CudaCommunicator::init(Logger& log) {
       peer_why_not_ = fmt::format("staging for the peer kernels on cuda:{}: {}", device(r), cudaGetErrorString(e));
       break;
     }
-    peer_mem_.push_back(m);
+    peer_mem_[size_t(r)] = m;
     peer_template_.staging[r] = m;
     peer_template_.flags[r] = reinterpret_cast<uint32_t*>(static_cast<char*>(m) + 4 * kPeerChunkBytes);
-    peer_counters_.push_back(peer_template_.flags[r] + kPeerFlagWords);
-    peer_template_.ll_recv[r] = static_cast<char*>(m) + ll_offset;
-    ll_state_.push_back(reinterpret_cast<uint32_t*>(static_cast<char*>(m) + state_offset));
+    peer_counters_[size_t(r)] = peer_template_.flags[r] + kPeerFlagWords;
+    peer_template_.ll_recv[r] = static_cast<char*>(m) + L.ll_offset;
+    ll_state_[size_t(r)] = reinterpret_cast<uint32_t*>(static_cast<char*>(m) + L.state_offset);
     cudaDeviceProp prop{};
-    pdl_ = (r == 0 || pdl_) && cudaGetDeviceProperties(&prop, device(r)) == cudaSuccess && prop.major >= 9;
+    pdl_ = (first || pdl_) && cudaGetDeviceProperties(&prop, device(r)) == cudaSuccess && prop.major >= 9;
+    first = false;
   }
-  // The sums of epilogues a candidate cannot fuse (NCCL's).
-  for (int r = 0; r < W; ++r) {
-    DeviceScope d(device(r));
-    void* m = nullptr;
-    if (cudaMalloc(&m, kPeerChunkBytes) != cudaSuccess) {
+}
+
+// Process mode: every rank on this host with peer access to every other rank's GPU (found by
+// its PCI bus id), then each rank's allocation shared as an IPC handle and opened by the others.
+// Every step agreed, so the peer kernels run on every rank or on none.
+void CudaCommunicator::share_across_processes() {
+  ProcessGroup& g = *group();
+  const int W = world_size(), me = own_rank();
+  constexpr size_t kName = 64, kBus = 32;
+  char host[kName] = {}, bus[kBus] = {};
+  (void)gethostname(host, kName - 1);
+  std::string why;
+  if (cudaDeviceGetPCIBusId(bus, int(kBus), device(me)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    why = fmt::format("no PCI bus id for cuda:{}", device(me));
+  }
+  std::vector<char> hosts(kName * size_t(W)), buses(kBus * size_t(W));
+  Status st = g.all_gather(host, hosts.data(), kName);
+  if (st.is_ok()) st = g.all_gather(bus, buses.data(), kBus);
+  if (!st.is_ok()) {
+    peer_ = false;
+    peer_why_not_ = st.message();
+    return;
+  }
+  for (int q = 0; q < W && why.empty(); ++q) {
+    if (q == me) continue;
+    const std::string their_host(&hosts[kName * size_t(q)]), their_bus(&buses[kBus * size_t(q)]);
+    int dev = -1, can = 0;
+    if (their_host != host) {
+      why = fmt::format("rank {} is on host {}, rank {} on {} (peer memory is one host's)", q, their_host, me, host);
+    } else if (cudaDeviceGetByPCIBusId(&dev, their_bus.c_str()) != cudaSuccess) {
       (void)cudaGetLastError();
-      return Status::device_error(fmt::format("all-reduce scratch of {} bytes on cuda:{}", kPeerChunkBytes, device(r)));
+      why = fmt::format("rank {}'s GPU (PCI {}) is not visible to rank {} (CUDA_VISIBLE_DEVICES)", q, their_bus, me);
+    } else if (cudaDeviceCanAccessPeer(&can, device(me), dev) != cudaSuccess || !can) {
+      (void)cudaGetLastError();
+      why = fmt::format("cuda:{} cannot access rank {}'s GPU (PCI {}) (no peer access)", device(me), q, their_bus);
     }
-    sum_scratch_.push_back(m);
   }
-  if (!peer_) {
-    ll_state_.clear();
-    for (size_t r = 0; r < peer_mem_.size(); ++r) {
-      DeviceScope d(device(int(r)));
-      cudaFree(peer_mem_[r]);
+  if (why.empty()) allocate_peer_memory();
+  if (!peer_ && why.empty()) why = peer_why_not_;
+  cudaIpcMemHandle_t handle{};
+  if (why.empty() && cudaIpcGetMemHandle(&handle, peer_mem_[size_t(me)]) != cudaSuccess) {
+    (void)cudaGetLastError();
+    why = fmt::format("cudaIpcGetMemHandle on cuda:{}", device(me));
+  }
+  st = agree(g, why.empty() ? Status::ok() : Status::unsupported(why));
+  std::vector<cudaIpcMemHandle_t> handles(static_cast<size_t>(W));
+  if (st.is_ok()) st = g.all_gather(&handle, handles.data(), sizeof(handle));
+  // Every other rank's allocation mapped here; the kernels address it as in one process.
+  const PeerLayout L(W);
+  std::string opened;
+  for (int q = 0; q < W && st.is_ok() && opened.empty(); ++q) {
+    if (q == me) continue;
+    DeviceScope d(device(me));
+    void* m = nullptr;
+    const cudaError_t e = cudaIpcOpenMemHandle(&m, handles[size_t(q)], cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      opened =
+          fmt::format("cudaIpcOpenMemHandle of rank {}'s staging on cuda:{}: {}", q, device(me), cudaGetErrorString(e));
+      break;
     }
-    peer_mem_.clear();
+    peer_opened_[size_t(q)] = m;
+    peer_template_.staging[q] = m;
+    peer_template_.flags[q] = reinterpret_cast<uint32_t*>(static_cast<char*>(m) + 4 * kPeerChunkBytes);
+    peer_template_.ll_recv[q] = static_cast<char*>(m) + L.ll_offset;
   }
-  log.log(1, "all-reduce communicator: " + describe());
-  return Status::ok();
+  if (st.is_ok()) st = agree(g, opened.empty() ? Status::ok() : Status::unsupported(opened));
+  // PDL where every rank's GPU has it (the LL kernel is launched alike everywhere).
+  const int32_t mine = peer_ && pdl_ ? 1 : 0;
+  std::vector<int32_t> all(size_t(W), 0);
+  if (st.is_ok()) st = g.all_gather(&mine, all.data(), sizeof(mine));
+  for (int32_t a : all) pdl_ = pdl_ && a != 0;
+  if (!st.is_ok()) {
+    peer_ = false;
+    peer_why_not_ = st.message();
+  }
+}
+
+void CudaCommunicator::drop_peer_memory() {
+  for (size_t r = 0; r < peer_opened_.size(); ++r) {
+    if (!peer_opened_[r]) continue;
+    DeviceScope d(device(own_rank()));
+    cudaIpcCloseMemHandle(peer_opened_[r]);
+    peer_opened_[r] = nullptr;
+  }
+  for (size_t r = 0; r < peer_mem_.size(); ++r) {
+    if (!peer_mem_[r]) continue;
+    DeviceScope d(device(int(r)));
+    cudaFree(peer_mem_[r]);
+    peer_mem_[r] = nullptr;
+  }
+  ll_state_.assign(ll_state_.size(), nullptr);
 }
 
 CudaCommunicator::~CudaCommunicator() {
-  for (int r = 0; r < int(streams_.size()); ++r) (void)synchronize(r, nullptr);
+  for (int r = 0; r < int(streams_.size()); ++r)
+    if (streams_[size_t(r)]) (void)synchronize(r, nullptr);
+  // Process mode: no rank unmaps or frees its staging while a peer's kernel may still read it.
+  if (group() && peer_) {
+    uint8_t one = 1;
+    std::vector<uint8_t> all(static_cast<size_t>(world_size()));
+    (void)group()->all_gather(&one, all.data(), 1, /*timeout_s=*/10);
+  }
 #ifdef TUNABLEOP_HAVE_NCCL
   for (auto& [variant, comms] : nccl_comms_)
-    for (ncclComm_t c : comms) nccl_->comm_destroy(c);
+    for (ncclComm_t c : comms)
+      if (c) nccl_->comm_destroy(c);
 #endif
-  for (size_t r = 0; r < peer_mem_.size(); ++r) {
-    DeviceScope d(device(int(r)));
-    cudaFree(peer_mem_[r]);
-  }
+  drop_peer_memory();
   for (size_t r = 0; r < sum_scratch_.size(); ++r) {
+    if (!sum_scratch_[r]) continue;
     DeviceScope d(device(int(r)));
     cudaFree(sum_scratch_[r]);
   }
   for (size_t r = 0; r < streams_.size(); ++r) {
+    if (!streams_[r]) continue;
     DeviceScope d(device(int(r)));
     cudaStreamDestroy(streams_[r]);
   }
@@ -263,8 +426,13 @@ std::string CudaCommunicator::describe() const {
 #else
   const std::string nccl = nccl_why_not_;
 #endif
-  return fmt::format("{} GPUs (cuda:{}): {}; {}", world_size(), gpus, nccl,
-                     peer_ ? "peer access (one-shot, two-shot, one-shot LL kernels)" : peer_why_not_);
+  const std::string peer = peer_ ? (group() ? "peer memory over CUDA IPC (one-shot, two-shot, one-shot LL kernels)"
+                                            : "peer access (one-shot, two-shot, one-shot LL kernels)")
+                                 : peer_why_not_;
+  if (group())
+    return fmt::format("{} processes ({}; GPUs of the ranks cuda:{}): {}; {}", world_size(), group()->describe(), gpus,
+                       nccl, peer);
+  return fmt::format("{} GPUs (cuda:{}): {}; {}", world_size(), gpus, nccl, peer);
 }
 
 bool CudaCommunicator::has_nccl() const {
@@ -327,6 +495,7 @@ bool CudaCommunicator::capturing(int rank, void* s) const {
 
 Status CudaCommunicator::recover() {
   for (int r = 0; r < world_size(); ++r) {
+    if (!holds(r)) continue;
     DeviceScope d(device(r));
     (void)cudaGetLastError();
     cudaError_t e = cudaDeviceSynchronize();
@@ -386,7 +555,7 @@ Status CudaCommunicator::nccl_all_reduce(const std::string& variant, const AllRe
     if (auto f = nccl_failed_.find(variant); f != nccl_failed_.end()) return f->second;
     auto it = nccl_comms_.find(variant);
     if (it == nccl_comms_.end()) {
-      if (o.rank >= 0)
+      if (o.rank >= 0 && !group())
         return Status::internal("NCCL communicators '" + variant + "' are made in group mode (before rank mode)");
       // NCCL reads NCCL_ALGO / NCCL_PROTO when a communicator is made.
       const size_t slash = variant.find('/');
@@ -397,13 +566,30 @@ Status CudaCommunicator::nccl_all_reduce(const std::string& variant, const AllRe
       // NVLink multicast (NVLS) off unless the environment says otherwise (docs/parallel.md).
       EnvScope n("NCCL_NVLS_ENABLE", std::getenv("NCCL_NVLS_ENABLE") ? std::getenv("NCCL_NVLS_ENABLE") : "0");
       std::vector<ncclComm_t> made(size_t(world_size()), nullptr);
-      std::vector<int> devs;
-      for (int r = 0; r < world_size(); ++r) devs.push_back(device(r));
-      DeviceScope keep(device(0));
-      Status st =
-          nccl_status(*nccl_, nccl_->comm_init_all(made.data(), world_size(), devs.data()),
-                      variant.empty() ? "ncclCommInitAll"
-                                      : ("ncclCommInitAll with NCCL_ALGO=" + algo + " NCCL_PROTO=" + proto).c_str());
+      const std::string how = variant.empty() ? "" : " with NCCL_ALGO=" + algo + " NCCL_PROTO=" + proto;
+      Status st;
+      if (group()) {
+        // Process mode (every rank runs this variant for the first time at once): rank 0's
+        // unique id over the group, then each rank's communicator; bootstrapped by NCCL itself
+        // (its own sockets), across hosts too.
+        const int me = own_rank();
+        ncclUniqueId id{};
+        if (me == 0) st = nccl_status(*nccl_, nccl_->get_unique_id(&id), "ncclGetUniqueId");
+        st = agree(*group(), st);
+        if (st.is_ok()) st = group()->broadcast(&id, sizeof(id), 0);
+        if (st.is_ok()) {
+          DeviceScope keep(device(me));
+          st = nccl_status(*nccl_, nccl_->comm_init_rank(&made[size_t(me)], world_size(), id, me),
+                           ("ncclCommInitRank" + how).c_str());
+        }
+        st = agree(*group(), st);
+      } else {
+        std::vector<int> devs;
+        for (int r = 0; r < world_size(); ++r) devs.push_back(device(r));
+        DeviceScope keep(device(0));
+        st = nccl_status(*nccl_, nccl_->comm_init_all(made.data(), world_size(), devs.data()),
+                         ("ncclCommInitAll" + how).c_str());
+      }
       if (!st.is_ok()) {
         (void)cudaGetLastError();
         Status unsupported = Status::unsupported(st.message());

@@ -5,6 +5,14 @@
 // "Ring/LL" sets NCCL_ALGO=Ring NCCL_PROTO=LL while it is made, since NCCL reads those when a
 // communicator is created and has no per-communicator setting for them). NVLink multicast
 // (NVLS) stays off: NCCL_NVLS_ENABLE=0 is set when the environment does not say otherwise.
+//
+// Process mode (create_process: one process per GPU, joined by a ProcessGroup, issue 30): it
+// holds its own rank's entries only. The peer kernels work across processes when every rank is
+// on this host and every pair of GPUs has peer access: each rank's staging allocation is shared
+// as a CUDA IPC handle (cudaIpcGetMemHandle, gathered over the group, cudaIpcOpenMemHandle), so
+// the kernels see the same pointers as in one process. NCCL communicators are made with
+// ncclCommInitRank from rank 0's unique id, broadcast over the group, when every rank first runs
+// a variant (ranks on other hosts: NCCL only).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,6 +54,8 @@ class CudaCommunicator final : public Communicator {
   static constexpr size_t kPeerChunkBytes = size_t(16) << 20;
 
   static StatusOr<std::unique_ptr<Communicator>> create(const std::vector<int>& devices, Logger& log);
+  // Process mode: this process's rank of `group` on GPU `device`. Collective.
+  static StatusOr<std::unique_ptr<Communicator>> create_process(int device, ProcessGroup& group, Logger& log);
   ~CudaCommunicator() override;
 
   DeviceKind device_kind() const override { return DeviceKind::kCuda; }
@@ -72,8 +82,15 @@ class CudaCommunicator final : public Communicator {
   bool has_nccl() const;
 
  private:
-  explicit CudaCommunicator(std::vector<int> devices) : Communicator(std::move(devices)) {}
+  explicit CudaCommunicator(std::vector<int> devices, ProcessGroup* group = nullptr)
+      : Communicator(std::move(devices), group) {}
   Status init(Logger& log);
+  // The peer kernels' memory: every rank's in this process (enable_peer_access) or this rank's,
+  // shared with the others as IPC handles (share_across_processes).
+  void enable_peer_access();
+  void allocate_peer_memory();
+  void share_across_processes();
+  void drop_peer_memory();
   void* rank_stream(const AllReduceOperands& o, int r) { return o.stream[size_t(r)] ? o.stream[size_t(r)] : stream(r); }
 
   std::vector<cudaStream_t> streams_;
@@ -81,8 +98,9 @@ class CudaCommunicator final : public Communicator {
   // receive areas and LL state.
   bool peer_ = false;
   std::string peer_why_not_;
-  std::vector<void*> peer_mem_;
-  PeerCall peer_template_;  // staging and flag pointers of every rank
+  std::vector<void*> peer_mem_;     // per rank held here (others null)
+  std::vector<void*> peer_opened_;  // process mode: the other ranks' allocations, opened from IPC handles
+  PeerCall peer_template_;          // staging and flag pointers of every rank
   std::vector<uint32_t*> peer_counters_;
   std::vector<uint32_t*> ll_state_;  // per rank: LL {epoch, finished blocks}, in peer_mem_
   std::vector<void*> sum_scratch_;   // per rank: a kPeerChunkBytes sum for epilogues NCCL lacks

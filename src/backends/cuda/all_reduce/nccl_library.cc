@@ -35,6 +35,8 @@ StatusOr<NcclLibrary> open_library() {
     };
     sym(lib.get_version, "ncclGetVersion");
     sym(lib.comm_init_all, "ncclCommInitAll");
+    sym(lib.get_unique_id, "ncclGetUniqueId");
+    sym(lib.comm_init_rank, "ncclCommInitRank");
     sym(lib.comm_destroy, "ncclCommDestroy");
     sym(lib.all_reduce, "ncclAllReduce");
     sym(lib.group_start, "ncclGroupStart");

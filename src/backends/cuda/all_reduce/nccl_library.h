@@ -16,6 +16,8 @@ namespace tunableop::cuda {
 struct NcclLibrary {
   decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclCommInitAll) comm_init_all = nullptr;
+  decltype(&ncclGetUniqueId) get_unique_id = nullptr;    // process mode: rank 0's id, sent to every rank
+  decltype(&ncclCommInitRank) comm_init_rank = nullptr;  // process mode: each rank's communicator
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclGroupStart) group_start = nullptr;
