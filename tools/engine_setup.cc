@@ -42,10 +42,8 @@ Device TpLaunch::device(bool cuda, int gpu) const {
 StatusOr<std::unique_ptr<llm::Engine>> build_engine(
     const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, int tp, const llm::EngineOptions& options,
     Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights, TpLaunch* launch) {
-  if (launch && launch->multi_process()) {
-    if (on_cpu_weights)
-      return Status::invalid_argument("--save-model needs the whole model in one process: run it without mpirun");
-    launch->built();  // the followers meet it in make_process_tp_engine from here on
+  if (launch && launch->multi_process()) {  // each rank holds its shard only: on_cpu_weights has no whole model to see
+    launch->built();                        // the followers meet it in make_process_tp_engine from here on
     auto e = llm::make_process_tp_engine(spec, model_seed, layers, options, ctx, launch->mpi()->calls(),
                                          launch->mpi()->data());
     if (!e.is_ok()) return e.status();

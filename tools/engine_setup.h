@@ -44,7 +44,8 @@ class TpLaunch {
 
 // The engine of `spec` on ctx's device: the CPU (weights loaded or generated here; `on_cpu_weights`,
 // when given, sees them first: --save-model), CUDA, or `tp` ranks of either; under a
-// multi-process launch this process's rank (rank 0's engine: the leader).
+// multi-process launch this process's rank (rank 0's engine: the leader; no whole model is in
+// memory there, so on_cpu_weights is not called).
 StatusOr<std::unique_ptr<llm::Engine>> build_engine(
     const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, int tp, const llm::EngineOptions& options,
     Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights = {},

@@ -548,6 +548,8 @@ int run_llm(const LlmArgs& a) {
     if (Status st = check_prompt_text((*texts)[i], cfg->max_position_embeddings, fmt::format("prompt {}", i + 1));
         !st.is_ok())
       return fail(st);
+  if (!a.save_model.empty() && (*launch)->multi_process())
+    return fail(Status::invalid_argument("--save-model needs the whole model in one process: run it without mpirun"));
   if (!a.save_model.empty())  // before loading: never read a model only to refuse its output
     if (Status st = check_save_model_target(a.save_model, *spec, a.overwrite_model); !st.is_ok()) return fail(st);
   const bool has_text = !texts->empty() || a.interactive;
