@@ -111,11 +111,12 @@ StatusOr<std::unique_ptr<KvCache>> DeviceKernels::make_kv_cache(const KvCacheOpt
       if (!free.is_ok()) return free.status();
       const int64_t fit = (*free - o.fill_free_memory_less) / page_bytes;
       if (fit < g.pages_per_seq() + 1) {
-        return Status::invalid_argument(
-            "the KV cache does not fit: " + std::to_string(*free >> 20) + " MiB free, " +
-            std::to_string(o.fill_free_memory_less >> 20) + " MiB kept for the passes, one sequence of " +
-            std::to_string(max_seq) + " positions needs " + std::to_string(((g.pages_per_seq() + 1) * page_bytes) >> 20) +
-            " MiB (a shorter --max-seq, or fewer layers)");
+        return Status::invalid_argument("the KV cache does not fit: " + std::to_string(*free >> 20) + " MiB free, " +
+                                        std::to_string(o.fill_free_memory_less >> 20) +
+                                        " MiB kept for the passes, one sequence of " + std::to_string(max_seq) +
+                                        " positions needs " +
+                                        std::to_string(((g.pages_per_seq() + 1) * page_bytes) >> 20) +
+                                        " MiB (a shorter --max-seq, or fewer layers)");
       }
       g.pages = std::min(g.pages, fit);
     }
