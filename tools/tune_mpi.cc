@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_group.h"
 #include "tunableop/context.h"
 #include "tunableop/results.h"
 #include "tune.h"
@@ -40,18 +41,6 @@
 
 namespace tunableop::cli {
 
-namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  return end && *end == '\0' && n >= 0 && n < (1 << 30) ? int(n) : fallback;
-}
-
-}  // namespace
-
 void unbind_from_mpi_launcher(const TuneArgs& a) {
   bool launched = false;
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) launched |= std::getenv(v) != nullptr;
@@ -63,20 +52,13 @@ void unbind_from_mpi_launcher(const TuneArgs& a) {
   (void)sched_setaffinity(0, sizeof(all), &all);  // the kernel keeps it within the cgroup's cpuset
 }
 
-int mpi_launch_size() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (int n = env_int(v, 0); n > 0) return n;
-  return 1;
-}
+int mpi_launch_size() { return mpi_launch().size; }
 
 #ifndef TUNABLEOP_HAVE_MPI
 
 int tune_mpi(const TuneArgs& a) {
   // The rank this process has in its launcher's job, from the environment.
-  int rank = 0;
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
-    if (int r = env_int(v, -1); r >= 0) rank = r;
-  if (rank != 0) return 0;
+  if (mpi_launch().rank != 0) return 0;
   fmt::print(stderr,
              "tunableop tune: launched by an MPI launcher ({} processes) but this tunableop was built without MPI "
              "(OpenMPI's libopenmpi-dev was not found at configure time): rank 0 tunes every problem alone, the other "
