@@ -3,8 +3,10 @@
 // (status_boundary), and every failure leaves its message for tunableop_last_error().
 #include "tunableop/c_api.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
@@ -54,14 +56,25 @@ tunableop_status guarded(const char* what, Body&& body) {
   return report(tunableop::status_boundary([&] { return std::string(what); }, body));
 }
 
-tunableop::StatusOr<tunableop::DType> dtype_of(tunableop_dtype d, const char* field) {
+// A C caller may store any int in an enum field; in C++ loading a value outside the enum's range
+// is undefined (UBSan's -fsanitize=enum stops on it). So the bytes are read as the underlying
+// integer and only a value checked against the enumerators is ever used as the enum.
+template <class E>
+long long raw_value(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<long long>(v);
+}
+
+tunableop::StatusOr<tunableop::DType> dtype_of(const tunableop_dtype& field_value, const char* field) {
+  const long long d = raw_value(field_value);
   switch (d) {
     case TUNABLEOP_F32: return tunableop::DType::kF32;
     case TUNABLEOP_F64: return tunableop::DType::kF64;
     case TUNABLEOP_BF16: return tunableop::DType::kBF16;
     case TUNABLEOP_F16: return tunableop::DType::kF16;
   }
-  return Status::invalid_argument(std::string(field) + " is not a tunableop_dtype (" + std::to_string(int(d)) + ")");
+  return Status::invalid_argument(std::string(field) + " is not a tunableop_dtype (" + std::to_string(d) + ")");
 }
 
 tunableop::StatusOr<tunableop::GemmParams> params_of(const tunableop_gemm_params* c) {
@@ -103,12 +116,13 @@ tunableop_status tunableop_context_create(tunableop_device_kind kind, int ordina
     *out = nullptr;
     if (ordinal < 0) return Status::invalid_argument("device ordinal must be >= 0, got " + std::to_string(ordinal));
     tunableop::Device device;
-    if (kind == TUNABLEOP_DEVICE_CPU)
+    const long long k = raw_value(kind);
+    if (k == TUNABLEOP_DEVICE_CPU)
       device = tunableop::Device::cpu();
-    else if (kind == TUNABLEOP_DEVICE_CUDA)
+    else if (k == TUNABLEOP_DEVICE_CUDA)
       device = tunableop::Device::cuda(ordinal);
     else
-      return Status::invalid_argument("device kind " + std::to_string(int(kind)) + " is not a tunableop_device_kind");
+      return Status::invalid_argument("device kind " + std::to_string(k) + " is not a tunableop_device_kind");
     auto c = std::make_unique<tunableop_context>();
     c->ctx = std::make_unique<tunableop::Context>(device);
     if (!c->ctx->runtime())
