@@ -189,7 +189,7 @@ const char* tunableop_gemm_plan_solution(tunableop_gemm_plan* plan) {
 void tunableop_gemm_plan_destroy(tunableop_gemm_plan* plan) { delete plan; }
 
 const char* tunableop_status_string(tunableop_status status) {
-  switch (status) {
+  switch (raw_value(status)) {
     case TUNABLEOP_OK: return "ok";
     case TUNABLEOP_UNSUPPORTED: return "unsupported";
     case TUNABLEOP_INVALID_ARGUMENT: return "invalid argument";
