@@ -34,6 +34,8 @@
 #include "llm/text/text_stream.h"
 #include "llm/text/tokenizer.h"
 #include "llm/weights.h"
+#include "llm_args.h"
+#include "llm_bench_mode.h"
 #include "llm_input_limits.h"
 #include "llm_tp.h"
 #include "tunableop/checked_size.h"
@@ -43,59 +45,6 @@
 namespace tunableop::cli {
 
 namespace {
-
-struct LlmArgs {
-  std::string model = "builtin:tiny";
-  uint64_t model_seed = 0;
-  int64_t layers = 0;
-  std::string prompt_ids = "1,5,17";
-  int64_t prompt_len = 0;
-  std::vector<std::string> prompts;  // --prompt, repeatable
-  std::string prompt_file;
-  bool interactive = false;
-  bool chat = false;   // --prompt is the user's message, through the model's chat template
-  std::string system;  // --chat: a system message first
-  bool print_prompt_ids = false;
-  std::string mode = "auto";
-  int64_t max_new_tokens = 32;  // bench; generate defaults to kGenerateMaxNew
-  int64_t total_tokens = 0;
-  std::string device = "cpu";
-  int gpu = 0;
-  int64_t batch = 1;
-  double temperature = 0, top_p = 1;
-  int64_t top_k = 0;
-  uint64_t seed = 0;
-  bool ignore_eos = false, no_echo = false;
-  // Which of the options with defaults were given (CLI11 counts them).
-  CLI::Option *o_max_new = nullptr, *o_batch = nullptr, *o_temperature = nullptr, *o_top_k = nullptr,
-              *o_top_p = nullptr, *o_seed = nullptr, *o_prompt_ids = nullptr, *o_page_size = nullptr,
-              *o_system = nullptr;
-  bool tune = false, no_tune = false, compare = false, no_in_context_check = false;
-  int iterations = 3;
-  int warmup = 1;
-  int64_t pad_multiple = 8;
-  int64_t max_seq = 0;
-  bool print_ids = false, json = false;
-  int verbose = -1;
-  std::string save_model, save_dtype = "bf16";
-  bool overwrite_model = false;
-  std::string dtype = "bf16";
-  bool no_cuda_graph = false;
-  bool prefill_graph = true;
-  std::string last_layer = "outputs";
-  std::string decode_loop = "auto";
-  bool compare_decode_loops = false;
-  int tp = 1;  // tensor-parallel ranks (llm_tp.h)
-  std::string fusion = "auto";
-  bool no_pdl = false;
-  int step_variant = -1;
-  int profile_decode = 0;
-  int profile_prefill = 0;
-  bool measure_bandwidth = false;
-  std::string prompt_lens;  // synthetic prompts of these lengths, one per sequence
-  std::string kv_cache = "static";
-  int64_t page_size = 64, kv_pages = 0;
-};
 
 // A synthetic prompt of n tokens (the same ids --prompt-len uses).
 // Built before the engine checks its sizes: the prompt's own memory is checked first. `flag`
@@ -134,15 +83,8 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
   return std::vector<int32_t>(v->begin(), v->end());
 }
 
-int fail(const Status& s) {
-  fmt::print(stderr, "tunableop llm: {}\n", printable(s.to_string()));
-  return 2;
-}
-
 constexpr int64_t kGenerateMaxNew = 256;      // generate mode's --max-new-tokens default
 constexpr int64_t kInteractiveMaxSeq = 4096;  // interactive KV cache (prompts of any length)
-
-std::string join_ids(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
 
 // --prompt (in order), then --prompt-file's lines (blank lines skipped).
 StatusOr<std::vector<std::string>> text_prompts(const LlmArgs& a) {
@@ -243,227 +185,6 @@ llm::SamplingOptions sampling_options(const LlmArgs& a) {
   return s;
 }
 
-// After a benchmark (issue 13): the copy ceiling measured now and the decode traffic against it,
-// the kernels the device chose by measurement, and where one decode step's time goes. JSON: the
-// same as fields of one object (empty when nothing was asked).
-struct BenchExtras {
-  double copy_gbps = 0;
-  std::string choices;
-  llm::StepProfile profile;
-  llm::StepProfile prefill_profile;
-  std::string prefill_served;  // with the prefill profile: what serves each prefill problem
-};
-
-// Each prefill problem (GEMM, attention) with the solution the results serve and its tuned time
-// as a rate, one line each: what the prefill breakdown's rates compare with.
-std::string prefill_solutions(Context& ctx, llm::Engine& engine) {
-  std::string s;
-  auto add = [&](const std::vector<llm::LinearOp::Problem>& problems) {
-    for (const auto& p : problems) {
-      if (!p.in_prefill) continue;
-      const auto e = ctx.results().lookup(p.op, p.params);
-      s += fmt::format("  {} {}: {}", p.op, p.params, e ? e->solution : "not in the results (Default)");
-      if (e && e->time_ms > 0 && p.flops > 0) {
-        s += fmt::format(", tuned alone {:.4f} ms = {:.1f} TFLOP/s", e->time_ms, p.flops / e->time_ms / 1e9);
-      }
-      s += e && !e->note.empty() ? " (" + e->note + ")\n" : "\n";
-    }
-  };
-  add(engine.linear().problems());
-  add(engine.linear().attention_problems());
-  return s;
-}
-
-// The profiled steps run at the benchmark's mean position (half-way through its new tokens): the
-// attention kernels' time grows with the context, and a profile at the prompt would hide it.
-int64_t profile_warmup(int64_t max_new) { return std::max<int64_t>(2, max_new / 2); }
-
-StatusOr<BenchExtras> bench_extras(const LlmArgs& a, Context& ctx, llm::Engine& engine,
-                                   const std::vector<std::vector<int32_t>>& prompts, int64_t max_new) {
-  BenchExtras x;
-  if (a.measure_bandwidth) {
-    auto bw = engine.copy_bandwidth_gbps();
-    if (!bw.is_ok()) return bw.status();
-    x.copy_gbps = *bw;
-  }
-  x.choices = engine.kernel_choices();
-  if (a.profile_decode > 0) {
-    auto p = llm::profile_decode_steps(engine, prompts, int(profile_warmup(max_new)), a.profile_decode);
-    if (!p.is_ok()) return p.status();
-    x.profile = std::move(p.value());
-  }
-  if (a.profile_prefill > 0) {
-    auto p = llm::profile_prefills(engine, prompts, a.profile_prefill);
-    if (!p.is_ok()) return p.status();
-    x.prefill_profile = std::move(p.value());
-    if (ctx.config().snapshot().enabled) x.prefill_served = prefill_solutions(ctx, engine);
-  }
-  return x;
-}
-
-void print_extras(const BenchExtras& x, const std::vector<const llm::BenchmarkReport*>& reports,
-                  const std::vector<std::string>& names) {
-  if (x.copy_gbps > 0) {
-    fmt::print(
-        "Copy ceiling: {:.0f} GB/s (device copy, bytes read + written, measured in this run); decode weight "
-        "traffic at",
-        x.copy_gbps);
-    for (size_t i = 0; i < reports.size(); ++i) {
-      fmt::print("{} {:.1f}% ({})", i ? "," : "", 100 * reports[i]->decode_weight_gbps / x.copy_gbps, names[i]);
-    }
-    fmt::print(" of it\n");
-  }
-  if (!x.choices.empty()) {
-    fmt::print("Kernels chosen by measurement:\n");
-    std::istringstream lines(x.choices);
-    for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", line);
-  }
-  if (x.profile.steps > 0) fmt::print("{}", llm::format_profile(x.profile, reports.back()->tpot_ms));
-  if (x.prefill_profile.steps > 0) {
-    fmt::print("{}", llm::format_prefill_profile(x.prefill_profile, reports.back()->ttft_ms));
-    if (!x.prefill_served.empty()) fmt::print("Prefill problems as the results serve them:\n{}", x.prefill_served);
-  }
-}
-
-std::string extras_json(const BenchExtras& x, const llm::BenchmarkReport& r) {
-  nlohmann::json j;
-  j["copy_gbps"] = x.copy_gbps;
-  j["decode_fraction_of_copy"] = x.copy_gbps > 0 ? r.decode_weight_gbps / x.copy_gbps : 0.0;
-  j["kernel_choices"] = x.choices;
-  if (x.profile.steps > 0) j["decode_profile"] = nlohmann::json::parse(llm::profile_json(x.profile, r.tpot_ms));
-  if (x.prefill_profile.steps > 0) {
-    j["prefill_profile"] = nlohmann::json::parse(llm::prefill_profile_json(x.prefill_profile, r.ttft_ms));
-    j["prefill_served"] = x.prefill_served;
-  }
-  return j.dump();
-}
-
-// The paired runs' range, and what it says: " (runs from 0.95x to 1.10x: within this machine's
-// noise)". Each run of one mode is paired with the run of the other that followed it.
-std::string paired_spread(const std::pair<llm::BenchmarkReport, llm::BenchmarkReport>& r) {
-  std::vector<double> ratios;
-  for (size_t i = 0; i < r.first.run_s.size() && i < r.second.run_s.size(); ++i)
-    if (r.second.run_s[i] > 0) ratios.push_back(r.first.run_s[i] / r.second.run_s[i]);
-  if (ratios.size() < 2) return "";
-  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-  const char* says = *lo > 1.0   ? "tuned faster in every run"
-                     : *hi < 1.0 ? "tuned slower in every run: the in-context check below says which choices it kept"
-                                 : "within this machine's noise";
-  return fmt::format(" (runs from {:.3f}x to {:.3f}x: {})", *lo, *hi, says);
-}
-
-// The seed's measurement: greedy, exactly max_new tokens. Text prompts (Example 2's "Hello
-// Earthlings!") are tokenized first; the first sequence's text is printed after the metrics.
-int run_bench(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
-              const llm::Tokenizer* tokenizer, const std::vector<std::vector<int32_t>>& prompts, int64_t padded,
-              int64_t max_new) {
-  const int64_t batch = int64_t(prompts.size());
-  size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
-  // The continuation of the first prompt as text, when it came as text.
-  auto text_of = [&](const std::vector<int32_t>& ids) -> std::string {
-    if (!tokenizer) return "";
-    auto t = llm::decode_continuation(*tokenizer, prompts[0], ids);
-    return t.is_ok() ? *t : "(" + t.status().to_string() + ")";
-  };
-  llm::BenchmarkOptions bo{max_new, a.iterations, a.warmup, {}};
-  bo.loop = a.decode_loop == "device" ? llm::DecodeLoop::kDevice
-            : a.decode_loop == "host" ? llm::DecodeLoop::kHost
-                                      : llm::DecodeLoop::kAuto;
-  bo.compare_loops = a.compare_decode_loops;
-  const Options opts = ctx.config().snapshot();
-  // After the tuning warm-up: the whole generation with the tuned choices against Default,
-  // interleaved; the choices that lose in context are dropped (tunableop/in_context.h).
-  std::optional<InContextReport> in_context;
-  // Not with --tp yet: each rank dispatches through its own context, which the check (switching
-  // choices in `ctx`) does not reach.
-  if (!a.no_in_context_check && a.tp <= 1 && (a.compare || (opts.enabled && opts.tuning))) {
-    bo.after_warmup = [&]() -> StatusOr<int> {
-      auto r = check_in_context(ctx, [&] { return llm::generate(engine, prompts, max_new).status(); });
-      if (!r.is_ok()) return r.status();
-      in_context = *r;
-      // One more untimed run with the choices the check left in force: the engine re-prepares
-      // for them at its next run (CUDA: decode graphs re-captured, step variants timed again,
-      // ~0.2-0.5 s), which would otherwise land in the first timed run and its TPOT mean.
-      auto settle = llm::generate(engine, prompts, max_new);
-      if (!settle.is_ok()) return settle.status();
-      return r->workload_runs + 1;
-    };
-  }
-  auto in_context_json = [&]() -> std::string {
-    if (!in_context) return "";
-    return fmt::format(", \"in_context\": {{\"choices\": {}, \"kept\": {}, \"ratio_before\": {}, \"ratio_after\": {}}}",
-                       in_context->choices, in_context->kept, in_context->ratio_before, in_context->ratio_after);
-  };
-  auto print_in_context = [&] {
-    if (!in_context) return;
-    fmt::print("In-context check: {} ({} runs, {:.1f} s)\n", in_context->summary(), in_context->workload_runs,
-               in_context->elapsed_ms / 1e3);
-    // The post-decision guard's reverts, each written to the results file as Default.
-    for (const auto& d : in_context->dropped)
-      fmt::print("  reverted to Default: {}({}) {}\n", d.op, d.params, d.solution);
-  };
-  if (!a.json) {
-    fmt::print("Model: {}\n", model_desc);
-    fmt::print("Device: {}; batch {}; prompt {} tokens padded to {}; {} new tokens; {} warm-up + {} timed runs\n",
-               engine.device_name(), batch, longest, padded, max_new, a.warmup, a.iterations);
-  }
-
-  if (a.compare) {
-    auto r = llm::run_comparison(engine, prompts, bo, [&](bool tuned) { set_tunableop_mode(engine, ctx, tuned); });
-    if (!r.is_ok()) return fail(r.status());
-    auto extras = bench_extras(a, ctx, engine, prompts, max_new);  // in the tuned mode, the last one set
-    if (!extras.is_ok()) return fail(extras.status());
-    const double speedup = r->first.tokens_per_s > 0 ? r->second.tokens_per_s / r->first.tokens_per_s : 0;
-    const double paired = llm::paired_speedup(r->first, r->second);
-    if (a.json) {
-      fmt::print(
-          "{{\"model\": \"{}\", \"device\": \"{}\", \"untuned\": {}, \"tuned\": {}, \"speedup\": {}, "
-          "\"speedup_paired_median\": {}, \"results_file\": \"{}\", \"extras\": {}{}}}\n",
-          a.model, engine.device_name(), llm::report_json(r->first), llm::report_json(r->second), speedup, paired,
-          ctx.results_path(), extras_json(*extras, r->second), in_context_json());
-    } else {
-      fmt::print("Untuned (TunableOp off: Default GEMMs)\n{}", llm::format_report(r->first));
-      fmt::print("Tuned (results file {})\n{}", ctx.results_path(), llm::format_report(r->second));
-      fmt::print("Speedup: {:.3f}x tokens/s (tuned / untuned); median of the {} paired runs: {:.3f}x{}\n", speedup,
-                 std::min(r->first.run_s.size(), r->second.run_s.size()), paired, paired_spread(*r));
-      print_in_context();
-      if (r->first.first_sequence != r->second.first_sequence) {
-        fmt::print("Note: tuned and untuned generated different tokens (GEMM rounding differs between solutions)\n");
-      }
-      print_extras(*extras, {&r->first, &r->second}, {"untuned", "tuned"});
-      if (tokenizer) fmt::print("Text: {}\n", text_of(r->second.first_sequence));
-    }
-    if (a.print_ids) fmt::print("{}\n", join_ids(r->second.first_sequence));
-    return 0;
-  }
-
-  auto r = llm::run_benchmark(engine, prompts, bo);
-  if (!r.is_ok()) return fail(r.status());
-  auto extras = bench_extras(a, ctx, engine, prompts, max_new);
-  if (!extras.is_ok()) return fail(extras.status());
-  if (a.json) {
-    std::string j = llm::report_json(*r);
-    j.pop_back();  // add context to the object
-    if (tokenizer) j += ", \"generated_text\": " + nlohmann::json(text_of(r->first_sequence)).dump();
-    j += ", \"extras\": " + extras_json(*extras, *r);
-    fmt::print(
-        "{}, \"model\": \"{}\", \"device\": \"{}\", \"tunableop_enabled\": {}, \"tuning\": {}, "
-        "\"results_file\": \"{}\"{}}}\n",
-        j, a.model, engine.device_name(), opts.enabled, opts.tuning, ctx.results_path(), in_context_json());
-  } else {
-    fmt::print("TunableOp: {}{}\n",
-               opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)",
-               opts.enabled ? ", results file " + ctx.results_path() : "");
-    fmt::print("{}", llm::format_report(*r));
-    print_in_context();
-    print_extras(*extras, {&*r}, {opts.enabled ? "tuned" : "untuned"});
-    if (tokenizer) fmt::print("Text: {}\n", text_of(r->first_sequence));
-  }
-  if (a.print_ids) fmt::print("{}\n", join_ids(r->first_sequence));
-  return 0;
-}
-
 // Text in, text out (or ids in, ids out without a tokenizer): stops at EOS, greedy or sampled.
 // Only the generated text goes to stdout; everything else to stderr.
 int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std::string& model_desc,
@@ -471,7 +192,7 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
                  const llm::ChatTemplate* chat_template, const std::vector<std::vector<int32_t>>& prompts,
                  const std::vector<std::string>& texts, int64_t max_new) {
   const llm::SamplingOptions sampling = sampling_options(a);
-  if (Status st = sampling.validate(); !st.is_ok()) return fail(st);
+  if (Status st = sampling.validate(); !st.is_ok()) return llm_fail(st);
   const Options opts = ctx.config().snapshot();
   fmt::print(stderr, "Model: {}\nDevice: {}; TunableOp {}\n", model_desc, engine.device_name(),
              opts.enabled ? (opts.tuning ? "on, tuning" : "on, no tuning") : "off (Default GEMMs)");
@@ -506,20 +227,20 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
             "--interactive: a line of standard input is longer than {} bytes, the longest prompt this model "
             "and machine can take; stopped there",
             max_line));
-      return st.is_ok() ? 0 : fail(st);
+      return st.is_ok() ? 0 : llm_fail(st);
     }
     // --batch B with one prompt repeats it; texts then has one entry for B prompts.
     std::vector<std::string> batch_texts = texts;
     if (batch_texts.size() == 1) batch_texts.assign(prompts.size(), texts[0]);
     Status st = session.run(batch_texts);
-    return st.is_ok() ? 0 : fail(st);
+    return st.is_ok() ? 0 : llm_fail(st);
   }
 
   // Ids in, ids out: one line of new ids per sequence.
   auto selector = llm::make_token_selector(sampling);
   llm::StopOptions stop{max_new, special.eos, a.ignore_eos};
   auto g = llm::generate_until_stop(engine, prompts, stop, *selector);
-  if (!g.is_ok()) return fail(g.status());
+  if (!g.is_ok()) return llm_fail(g.status());
   for (const auto& s : g->sequences) fmt::print("{}\n", join_ids(s.tokens));
   fmt::print(stderr, "[{} new tokens in {:.2f} s ({:.1f} tokens/s), first token after {:.1f} ms]\n", g->new_tokens(),
              g->total_s, g->total_s > 0 ? double(g->new_tokens()) / g->total_s : 0.0, g->ttft_s * 1e3);
@@ -529,7 +250,7 @@ int run_generate(const LlmArgs& a, llm::Engine& engine, Context& ctx, const std:
 int run_llm(const LlmArgs& a) {
   // Under `mpirun -np N ... --tp N` every process holds one rank; the others follow rank 0, which
   // alone reads prompts and prints (the same arguments fail alike everywhere: rank 0 says why).
-  auto said_once = [](const Status& st) { return mpi_launch().rank == 0 ? fail(st) : 2; };
+  auto said_once = [](const Status& st) { return mpi_launch().rank == 0 ? llm_fail(st) : 2; };
   auto launch = TpLaunch::start("llm", a.tp);
   if (!launch.is_ok()) return said_once(launch.status());
   if (a.tune && a.no_tune) return said_once(Status::invalid_argument("--tune and --no-tune exclude each other"));
@@ -541,20 +262,21 @@ int run_llm(const LlmArgs& a) {
     return follow_leader("llm", *spec, a.model_seed, a.layers, ctx, **launch);
   }
   auto cfg = llm::spec_config(*spec, a.layers);
-  if (!cfg.is_ok()) return fail(cfg.status());
+  if (!cfg.is_ok()) return llm_fail(cfg.status());
   auto texts = text_prompts(a);
-  if (!texts.is_ok()) return fail(texts.status());
+  if (!texts.is_ok()) return llm_fail(texts.status());
   for (size_t i = 0; i < texts->size(); ++i)  // before tokenizing: its memory grows with the text
     if (Status st = check_prompt_text((*texts)[i], cfg->max_position_embeddings, fmt::format("prompt {}", i + 1));
         !st.is_ok())
-      return fail(st);
+      return llm_fail(st);
   if (!a.save_model.empty() && (*launch)->multi_process())
-    return fail(Status::invalid_argument("--save-model needs the whole model in one process: run it without mpirun"));
+    return llm_fail(
+        Status::invalid_argument("--save-model needs the whole model in one process: run it without mpirun"));
   if (!a.save_model.empty())  // before loading: never read a model only to refuse its output
-    if (Status st = check_save_model_target(a.save_model, *spec, a.overwrite_model); !st.is_ok()) return fail(st);
+    if (Status st = check_save_model_target(a.save_model, *spec, a.overwrite_model); !st.is_ok()) return llm_fail(st);
   const bool has_text = !texts->empty() || a.interactive;
   const bool generate = a.mode == "auto" ? has_text : a.mode == "generate";
-  if (Status st = check_mode_options(a, generate, !texts->empty()); !st.is_ok()) return fail(st);
+  if (Status st = check_mode_options(a, generate, !texts->empty()); !st.is_ok()) return llm_fail(st);
 
   // The tokenizer only where text comes in; special tokens where prompts get a BOS or generation
   // may stop at EOS.
@@ -562,18 +284,19 @@ int run_llm(const LlmArgs& a) {
   llm::SpecialTokens special;
   if (has_text) {
     if (spec->builtin) {
-      return fail(Status::invalid_argument(a.model +
-                                           " has no tokenizer: text prompts need a Hugging Face model directory "
-                                           "with a tokenizer.json or tokenizer.model (prompts as ids: --prompt-ids)"));
+      return llm_fail(
+          Status::invalid_argument(a.model +
+                                   " has no tokenizer: text prompts need a Hugging Face model directory "
+                                   "with a tokenizer.json or tokenizer.model (prompts as ids: --prompt-ids)"));
     }
     auto t = load_model_tokenizer(*spec, a.model, cfg->vocab_size);
-    if (!t.is_ok()) return fail(t.status());
+    if (!t.is_ok()) return llm_fail(t.status());
     tokenizer = std::move(t.value());
   }
   if ((generate || has_text) && !spec->builtin) {
     auto s = llm::load_special_tokens(spec->dir, tokenizer.get());
-    if (!s.is_ok()) return fail(s.status());
-    if (Status st = s->check(cfg->vocab_size); !st.is_ok()) return fail(st);
+    if (!s.is_ok()) return llm_fail(s.status());
+    if (Status st = s->check(cfg->vocab_size); !st.is_ok()) return llm_fail(st);
     special = *s;
   }
 
@@ -581,7 +304,7 @@ int run_llm(const LlmArgs& a) {
   std::optional<llm::ChatTemplate> chat_template;
   if (a.chat) {
     auto t = llm::load_chat_template(spec->dir);
-    if (!t.is_ok()) return fail(t.status());
+    if (!t.is_ok()) return llm_fail(t.status());
     chat_template = std::move(*t);
   }
 
@@ -591,30 +314,30 @@ int run_llm(const LlmArgs& a) {
     for (const auto& text : *texts) {
       auto ids = chat_template ? chat_prompt(*chat_template, *tokenizer, a.system, text)
                                : llm::encode_prompt(*tokenizer, special, text);
-      if (!ids.is_ok()) return fail(ids.status());
+      if (!ids.is_ok()) return llm_fail(ids.status());
       prompts.push_back(std::move(*ids));
     }
   } else if (!a.prompt_lens.empty()) {
     auto lens = parse_list(a.prompt_lens, "--prompt-lens", "positive length", 1, INT32_MAX);
-    if (!lens.is_ok()) return fail(lens.status());
+    if (!lens.is_ok()) return llm_fail(lens.status());
     for (int64_t n : *lens) {
       auto prompt = synthetic_prompt(n, cfg->vocab_size, "--prompt-lens");
-      if (!prompt.is_ok()) return fail(prompt.status());
+      if (!prompt.is_ok()) return llm_fail(prompt.status());
       prompts.push_back(std::move(*prompt));
     }
   } else if (a.prompt_len > 0) {
     auto prompt = synthetic_prompt(a.prompt_len, cfg->vocab_size, "--prompt-len");
-    if (!prompt.is_ok()) return fail(prompt.status());
+    if (!prompt.is_ok()) return llm_fail(prompt.status());
     prompts.push_back(std::move(*prompt));
   } else if (!a.interactive) {
     auto ids = parse_ids(a.prompt_ids);
-    if (!ids.is_ok()) return fail(ids.status());
+    if (!ids.is_ok()) return llm_fail(ids.status());
     prompts.push_back(*ids);
   }
   int64_t batch = a.batch;
   if (prompts.size() > 1) {
     if (a.o_batch->count() && a.batch != int64_t(prompts.size())) {
-      return fail(Status::invalid_argument(
+      return llm_fail(Status::invalid_argument(
           fmt::format("--batch {} but {} prompts were given (the batch is the prompts)", a.batch, prompts.size())));
     }
     batch = int64_t(prompts.size());
@@ -622,18 +345,18 @@ int run_llm(const LlmArgs& a) {
     if (Status st = check_host_allocation(CheckedInt(int64_t(prompts[0].size())) * batch * int64_t(sizeof(int32_t)),
                                           fmt::format("--batch {} prompts of {} tokens", batch, prompts[0].size()));
         !st.is_ok())
-      return fail(st);
+      return llm_fail(st);
     prompts.assign(size_t(batch), prompts[0]);  // one prompt repeated (sampling: different answers)
   }
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
   if (!(CheckedInt(longest) + a.pad_multiple + a.max_new_tokens).ok())
-    return fail(Status::invalid_argument("--pad-multiple and --max-new-tokens are too large to count a sequence"));
+    return llm_fail(Status::invalid_argument("--pad-multiple and --max-new-tokens are too large to count a sequence"));
   const int64_t padded = llm::round_up(longest, a.pad_multiple);
   int64_t max_new = generate && !a.o_max_new->count() ? kGenerateMaxNew : a.max_new_tokens;
   if (a.total_tokens > 0) {  // the seed's form: a fixed sequence length, prompt included
     max_new = a.total_tokens - padded;
-    if (max_new < 1) return fail(Status::invalid_argument("--total-tokens must exceed the padded prompt"));
+    if (max_new < 1) return llm_fail(Status::invalid_argument("--total-tokens must exceed the padded prompt"));
   }
   llm::EngineOptions eo;
   eo.max_batch = batch;
@@ -674,11 +397,11 @@ int run_llm(const LlmArgs& a) {
       }
     }
   } else if (a.o_page_size->count()) {
-    return fail(Status::invalid_argument("--page-size sets a paged cache's pages: add --kv-cache paged"));
+    return llm_fail(Status::invalid_argument("--page-size sets a paged cache's pages: add --kv-cache paged"));
   }
   if (a.device == "cuda") {
     auto dt = parse_dtype(a.dtype);
-    if (!dt.is_ok()) return fail(dt.status());
+    if (!dt.is_ok()) return llm_fail(dt.status());
     eo.dtype = *dt;
   }
 
@@ -698,7 +421,7 @@ int run_llm(const LlmArgs& a) {
     return Status::ok();
   };
   auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, on_cpu_weights, launch->get());
-  if (!built.is_ok()) return fail(built.status());
+  if (!built.is_ok()) return llm_fail(built.status());
   std::unique_ptr<llm::Engine> engine = std::move(built.value());
   const std::string model_desc = describe_model(a.model, engine->config());
 

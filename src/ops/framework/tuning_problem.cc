@@ -48,6 +48,9 @@ bool has_non_finite(DType dtype, const void* data, int64_t elements) {
     case DType::kF64: return any_exponent_all_ones<uint64_t>(data, elements, 0x7ff0000000000000ull);
     case DType::kBF16: return any_exponent_all_ones<uint16_t>(data, elements, uint16_t(0x7f80));
     case DType::kF16: return any_exponent_all_ones<uint16_t>(data, elements, uint16_t(0x7c00));
+    // e4m3fn has no infinity; its NaN is the one pattern with every exponent and mantissa bit set.
+    case DType::kF8E4M3: return any_exponent_all_ones<uint8_t>(data, elements, uint8_t(0x7f));
+    case DType::kF8E5M2: return any_exponent_all_ones<uint8_t>(data, elements, uint8_t(0x7c));
   }
   return false;
 }
