@@ -9,7 +9,8 @@
 //
 // Everything about a device (memory, kernels, KV cache layout, CUDA graphs) sits behind
 // DeviceKernels; what is here is the same on every device: prompt padding and checks, the
-// decode bookkeeping, buffer sizes, the layer list.
+// decode bookkeeping, buffer sizes, the layer list. The engine's state is declared in
+// model_engine.h; its continuous-batching calls are in model_slot_calls.cc.
 #include "llm/model.h"
 
 #include <algorithm>
@@ -18,7 +19,7 @@
 #include <cstring>
 #include <deque>
 
-#include "llm/model_slots.h"
+#include "llm/model_engine.h"
 #include "llm/random_hash.h"
 #include "llm/rope.h"
 #include "tunableop/half.h"
@@ -68,887 +69,560 @@ Status check_family_weights(const ModelConfig& c, const DeviceWeights& w, const 
   return Status::ok();
 }
 
-// Activations for `rows` tokens. Prefill and decode keep separate sets: decode's are allocated
-// once for max_batch rows and never move, which a captured CUDA graph relies on.
-struct Activations {
-  int64_t rows = 0;
-  Buffer x;                                 // residual stream, fp32 [rows, H]
-  Buffer xn, qkv, attn, tmp, gate_up, act;  // E
-  Buffer ids, seqs, pos;                    // int32 [rows]
-  Buffer lens;                              // int32 [max_batch]: each sequence's length after the pass
-};
+}  // namespace
 
-class Model final : public Engine {
- public:
-  Model(std::unique_ptr<DeviceKernels> dev, const EngineOptions& o, LinearOp::Fn fn, LinearOp::GemmFn gemm,
-        LinearOp::AttentionFn attention)
-      : dev_(std::move(dev)),
-        c_(dev_->config()),
-        o_(o),
-        linear_(std::move(fn), std::move(gemm), std::move(attention)) {}
+namespace model_impl {
 
-  Status init() {
-    TUNABLEOP_RETURN_IF_ERROR(check_family_weights(c_, dev_->weights(), dev_->name()));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
-    esize_ = dtype_size(dev_->dtype());
-    auto cache = dev_->make_kv_cache(o_.kv_cache, o_.max_batch, o_.max_seq);
-    if (!cache.is_ok()) return cache.status();
-    cache_ = std::move(cache.value());
-    const int64_t B = o_.max_batch, H = c_.hidden_size;
-    TUNABLEOP_RETURN_IF_ERROR(ensure(last_x_, size_t(B * H) * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(last_norm_, size_t(B * H) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(logits_, size_t(B * c_.vocab_size) * esize_));
-    if (dev_->tensor_parallel().world > 1) {  // zeroed once: only this rank's columns are ever written
-      TUNABLEOP_RETURN_IF_ERROR(ensure(logit_parts_, size_t(B * c_.vocab_size) * esize_));
-      const std::vector<uint8_t> zeros(logit_parts_.bytes(), 0);
-      TUNABLEOP_RETURN_IF_ERROR(dev_->upload(logit_parts_.get(), zeros.data(), zeros.size()));
+Status Model::init() {
+  TUNABLEOP_RETURN_IF_ERROR(check_family_weights(c_, dev_->weights(), dev_->name()));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+  esize_ = dtype_size(dev_->dtype());
+  auto cache = dev_->make_kv_cache(o_.kv_cache, o_.max_batch, o_.max_seq);
+  if (!cache.is_ok()) return cache.status();
+  cache_ = std::move(cache.value());
+  const int64_t B = o_.max_batch, H = c_.hidden_size;
+  TUNABLEOP_RETURN_IF_ERROR(ensure(last_x_, size_t(B * H) * 4));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(last_norm_, size_t(B * H) * esize_));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(logits_, size_t(B * c_.vocab_size) * esize_));
+  if (dev_->tensor_parallel().world > 1) {  // zeroed once: only this rank's columns are ever written
+    TUNABLEOP_RETURN_IF_ERROR(ensure(logit_parts_, size_t(B * c_.vocab_size) * esize_));
+    const std::vector<uint8_t> zeros(logit_parts_.bytes(), 0);
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(logit_parts_.get(), zeros.data(), zeros.size()));
+  }
+  TUNABLEOP_RETURN_IF_ERROR(ensure(next_, size_t(B) * 4));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
+  // The last layer's attention and MLP on each sequence's last row (prefill_outputs_only).
+  TUNABLEOP_RETURN_IF_ERROR(ensure(last_qkv_, size_t(B * c_.qkv_dim()) * esize_));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(last_attn_, size_t(B * c_.q_dim()) * esize_));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(last_pos_, size_t(B) * 4));
+  TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, size_t(B) * 4));
+  // A decode step's ids, positions and lengths travel as one upload (one copy instead of three
+  // ahead of every step's graph): [ids | positions | lengths], max_batch each.
+  TUNABLEOP_RETURN_IF_ERROR(ensure(dec_in_, size_t(3 * B) * 4));
+  for (Buffer* b : {&dec_in_host_, &next_host_, &ahead_host_}) {
+    auto h = dev_->alloc_host(size_t(b == &dec_in_host_ ? 3 * B : b == &ahead_host_ ? kMaxAhead * B : B) * 4);
+    if (!h.is_ok()) return h.status();
+    *b = std::move(h.value());
+  }
+  // Decode row b is sequence b: the sequence indices never change.
+  std::vector<int32_t> seqs(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) seqs[size_t(b)] = int32_t(b);
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.seqs.get(), seqs.data(), seqs.size() * 4));
+  // transformers multiplies by sqrt(hidden) cast to the activations' dtype first.
+  const double scale = c_.scales_embedding() ? std::sqrt(double(H)) : 1.0;
+  embed_scale_ = dev_->dtype() == DType::kBF16 ? to_float(to_bf16(float(scale))) : float(scale);
+  seq_len_.assign(size_t(B), 0);
+  return Status::ok();
+}
+
+std::vector<int64_t> Model::sequence_lengths() const {
+  return std::vector<int64_t>(seq_len_.begin(), seq_len_.begin() + batch_);
+}
+
+Status Model::prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) {
+  TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
+  auto p = prepare_prefill(prompts);
+  if (!p.is_ok()) return p.status();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->run_prefill(*p, linear_, [&] { return forward(*p, pre_); }));
+  return fetch_next(next);
+}
+
+// prefill(), with every op timed (the breakdown of issue 12).
+StatusOr<std::vector<ProfileSpan>> Model::profile_prefill(const std::vector<std::vector<int32_t>>& prompts,
+                                                          std::vector<int32_t>* next, double* host_ms) {
+  TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
+  auto p = prepare_prefill(prompts);
+  if (!p.is_ok()) return p.status();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = forward(*p, pre_);
+  if (host_ms) *host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto spans = dev_->end_profile();  // ends the profile whatever happened
+  TUNABLEOP_RETURN_IF_ERROR(st);
+  if (!spans.is_ok()) return spans.status();
+  TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
+  return spans;
+}
+
+// Checks the prompts, starts their sequences and uploads ids, positions and lengths: all of a
+// prefill but the pass itself.
+StatusOr<Pass> Model::prepare_prefill(const std::vector<std::vector<int32_t>>& prompts) {
+  TUNABLEOP_RETURN_IF_ERROR(check_prompts(c_, o_, prompts));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+  for (int64_t b = 0; b < batch_; ++b) cache_->release(b);
+  batch_ = int64_t(prompts.size());
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
+  padded_ = round_up(longest, o_.pad_multiple);
+  const int64_t T = padded_, rows = batch_ * T;
+  TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, rows));
+  const size_t n_rows = static_cast<size_t>(rows), n_seqs = static_cast<size_t>(batch_);
+  // The pass's inputs go up from one pinned block: from pageable vectors each copy would cost
+  // the host a staging copy before the first kernel can start (TTFT).
+  const size_t host_bytes = n_seqs * 8 + (3 * n_rows + 2 * n_seqs) * 4;
+  if (pre_host_.bytes() < host_bytes) {
+    pre_host_.reset();
+    auto h = dev_->alloc_host(host_bytes);
+    if (!h.is_ok()) return h.status();
+    pre_host_ = std::move(h.value());
+  }
+  int64_t* last = pre_host_.as<int64_t>();
+  int32_t* ids = reinterpret_cast<int32_t*>(last + n_seqs);
+  int32_t *seqs = ids + n_rows, *pos = seqs + n_rows, *lens = pos + n_rows, *last_pos = lens + n_seqs;
+  bool ragged = false;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const auto& p = prompts[size_t(b)];
+    // Padding rows never reach the cache of a sequence that holds only its real positions.
+    TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, int64_t(p.size())));
+    lens[size_t(b)] = int32_t(p.size());
+    ragged = ragged || int64_t(p.size()) != T;
+    for (int64_t t = 0; t < T; ++t) {
+      // Right padding: pad tokens come after the prompt, so causal attention keeps every real
+      // token from seeing them, and their cache slots are overwritten by decode before any
+      // query can reach them. The padded run therefore equals the unpadded one.
+      ids[size_t(b * T + t)] = t < int64_t(p.size()) ? p[size_t(t)] : int32_t(c_.pad_token_id);
+      seqs[size_t(b * T + t)] = int32_t(b);
+      pos[size_t(b * T + t)] = int32_t(t);
     }
-    TUNABLEOP_RETURN_IF_ERROR(ensure(next_, size_t(B) * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(last_rows_, size_t(B) * 8));
-    // The last layer's attention and MLP on each sequence's last row (prefill_outputs_only).
-    TUNABLEOP_RETURN_IF_ERROR(ensure(last_qkv_, size_t(B * c_.qkv_dim()) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(last_attn_, size_t(B * c_.q_dim()) * esize_));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(last_pos_, size_t(B) * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(dec_, B));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, size_t(B) * 4));
-    // A decode step's ids, positions and lengths travel as one upload (one copy instead of three
-    // ahead of every step's graph): [ids | positions | lengths], max_batch each.
-    TUNABLEOP_RETURN_IF_ERROR(ensure(dec_in_, size_t(3 * B) * 4));
-    for (Buffer* b : {&dec_in_host_, &next_host_, &ahead_host_}) {
-      auto h = dev_->alloc_host(size_t(b == &dec_in_host_ ? 3 * B : b == &ahead_host_ ? kMaxAhead * B : B) * 4);
-      if (!h.is_ok()) return h.status();
-      *b = std::move(h.value());
+    last[size_t(b)] = b * T + int64_t(p.size()) - 1;
+    last_pos[size_t(b)] = int32_t(p.size()) - 1;
+    seq_len_[size_t(b)] = int64_t(p.size());
+  }
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), ids, n_rows * 4));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), seqs, n_rows * 4));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos, n_rows * 4));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last, n_seqs * 8));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens, n_seqs * 4));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_pos_.get(), last_pos, n_seqs * 4));
+  Pass p = pass(Phase::kPrefill, T, pre_);
+  p.ragged = ragged;
+  return p;
+}
+
+Status Model::decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) {
+  TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
+  TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
+  const Pass p = decode_pass();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
+  return finish_decode(next);
+}
+
+// decode(), run eagerly with every op timed (not through run_decode_step's graph).
+StatusOr<std::vector<ProfileSpan>> Model::profile_decode(const std::vector<int32_t>& tokens,
+                                                         std::vector<int32_t>* next) {
+  TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
+  TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
+  Status st = forward(decode_pass(), dec_);
+  auto spans = dev_->end_profile();  // ends the profile whatever happened
+  TUNABLEOP_RETURN_IF_ERROR(st);
+  if (!spans.is_ok()) return spans.status();
+  TUNABLEOP_RETURN_IF_ERROR(finish_decode(next));
+  return spans;
+}
+
+Status Model::decode_ahead(const std::vector<int32_t>* tokens) {
+  if (batch_ == 0) return Status::invalid_argument("decode_ahead: no sequences (call prefill first)");
+  if (int64_t(ahead_.size()) >= kMaxAhead) {
+    return Status::invalid_argument("decode_ahead: " + std::to_string(kMaxAhead) +
+                                    " steps in flight already (collect_ahead first)");
+  }
+  const int64_t queued = int64_t(ahead_.size());
+  if (tokens) {
+    if (queued > 0) return Status::invalid_argument("decode_ahead: tokens given while steps are in flight");
+    TUNABLEOP_RETURN_IF_ERROR(prepare_decode(*tokens));
+  } else {
+    if (!ahead_chain_) {
+      return Status::invalid_argument("decode_ahead: no previous step left this one's inputs (give the tokens)");
     }
-    // Decode row b is sequence b: the sequence indices never change.
-    std::vector<int32_t> seqs(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) seqs[size_t(b)] = int32_t(b);
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_.seqs.get(), seqs.data(), seqs.size() * 4));
-    // transformers multiplies by sqrt(hidden) cast to the activations' dtype first.
-    const double scale = c_.scales_embedding() ? std::sqrt(double(H)) : 1.0;
-    embed_scale_ = dev_->dtype() == DType::kBF16 ? to_float(to_bf16(float(scale))) : float(scale);
-    seq_len_.assign(size_t(B), 0);
-    return Status::ok();
-  }
-
-  const ModelConfig& config() const override { return c_; }
-  const EngineOptions& options() const override { return o_; }
-  std::string device_name() const override { return dev_->name(); }
-  LinearOp& linear() override { return linear_; }
-  std::vector<int64_t> sequence_lengths() const override {
-    return std::vector<int64_t>(seq_len_.begin(), seq_len_.begin() + batch_);
-  }
-  int64_t padded_prompt_length() const override { return padded_; }
-  int64_t weight_bytes() const override { return dev_->weights().bytes; }
-  KvCacheStats kv_cache_stats() const override { return cache_->stats(); }
-
-  Status prefill(const std::vector<std::vector<int32_t>>& prompts, std::vector<int32_t>* next) override {
-    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
-    auto p = prepare_prefill(prompts);
-    if (!p.is_ok()) return p.status();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->run_prefill(*p, linear_, [&] { return forward(*p, pre_); }));
-    return fetch_next(next);
-  }
-
-  // prefill(), with every op timed (the breakdown of issue 12).
-  StatusOr<std::vector<ProfileSpan>> profile_prefill(const std::vector<std::vector<int32_t>>& prompts,
-                                                     std::vector<int32_t>* next, double* host_ms) override {
-    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
-    auto p = prepare_prefill(prompts);
-    if (!p.is_ok()) return p.status();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
-    const auto t0 = std::chrono::steady_clock::now();
-    Status st = forward(*p, pre_);
-    if (host_ms) *host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    auto spans = dev_->end_profile();  // ends the profile whatever happened
-    TUNABLEOP_RETURN_IF_ERROR(st);
-    if (!spans.is_ok()) return spans.status();
-    TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
-    return spans;
-  }
-
-  // Checks the prompts, starts their sequences and uploads ids, positions and lengths: all of a
-  // prefill but the pass itself.
-  StatusOr<Pass> prepare_prefill(const std::vector<std::vector<int32_t>>& prompts) {
-    TUNABLEOP_RETURN_IF_ERROR(check_prompts(c_, o_, prompts));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
-    for (int64_t b = 0; b < batch_; ++b) cache_->release(b);
-    batch_ = int64_t(prompts.size());
-    int64_t longest = 0;
-    for (const auto& p : prompts) longest = std::max<int64_t>(longest, int64_t(p.size()));
-    padded_ = round_up(longest, o_.pad_multiple);
-    const int64_t T = padded_, rows = batch_ * T;
-    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, rows));
-    const size_t n_rows = static_cast<size_t>(rows), n_seqs = static_cast<size_t>(batch_);
-    // The pass's inputs go up from one pinned block: from pageable vectors each copy would cost
-    // the host a staging copy before the first kernel can start (TTFT).
-    const size_t host_bytes = n_seqs * 8 + (3 * n_rows + 2 * n_seqs) * 4;
-    if (pre_host_.bytes() < host_bytes) {
-      pre_host_.reset();
-      auto h = dev_->alloc_host(host_bytes);
-      if (!h.is_ok()) return h.status();
-      pre_host_ = std::move(h.value());
-    }
-    int64_t* last = pre_host_.as<int64_t>();
-    int32_t* ids = reinterpret_cast<int32_t*>(last + n_seqs);
-    int32_t *seqs = ids + n_rows, *pos = seqs + n_rows, *lens = pos + n_rows, *last_pos = lens + n_seqs;
-    bool ragged = false;
+    // The step writes each sequence's cache at its length plus the steps still in flight: the
+    // host makes that room (a paged cache's pages, their block table entries uploaded ahead of
+    // the step on the same stream) before the step is queued.
     for (int64_t b = 0; b < batch_; ++b) {
-      const auto& p = prompts[size_t(b)];
-      // Padding rows never reach the cache of a sequence that holds only its real positions.
-      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(b, int64_t(p.size())));
-      lens[size_t(b)] = int32_t(p.size());
-      ragged = ragged || int64_t(p.size()) != T;
-      for (int64_t t = 0; t < T; ++t) {
-        // Right padding: pad tokens come after the prompt, so causal attention keeps every real
-        // token from seeing them, and their cache slots are overwritten by decode before any
-        // query can reach them. The padded run therefore equals the unpadded one.
-        ids[size_t(b * T + t)] = t < int64_t(p.size()) ? p[size_t(t)] : int32_t(c_.pad_token_id);
-        seqs[size_t(b * T + t)] = int32_t(b);
-        pos[size_t(b * T + t)] = int32_t(t);
-      }
-      last[size_t(b)] = b * T + int64_t(p.size()) - 1;
-      last_pos[size_t(b)] = int32_t(p.size()) - 1;
-      seq_len_[size_t(b)] = int64_t(p.size());
-    }
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), ids, n_rows * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), seqs, n_rows * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), pos, n_rows * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_rows_.get(), last, n_seqs * 8));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), lens, n_seqs * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(last_pos_.get(), last_pos, n_seqs * 4));
-    Pass p = pass(Phase::kPrefill, T, pre_);
-    p.ragged = ragged;
-    return p;
-  }
-
-  Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
-    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
-    TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
-    const Pass p = decode_pass();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(batch_, linear_, [&] { return forward(p, dec_); }));
-    return finish_decode(next);
-  }
-
-  // decode(), run eagerly with every op timed (not through run_decode_step's graph).
-  StatusOr<std::vector<ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
-                                                    std::vector<int32_t>* next) override {
-    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
-    TUNABLEOP_RETURN_IF_ERROR(prepare_decode(tokens));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->begin_profile());
-    Status st = forward(decode_pass(), dec_);
-    auto spans = dev_->end_profile();  // ends the profile whatever happened
-    TUNABLEOP_RETURN_IF_ERROR(st);
-    if (!spans.is_ok()) return spans.status();
-    TUNABLEOP_RETURN_IF_ERROR(finish_decode(next));
-    return spans;
-  }
-
-  bool decode_ahead_supported() const override { return true; }
-
-  Status decode_ahead(const std::vector<int32_t>* tokens) override {
-    if (batch_ == 0) return Status::invalid_argument("decode_ahead: no sequences (call prefill first)");
-    if (int64_t(ahead_.size()) >= kMaxAhead) {
-      return Status::invalid_argument("decode_ahead: " + std::to_string(kMaxAhead) +
-                                      " steps in flight already (collect_ahead first)");
-    }
-    const int64_t queued = int64_t(ahead_.size());
-    if (tokens) {
-      if (queued > 0) return Status::invalid_argument("decode_ahead: tokens given while steps are in flight");
-      TUNABLEOP_RETURN_IF_ERROR(prepare_decode(*tokens));
-    } else {
-      if (!ahead_chain_) {
-        return Status::invalid_argument("decode_ahead: no previous step left this one's inputs (give the tokens)");
-      }
-      // The step writes each sequence's cache at its length plus the steps still in flight: the
-      // host makes that room (a paged cache's pages, their block table entries uploaded ahead of
-      // the step on the same stream) before the step is queued.
-      for (int64_t b = 0; b < batch_; ++b) {
-        TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(b, seq_len_[size_t(b)] + queued));
-      }
-      TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
-    }
-    ahead_chain_ = false;
-    const Pass p = decode_pass();
-    int32_t* ids = dec_in_.as<int32_t>();
-    int32_t* pos = ids + o_.max_batch;
-    int32_t* lens = pos + o_.max_batch;
-    // The step's tokens go to this slot of the host ring from advance_decode itself (no copy
-    // between two steps); download_async only marks the step's end for collect_ahead.
-    const int slot = ahead_slot_;
-    ahead_slot_ = (ahead_slot_ + 1) % kMaxAhead;
-    int32_t* host = ahead_host_.as<int32_t>() + slot * o_.max_batch;
-    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step_ahead(
-        batch_, linear_, [&] { return forward(p, dec_); },
-        [&] { return dev_->advance_decode(next_.as<int32_t>(), ids, pos, lens, batch_, host); }, slot));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->download_async(host, next_.get(), 0, slot));
-    ahead_.push_back(slot);
-    ahead_chain_ = true;
-    return Status::ok();
-  }
-
-  Status collect_ahead(std::vector<int32_t>* next) override {
-    if (ahead_.empty()) return Status::invalid_argument("collect_ahead: no decode step in flight");
-    const int slot = ahead_.front();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->wait_download(slot));
-    ahead_.pop_front();
-    const int32_t* host = ahead_host_.as<int32_t>() + slot * o_.max_batch;
-    next->assign(host, host + batch_);
-    for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
-    return Status::ok();
-  }
-
-  std::string kernel_choices() const override { return dev_->kernel_choices(); }
-
-  StatusOr<double> copy_bandwidth_gbps() override {
-    TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
-    return dev_->copy_bandwidth_gbps();
-  }
-
-  // --- Continuous batching (engine.h, model_slots.h).
-  Status prefill_slots(const std::vector<SlotChunk>& chunks, const SamplingRow* sampling,
-                       std::vector<int32_t>* next) override {
-    TUNABLEOP_RETURN_IF_ERROR(check_slot_engine());
-    if (int64_t(chunks.size()) > o_.max_batch) return Status::invalid_argument("prefill_slots: more chunks than slots");
-    std::vector<SlotPassInput> in;
-    for (const SlotChunk& c : chunks) {
-      TUNABLEOP_RETURN_IF_ERROR(check_slot(c.slot));
-      TUNABLEOP_RETURN_IF_ERROR(check_ids(c.tokens, c.count));
-      const int64_t start = seq_len_[size_t(c.slot)];
-      if (start + c.count > o_.max_seq) {
-        return Status::invalid_argument("slot " + std::to_string(c.slot) + ": " + std::to_string(start + c.count) +
-                                        " positions do not fit the KV cache of " + std::to_string(o_.max_seq));
-      }
-      TUNABLEOP_RETURN_IF_ERROR(cache_->reserve(c.slot, start + c.count));
-      in.push_back({c.slot, start, c.count, c.tokens, paged().host_row(c.slot)});
-    }
-    const PagedKvCache::Geometry& g = paged().geometry();
-    auto L = layout_prefill(in, o_.pad_multiple, g.pages_per_seq(), g.page_size, o_.max_seq, paged().scratch_page());
-    if (!L.is_ok()) return L.status();
-    TUNABLEOP_RETURN_IF_ERROR(upload_prefill_layout(*L));
-    const int64_t S = int64_t(chunks.size());
-    batch_ = S;  // output rows: each chunk's last
-    Pass p;
-    p.phase = Phase::kPrefill;
-    p.batch = 1;
-    p.tokens = L->rows;
-    p.ids = pre_.ids.as<int32_t>();
-    p.seqs = pre_.seqs.as<int32_t>();
-    p.positions = pre_.pos.as<int32_t>();
-    p.seq_lens = pre_.lens.as<int32_t>();
-    p.block_table = slot_table_pre_.as<int32_t>();
-    Packed packed;
-    packed.chunk = p;  // each chunk's attention: its rows, its lengths and table row
-    packed.chunk.batch = 1;
-    packed.chunk.ragged = true;
-    packed.layout = &*L;
-    packed_ = &packed;
-    Status st = dev_->run_prefill(p, linear_, [&] { return forward(p, pre_); });
-    packed_ = nullptr;
-    TUNABLEOP_RETURN_IF_ERROR(st);
-    for (const SlotChunk& c : chunks) seq_len_[size_t(c.slot)] += c.count;
-    return choose_next(S, sampling, next);
-  }
-
-  Status decode_slots(const std::vector<int64_t>& slots, const std::vector<int32_t>& tokens,
-                      const SamplingRow* sampling, std::vector<int32_t>* next) override {
-    TUNABLEOP_RETURN_IF_ERROR(check_slot_engine());
-    if (slots.size() != tokens.size() || slots.empty() || int64_t(slots.size()) > o_.max_batch) {
-      return Status::invalid_argument("decode_slots: " + std::to_string(slots.size()) + " slots and " +
-                                      std::to_string(tokens.size()) + " tokens (1.." + std::to_string(o_.max_batch) +
-                                      " of each)");
-    }
-    std::vector<SlotPassInput> in;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const int64_t slot = slots[i];
-      TUNABLEOP_RETURN_IF_ERROR(check_slot(slot));
-      TUNABLEOP_RETURN_IF_ERROR(check_ids(&tokens[i], 1));
-      TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(slot, seq_len_[size_t(slot)]));
-      in.push_back({slot, seq_len_[size_t(slot)], 1, &tokens[i], paged().host_row(slot)});
-    }
-    const int64_t bucket = decode_bucket(int64_t(slots.size()));
-    const PagedKvCache::Geometry& g = paged().geometry();
-    auto L = layout_decode(in, bucket, g.pages_per_seq(), g.page_size, paged().scratch_page());
-    if (!L.is_ok()) return L.status();
-    TUNABLEOP_RETURN_IF_ERROR(upload_decode_layout(*L));
-    batch_ = bucket;
-    Pass p = decode_pass();
-    p.block_table = slot_table_dec_.as<int32_t>();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step(
-        bucket, linear_, [&] { return forward(p, dec_); }, /*slot_table=*/true));
-    for (int64_t slot : slots) ++seq_len_[size_t(slot)];
-    TUNABLEOP_RETURN_IF_ERROR(choose_next(bucket, sampling, next, int64_t(slots.size())));
-    next->resize(slots.size());
-    return Status::ok();
-  }
-
-  void release_slot(int64_t slot) override {
-    if (slot < 0 || slot >= o_.max_batch) return;
-    cache_->release(slot);
-    seq_len_[size_t(slot)] = 0;
-  }
-  void* stream() const override { return dev_->stream(); }
-  int64_t slot_length(int64_t slot) const override {
-    return slot >= 0 && slot < o_.max_batch ? seq_len_[size_t(slot)] : 0;
-  }
-  std::vector<int64_t> decode_buckets() const override {
-    std::vector<int64_t> b;
-    // Powers of two: a padding row costs a decode step one position of attention and nothing in
-    // its (memory-bound) GEMMs, while every bucket costs start-up tuning and a graph.
-    for (int64_t n = 1; n < o_.max_batch; n *= 2) {
-      if (n < o_.max_batch) b.push_back(n);
-    }
-    b.push_back(o_.max_batch);
-    return b;
-  }
-  int64_t slot_pages() const override {
-    if (cache_->kind() != KvCacheKind::kPaged) return 0;
-    auto& pc = const_cast<PagedKvCache&>(static_cast<const PagedKvCache&>(*cache_));
-    pc.scratch_page();  // taken once, before anything else: it never counts as free
-    return pc.geometry().pages - 1;
-  }
-
-  Status warm_up_slots(const std::vector<int64_t>& prefill_rows) override {
-    TUNABLEOP_RETURN_IF_ERROR(check_slot_engine());
-    // Every slot is free here: warm-up sequences take the first ones and give them back.
-    for (int64_t s = 0; s < o_.max_batch; ++s) {
-      if (seq_len_[size_t(s)] != 0) return Status::invalid_argument("warm_up_slots: slots are in use");
-    }
-    std::vector<int32_t> next;
-    int64_t longest = 1;
-    for (int64_t rows : prefill_rows) {
-      const int64_t n = std::min(rows, o_.max_seq);
-      longest = std::max(longest, n);
-      std::vector<int32_t> ids(static_cast<size_t>(n), 0);
-      Status st = prefill_slots({SlotChunk{0, ids.data(), n}}, nullptr, &next);
-      release_slot(0);
-      TUNABLEOP_RETURN_IF_ERROR(st);
-    }
-    TUNABLEOP_RETURN_IF_ERROR(prepare_chunk_attention(longest));
-    // Each decode bucket: its sequences start with one token each (one packed prefill), then one
-    // decode step over all of them.
-    const int32_t id = 0;
-    for (int64_t bucket : decode_buckets()) {
-      std::vector<SlotChunk> chunks;
-      std::vector<int64_t> slots;
-      for (int64_t s = 0; s < bucket; ++s) chunks.push_back(SlotChunk{s, &id, 1}), slots.push_back(s);
-      Status st = prefill_slots(chunks, nullptr, &next);
-      if (st.is_ok()) st = decode_slots(slots, std::vector<int32_t>(size_t(bucket), 0), nullptr, &next);
-      for (int64_t s : slots) release_slot(s);
-      TUNABLEOP_RETURN_IF_ERROR(st);
-    }
-    return Status::ok();
-  }
-
-  Status last_logits(std::vector<float>* out) override {
-    const size_t n = size_t(batch_ * c_.vocab_size);
-    out->resize(n);
-    if (n == 0) return Status::ok();  // nothing ran yet
-    if (dev_->dtype() == DType::kF32) return dev_->download(out->data(), logits_.get(), n * 4);
-    std::vector<uint16_t> raw(n);
-    TUNABLEOP_RETURN_IF_ERROR(dev_->download(raw.data(), logits_.get(), n * 2));
-    for (size_t i = 0; i < n; ++i) (*out)[i] = to_float(bf16{raw[i]});
-    return Status::ok();
-  }
-
- private:
-  // The slot calls need a paged cache (pages move with sequences, not with batch rows).
-  Status check_slot_engine() {
-    if (cache_->kind() != KvCacheKind::kPaged)
-      return Status::unsupported("continuous batching needs a paged KV cache (--kv-cache paged)");
-    TUNABLEOP_RETURN_IF_ERROR(drop_ahead());
-    return dev_->make_current();
-  }
-  Status check_slot(int64_t slot) const {
-    if (slot < 0 || slot >= o_.max_batch) {
-      return Status::invalid_argument("slot " + std::to_string(slot) + " outside 0.." +
-                                      std::to_string(o_.max_batch - 1));
-    }
-    return Status::ok();
-  }
-  Status check_ids(const int32_t* ids, int64_t n) const {
-    if (!ids || n < 1) return Status::invalid_argument("no tokens");
-    for (int64_t i = 0; i < n; ++i) {
-      if (ids[i] < 0 || ids[i] >= c_.vocab_size) {
-        return Status::invalid_argument("token id " + std::to_string(ids[i]) + " is outside the vocabulary [0, " +
-                                        std::to_string(c_.vocab_size) + ")");
-      }
-    }
-    return Status::ok();
-  }
-  PagedKvCache& paged() { return static_cast<PagedKvCache&>(*cache_); }
-  int64_t decode_bucket(int64_t n) const {
-    for (int64_t b : decode_buckets()) {
-      if (b >= n) return b;
-    }
-    return o_.max_batch;
-  }
-
-  // The packed prefill's inputs and layout to the device (prefill_slots).
-  Status upload_prefill_layout(const SlotPassLayout& L) {
-    // Slack after the rows: a chunk's attention writes zeros past its queries (model_slots.h).
-    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, L.rows + L.slack));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(pre_.lens, L.lens.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_q_lens_, L.q_lens.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_pre_, L.table.size() * 4));
-    const size_t rows = size_t(L.rows);
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.ids.get(), L.ids.data(), rows * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.seqs.get(), L.seqs.data(), rows * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.pos.get(), L.positions.data(), rows * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.lens.get(), L.lens.data(), L.lens.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_q_lens_.get(), L.q_lens.data(), L.q_lens.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_table_pre_.get(), L.table.data(), L.table.size() * 4));
-    return dev_->upload(last_rows_.get(), L.last_rows.data(), L.last_rows.size() * 8);
-  }
-
-  // A slot decode step's inputs to the buffers its (captured) pass reads.
-  Status upload_decode_layout(const SlotPassLayout& L) {
-    const int64_t B = L.batch, pps = paged().geometry().pages_per_seq();
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_dec_, size_t(o_.max_batch * pps) * 4));  // never moves (graphs)
-    int32_t* ids = dec_in_host_.as<int32_t>();
-    std::copy(L.ids.begin(), L.ids.end(), ids);
-    std::copy(L.positions.begin(), L.positions.end(), ids + o_.max_batch);
-    std::copy(L.lens.begin(), L.lens.end(), ids + 2 * o_.max_batch);
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(dec_in_.get(), ids, dec_in_.bytes()));
-    return dev_->upload(slot_table_dec_.get(), L.table.data(), size_t(B * pps) * 4);
-  }
-
-  // The next token of each of the first `rows` output rows: the pass's argmax, or sampled on the
-  // device where any row samples. `keep`: rows whose tokens are wanted (the rest are padding).
-  Status choose_next(int64_t rows, const SamplingRow* sampling, std::vector<int32_t>* next, int64_t keep = -1) {
-    if (keep < 0) keep = rows;
-    const bool any =
-        sampling && std::any_of(sampling, sampling + keep, [](const SamplingRow& r) { return !r.greedy(); });
-    if (any) {
-      TUNABLEOP_RETURN_IF_ERROR(ensure(sampling_, size_t(o_.max_batch) * sizeof(SamplingRow)));
-      std::vector<SamplingRow> all(static_cast<size_t>(rows));  // padding rows: greedy
-      std::copy(sampling, sampling + keep, all.begin());
-      TUNABLEOP_RETURN_IF_ERROR(dev_->upload(sampling_.get(), all.data(), all.size() * sizeof(SamplingRow)));
-      TUNABLEOP_RETURN_IF_ERROR(dev_->sample(logits_.get(), rows, sampling_.as<SamplingRow>(), next_.as<int32_t>()));
-    }
-    int32_t* host = next_host_.as<int32_t>();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(keep) * 4));
-    next->assign(host, host + keep);
-    for (int64_t i = 0; any && i < keep; ++i) {
-      if ((*next)[size_t(i)] < 0) return Status::numerics("the model produced a NaN or +inf logit: cannot sample");
-    }
-    return Status::ok();
-  }
-
-  // Checks one token per sequence and room in the cache, then uploads ids, positions and lengths.
-  Status prepare_decode(const std::vector<int32_t>& tokens) {
-    if (int64_t(tokens.size()) != batch_ || batch_ == 0) {
-      return Status::invalid_argument("decode: got " + std::to_string(tokens.size()) + " tokens for a batch of " +
-                                      std::to_string(batch_) + " (call prefill first)");
-    }
-    int32_t* ids = dec_in_host_.as<int32_t>();
-    int32_t* pos = ids + o_.max_batch;
-    int32_t* lens = pos + o_.max_batch;
-    for (int64_t b = 0; b < batch_; ++b) {
-      if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= c_.vocab_size) {
-        return Status::invalid_argument("decode: token id " + std::to_string(tokens[size_t(b)]) +
-                                        " is outside the vocabulary");
-      }
-      TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(b, seq_len_[size_t(b)]));
-      ids[b] = tokens[size_t(b)];
-      pos[b] = int32_t(seq_len_[size_t(b)]);
-      lens[b] = pos[b] + 1;
+      TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(b, seq_len_[size_t(b)] + queued));
     }
     TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
-    return dev_->upload(dec_in_.get(), ids, dec_in_.bytes());
   }
+  ahead_chain_ = false;
+  const Pass p = decode_pass();
+  int32_t* ids = dec_in_.as<int32_t>();
+  int32_t* pos = ids + o_.max_batch;
+  int32_t* lens = pos + o_.max_batch;
+  // The step's tokens go to this slot of the host ring from advance_decode itself (no copy
+  // between two steps); download_async only marks the step's end for collect_ahead.
+  const int slot = ahead_slot_;
+  ahead_slot_ = (ahead_slot_ + 1) % kMaxAhead;
+  int32_t* host = ahead_host_.as<int32_t>() + slot * o_.max_batch;
+  TUNABLEOP_RETURN_IF_ERROR(dev_->run_decode_step_ahead(
+      batch_, linear_, [&] { return forward(p, dec_); },
+      [&] { return dev_->advance_decode(next_.as<int32_t>(), ids, pos, lens, batch_, host); }, slot));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->download_async(host, next_.get(), 0, slot));
+  ahead_.push_back(slot);
+  ahead_chain_ = true;
+  return Status::ok();
+}
 
-  // The cache room for sequence b's decode step at `position` (a paged cache's pages), or why not.
-  Status reserve_decode_position(int64_t b, int64_t position) {
-    if (position >= o_.max_seq) {
-      return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
-                                      std::to_string(o_.max_seq) + " positions)");
+Status Model::collect_ahead(std::vector<int32_t>* next) {
+  if (ahead_.empty()) return Status::invalid_argument("collect_ahead: no decode step in flight");
+  const int slot = ahead_.front();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->wait_download(slot));
+  ahead_.pop_front();
+  const int32_t* host = ahead_host_.as<int32_t>() + slot * o_.max_batch;
+  next->assign(host, host + batch_);
+  for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
+  return Status::ok();
+}
+
+StatusOr<double> Model::copy_bandwidth_gbps() {
+  TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+  return dev_->copy_bandwidth_gbps();
+}
+
+void Model::release_slot(int64_t slot) {
+  if (slot < 0 || slot >= o_.max_batch) return;
+  cache_->release(slot);
+  seq_len_[size_t(slot)] = 0;
+}
+
+int64_t Model::slot_length(int64_t slot) const { return slot >= 0 && slot < o_.max_batch ? seq_len_[size_t(slot)] : 0; }
+
+Status Model::last_logits(std::vector<float>* out) {
+  const size_t n = size_t(batch_ * c_.vocab_size);
+  out->resize(n);
+  if (n == 0) return Status::ok();  // nothing ran yet
+  if (dev_->dtype() == DType::kF32) return dev_->download(out->data(), logits_.get(), n * 4);
+  std::vector<uint16_t> raw(n);
+  TUNABLEOP_RETURN_IF_ERROR(dev_->download(raw.data(), logits_.get(), n * 2));
+  for (size_t i = 0; i < n; ++i) (*out)[i] = to_float(bf16{raw[i]});
+  return Status::ok();
+}
+
+// The next token of each of the first `rows` output rows: the pass's argmax, or sampled on the
+// device where any row samples. `keep`: rows whose tokens are wanted (the rest are padding).
+Status Model::choose_next(int64_t rows, const SamplingRow* sampling, std::vector<int32_t>* next, int64_t keep) {
+  if (keep < 0) keep = rows;
+  const bool any = sampling && std::any_of(sampling, sampling + keep, [](const SamplingRow& r) { return !r.greedy(); });
+  if (any) {
+    TUNABLEOP_RETURN_IF_ERROR(ensure(sampling_, size_t(o_.max_batch) * sizeof(SamplingRow)));
+    std::vector<SamplingRow> all(static_cast<size_t>(rows));  // padding rows: greedy
+    std::copy(sampling, sampling + keep, all.begin());
+    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(sampling_.get(), all.data(), all.size() * sizeof(SamplingRow)));
+    TUNABLEOP_RETURN_IF_ERROR(dev_->sample(logits_.get(), rows, sampling_.as<SamplingRow>(), next_.as<int32_t>()));
+  }
+  int32_t* host = next_host_.as<int32_t>();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(keep) * 4));
+  next->assign(host, host + keep);
+  for (int64_t i = 0; any && i < keep; ++i) {
+    if ((*next)[size_t(i)] < 0) return Status::numerics("the model produced a NaN or +inf logit: cannot sample");
+  }
+  return Status::ok();
+}
+
+// Checks one token per sequence and room in the cache, then uploads ids, positions and lengths.
+Status Model::prepare_decode(const std::vector<int32_t>& tokens) {
+  if (int64_t(tokens.size()) != batch_ || batch_ == 0) {
+    return Status::invalid_argument("decode: got " + std::to_string(tokens.size()) + " tokens for a batch of " +
+                                    std::to_string(batch_) + " (call prefill first)");
+  }
+  int32_t* ids = dec_in_host_.as<int32_t>();
+  int32_t* pos = ids + o_.max_batch;
+  int32_t* lens = pos + o_.max_batch;
+  for (int64_t b = 0; b < batch_; ++b) {
+    if (tokens[size_t(b)] < 0 || tokens[size_t(b)] >= c_.vocab_size) {
+      return Status::invalid_argument("decode: token id " + std::to_string(tokens[size_t(b)]) +
+                                      " is outside the vocabulary");
     }
-    return cache_->reserve(b, position + 1);
+    TUNABLEOP_RETURN_IF_ERROR(reserve_decode_position(b, seq_len_[size_t(b)]));
+    ids[b] = tokens[size_t(b)];
+    pos[b] = int32_t(seq_len_[size_t(b)]);
+    lens[b] = pos[b] + 1;
   }
+  TUNABLEOP_RETURN_IF_ERROR(dev_->make_current());
+  return dev_->upload(dec_in_.get(), ids, dec_in_.bytes());
+}
 
-  // Steps still in flight from decode_ahead: waited for and their tokens dropped (the cache and
-  // the lengths keep them); the next step's inputs come from the host again.
-  Status drop_ahead() {
-    std::vector<int32_t> dropped;
-    while (!ahead_.empty()) TUNABLEOP_RETURN_IF_ERROR(collect_ahead(&dropped));
-    ahead_chain_ = false;
-    return Status::ok();
+// The cache room for sequence b's decode step at `position` (a paged cache's pages), or why not.
+Status Model::reserve_decode_position(int64_t b, int64_t position) {
+  if (position >= o_.max_seq) {
+    return Status::invalid_argument("decode: sequence " + std::to_string(b) + " is full (KV cache of " +
+                                    std::to_string(o_.max_seq) + " positions)");
   }
+  return cache_->reserve(b, position + 1);
+}
 
-  // After a decode step: the next tokens to the host, every sequence one longer.
-  Status finish_decode(std::vector<int32_t>* next) {
-    TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
-    for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
-    return Status::ok();
-  }
+// Steps still in flight from decode_ahead: waited for and their tokens dropped (the cache and
+// the lengths keep them); the next step's inputs come from the host again.
+Status Model::drop_ahead() {
+  std::vector<int32_t> dropped;
+  while (!ahead_.empty()) TUNABLEOP_RETURN_IF_ERROR(collect_ahead(&dropped));
+  ahead_chain_ = false;
+  return Status::ok();
+}
 
-  Status ensure(Buffer& b, size_t bytes) {
-    if (b.bytes() >= bytes) return Status::ok();
-    b.reset();
-    auto m = dev_->alloc(bytes);
-    if (!m.is_ok()) return m.status();
-    b = std::move(m.value());
-    return Status::ok();
-  }
+// After a decode step: the next tokens to the host, every sequence one longer.
+Status Model::finish_decode(std::vector<int32_t>* next) {
+  TUNABLEOP_RETURN_IF_ERROR(fetch_next(next));
+  for (int64_t b = 0; b < batch_; ++b) ++seq_len_[size_t(b)];
+  return Status::ok();
+}
 
-  Status ensure_rows(Activations& a, int64_t rows) {
-    if (rows <= a.rows) return Status::ok();
-    const size_t r = size_t(rows), H = size_t(c_.hidden_size), I = size_t(c_.intermediate_size), E = esize_;
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.x, r * H * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.xn, r * H * E));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.tmp, r * H * E));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.qkv, r * size_t(c_.qkv_dim()) * E));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.attn, r * size_t(c_.q_dim()) * E));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.gate_up, r * 2 * I * E));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.act, r * I * E));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.ids, r * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.seqs, r * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(a.pos, r * 4));
-    a.rows = rows;
-    return Status::ok();
-  }
+Status Model::ensure(Buffer& b, size_t bytes) {
+  if (b.bytes() >= bytes) return Status::ok();
+  b.reset();
+  auto m = dev_->alloc(bytes);
+  if (!m.is_ok()) return m.status();
+  b = std::move(m.value());
+  return Status::ok();
+}
 
-  Pass pass(Phase phase, int64_t tokens, const Activations& a) const {
-    Pass p;
-    p.phase = phase;
-    p.batch = batch_;
-    p.tokens = tokens;
-    p.ids = a.ids.as<int32_t>();
-    p.seqs = a.seqs.as<int32_t>();
-    p.positions = a.pos.as<int32_t>();
-    p.seq_lens = a.lens.as<int32_t>();
-    return p;
-  }
+Status Model::ensure_rows(Activations& a, int64_t rows) {
+  if (rows <= a.rows) return Status::ok();
+  const size_t r = size_t(rows), H = size_t(c_.hidden_size), I = size_t(c_.intermediate_size), E = esize_;
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.x, r * H * 4));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.xn, r * H * E));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.tmp, r * H * E));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.qkv, r * size_t(c_.qkv_dim()) * E));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.attn, r * size_t(c_.q_dim()) * E));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.gate_up, r * 2 * I * E));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.act, r * I * E));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.ids, r * 4));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.seqs, r * 4));
+  TUNABLEOP_RETURN_IF_ERROR(ensure(a.pos, r * 4));
+  a.rows = rows;
+  return Status::ok();
+}
 
-  // A prefill's output rows (each sequence's last real position) as a decode pass over the cache
-  // the prefill filled: one row per sequence at position length - 1 (for the last layer's
-  // attention; prefill_outputs_only).
-  Pass output_rows_pass(const Pass& prefill) const {
-    Pass p = pass(Phase::kDecode, 1, dec_);
-    p.ids = nullptr;
-    p.positions = last_pos_.as<int32_t>();
-    p.seq_lens = prefill.seq_lens;
-    return p;
-  }
+Pass Model::pass(Phase phase, int64_t tokens, const Activations& a) const {
+  Pass p;
+  p.phase = phase;
+  p.batch = batch_;
+  p.tokens = tokens;
+  p.ids = a.ids.as<int32_t>();
+  p.seqs = a.seqs.as<int32_t>();
+  p.positions = a.pos.as<int32_t>();
+  p.seq_lens = a.lens.as<int32_t>();
+  return p;
+}
 
-  // The decode pass reads its ids, positions and lengths from dec_in_ (prepare_decode).
-  Pass decode_pass() const {
-    Pass p = pass(Phase::kDecode, 1, dec_);
-    p.ids = dec_in_.as<int32_t>();
-    p.positions = p.ids + o_.max_batch;
-    p.seq_lens = p.positions + o_.max_batch;
-    return p;
-  }
+// A prefill's output rows (each sequence's last real position) as a decode pass over the cache
+// the prefill filled: one row per sequence at position length - 1 (for the last layer's
+// attention; prefill_outputs_only).
+Pass Model::output_rows_pass(const Pass& prefill) const {
+  Pass p = pass(Phase::kDecode, 1, dec_);
+  p.ids = nullptr;
+  p.positions = last_pos_.as<int32_t>();
+  p.seq_lens = prefill.seq_lens;
+  return p;
+}
 
-  Status fetch_next(std::vector<int32_t>* next) {
-    int32_t* host = next_host_.as<int32_t>();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(batch_) * 4));
-    next->assign(host, host + batch_);
-    return Status::ok();
-  }
+// The decode pass reads its ids, positions and lengths from dec_in_ (prepare_decode).
+Pass Model::decode_pass() const {
+  Pass p = pass(Phase::kDecode, 1, dec_);
+  p.ids = dec_in_.as<int32_t>();
+  p.positions = p.ids + o_.max_batch;
+  p.seq_lens = p.positions + o_.max_batch;
+  return p;
+}
 
-  // Every chunk attention problem a prefill pass of at most `longest` tokens can meet
-  // (model_slots.h: q and kv rounded up to powers of two, capped at max_seq), run once on a layer
-  // of each attention kind (layer 0, and the first of another window) over the scratch page filled
-  // with noise: with TunableOp tuning on, each is tuned here, so a
-  // server never meets one untuned while it serves (Default, the math path, is several times
-  // slower on long prompts).
-  Status prepare_chunk_attention(int64_t longest) {
-    PagedKvCache& pc = paged();
-    const PagedKvCache::Geometry& g = pc.geometry();
-    const int32_t scratch = pc.scratch_page();
-    const int64_t q_max = pow2_bucket(longest, 16, o_.max_seq);
-    TUNABLEOP_RETURN_IF_ERROR(ensure_rows(pre_, q_max));
-    const size_t page = size_t(g.page_elems()), rows = size_t(q_max * c_.qkv_dim());
-    std::vector<uint8_t> noise(std::max(page, rows) * esize_);
-    for (size_t i = 0; i < noise.size() / esize_; ++i) {
-      const float v = 0.5f * random_uniform(0x5EED, 7, i);
-      if (esize_ == 2) {
-        const uint16_t b = to_bf16(v).bits;
-        std::memcpy(noise.data() + 2 * i, &b, 2);
-      } else {
-        std::memcpy(noise.data() + 4 * i, &v, 4);
-      }
+Status Model::fetch_next(std::vector<int32_t>* next) {
+  int32_t* host = next_host_.as<int32_t>();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->download(host, next_.get(), size_t(batch_) * 4));
+  next->assign(host, host + batch_);
+  return Status::ok();
+}
+
+// One pass; leaves the logits of each sequence's last real row in logits_ and their argmax in
+// next_ (both on the device).
+Status Model::forward(const Pass& p, Activations& a) {
+  DeviceKernels& d = *dev_;
+  const DeviceWeights& w = d.weights();
+  const int64_t rows = p.rows(), H = c_.hidden_size, I = c_.intermediate_size, Q = c_.q_dim(), QKV = c_.qkv_dim();
+  float* x = a.x.as<float>();
+  // Every projection goes through the device's project(): LinearOp (tuned GEMMs) with the
+  // rmsnorm before it and the residual add, gated activation or argmax after it, which a
+  // device may fuse. o and down are row-parallel (tensor parallelism all-reduces them).
+  auto proj = [&](const char* name, int64_t r, int64_t in, int64_t out, const void* weight) {
+    Projection pr;
+    pr.name = name;
+    pr.phase = p.phase;
+    pr.rows = r;
+    pr.in = in;
+    pr.out = out;
+    pr.w = weight;
+    return pr;
+  };
+  auto normed_input = [&](Projection& pr, const float* src, const void* norm, void* normed) {
+    pr.x = src;
+    pr.norm = norm;
+    pr.normed = normed;
+  };
+
+  // Causal attention's work for the profile: each sequence's visible (query, key) pairs (the
+  // padded length in prefill), 2 flops for QK^T and 2 for PV per pair, head and dimension.
+  const double pairs = p.phase == Phase::kPrefill ? double(p.tokens) * double(p.tokens + 1) / 2 : 0;
+  const double attention_flops = 4.0 * double(p.batch) * pairs * double(c_.num_heads * c_.head_dim);
+  // Prefill (issue 12): each residual add also computes the next projection's rmsnorm (one
+  // pass over x where a device fuses them; the same values either way). Decode keeps the
+  // norm in the projection, where its fused kernels put it.
+  const bool norm_ahead = p.phase == Phase::kPrefill && o_.fusion != EngineOptions::Fusion::kOff;
+  auto normed_ahead = [&](Projection& pr) {
+    pr.input = a.xn.get();
+    pr.norm = nullptr;
+  };
+  // Prefill: nothing reads the last layer's output on rows other than each sequence's last
+  // real one (the cache holds keys and values, written by rope_kv before attention), so past
+  // its qkv projection that layer runs on those rows alone, gathered: their attention as a
+  // decode step's (one query against the cache), o, gate_up and down on `batch` rows; for a
+  // 2048-token prompt one row instead of 2048 (issue 12).
+  const bool outputs_only = p.phase == Phase::kPrefill && o_.prefill_outputs_only && !w.layers.empty();
+  TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
+  d.mark("embedding");
+  for (const DeviceWeights::Layer& lw : w.layers) {
+    const int64_t l = &lw - w.layers.data();
+    // attention block: qkv = rmsnorm(x) Wqkv; rope + cache; attention; x += attn Wo
+    Projection qkv = proj("qkv", rows, H, QKV, lw.wqkv);
+    normed_input(qkv, x, lw.attn_norm, a.xn.get());
+    if (norm_ahead && l > 0 && !w.layers[size_t(l - 1)].post_mlp_norm)
+      normed_ahead(qkv);  // the previous down's add normed it
+    qkv.y = a.qkv.get();
+    TUNABLEOP_RETURN_IF_ERROR(d.project(qkv, linear_));
+    // Qwen2: the q, k and v biases; Qwen3: RMSNorm over each q and k head, before RoPE.
+    if (lw.qkv_bias) {
+      TUNABLEOP_RETURN_IF_ERROR(d.add_bias(a.qkv.get(), lw.qkv_bias, rows, QKV));
+      d.mark("qkv_bias");
     }
-    const size_t page_bytes = page * esize_;
-    // A layer of each attention kind: a sliding window is another problem (Gemma-2's layers alternate).
-    std::vector<int64_t> kinds;
-    for (int64_t l = 0; l < c_.num_layers; ++l) {
-      bool seen = false;
-      for (int64_t k : kinds) seen = seen || c_.layer_window(k) == c_.layer_window(l);
-      if (!seen) kinds.push_back(l);
+    if (lw.q_norm) {
+      TUNABLEOP_RETURN_IF_ERROR(d.qk_norm(a.qkv.get(), rows, lw.q_norm, lw.k_norm));
+      d.mark("qk_norm");
     }
-    for (int64_t l : kinds) {
-      TUNABLEOP_RETURN_IF_ERROR(
-          dev_->upload(static_cast<char*>(pc.k(l)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
-      TUNABLEOP_RETURN_IF_ERROR(
-          dev_->upload(static_cast<char*>(pc.v(l)) + size_t(scratch) * page_bytes, noise.data(), page_bytes));
-    }
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(pre_.qkv.get(), noise.data(), rows * esize_));
-    const std::vector<int32_t> table(size_t(g.pages_per_seq()), scratch);
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_table_pre_, table.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_table_pre_.get(), table.data(), table.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(ensure(slot_q_lens_, 8));
-    for (int64_t q = std::min<int64_t>(16, o_.max_seq);; q = std::min(2 * q, o_.max_seq)) {
-      for (int64_t kv = q;; kv = std::min(2 * kv, o_.max_seq)) {
-        const int32_t lens[2] = {int32_t(kv), int32_t(q)};
-        TUNABLEOP_RETURN_IF_ERROR(dev_->upload(slot_q_lens_.get(), lens, sizeof(lens)));
-        Pass c;
-        c.phase = Phase::kPrefill;
-        c.batch = 1;
-        c.tokens = q;
-        c.kv_len = kv;
-        c.ragged = true;
-        c.seq_lens = slot_q_lens_.as<int32_t>();
-        c.q_lens = slot_q_lens_.as<int32_t>() + 1;
-        c.block_table = slot_table_pre_.as<int32_t>();
-        for (int64_t l : kinds)
-          TUNABLEOP_RETURN_IF_ERROR(dev_->attention(c, l, pre_.qkv.get(), *cache_, linear_, pre_.attn.get()));
-        if (kv >= o_.max_seq) break;
-      }
-      if (q >= q_max) break;
-    }
-    return Status::ok();
-  }
-
-  // A packed prefill's attention for layer l: one call per chunk, on its rows of a.qkv into its
-  // rows of a.attn, with its q and kv counts rounded up to powers of two (model_slots.h).
-  Status packed_attention(int64_t l, Activations& a) {
-    const SlotPassLayout& L = *packed_->layout;
-    const size_t pps = size_t(paged().geometry().pages_per_seq());
-    for (size_t b = 0; b < L.offsets.size(); ++b) {
-      Pass c = packed_->chunk;
-      c.tokens = L.q_buckets[b];
-      c.kv_len = L.kv_buckets[b];
-      c.seq_lens = pre_.lens.as<int32_t>() + b;
-      c.q_lens = slot_q_lens_.as<int32_t>() + b;
-      c.block_table = slot_table_pre_.as<int32_t>() + b * pps;
-      const size_t row = size_t(L.offsets[b]);
-      const void* q = a.qkv.as<char>() + row * size_t(c_.qkv_dim()) * esize_;
-      void* out = a.attn.as<char>() + row * size_t(c_.q_dim()) * esize_;
-      TUNABLEOP_RETURN_IF_ERROR(dev_->attention(c, l, q, *cache_, linear_, out));
-    }
-    return Status::ok();
-  }
-
-  // One pass; leaves the logits of each sequence's last real row in logits_ and their argmax in
-  // next_ (both on the device).
-  Status forward(const Pass& p, Activations& a) {
-    DeviceKernels& d = *dev_;
-    const DeviceWeights& w = d.weights();
-    const int64_t rows = p.rows(), H = c_.hidden_size, I = c_.intermediate_size, Q = c_.q_dim(), QKV = c_.qkv_dim();
-    float* x = a.x.as<float>();
-    // Every projection goes through the device's project(): LinearOp (tuned GEMMs) with the
-    // rmsnorm before it and the residual add, gated activation or argmax after it, which a
-    // device may fuse. o and down are row-parallel (tensor parallelism all-reduces them).
-    auto proj = [&](const char* name, int64_t r, int64_t in, int64_t out, const void* weight) {
-      Projection pr;
-      pr.name = name;
-      pr.phase = p.phase;
-      pr.rows = r;
-      pr.in = in;
-      pr.out = out;
-      pr.w = weight;
-      return pr;
-    };
-    auto normed_input = [&](Projection& pr, const float* src, const void* norm, void* normed) {
-      pr.x = src;
-      pr.norm = norm;
-      pr.normed = normed;
-    };
-
-    // Causal attention's work for the profile: each sequence's visible (query, key) pairs (the
-    // padded length in prefill), 2 flops for QK^T and 2 for PV per pair, head and dimension.
-    const double pairs = p.phase == Phase::kPrefill ? double(p.tokens) * double(p.tokens + 1) / 2 : 0;
-    const double attention_flops = 4.0 * double(p.batch) * pairs * double(c_.num_heads * c_.head_dim);
-    // Prefill (issue 12): each residual add also computes the next projection's rmsnorm (one
-    // pass over x where a device fuses them; the same values either way). Decode keeps the
-    // norm in the projection, where its fused kernels put it.
-    const bool norm_ahead = p.phase == Phase::kPrefill && o_.fusion != EngineOptions::Fusion::kOff;
-    auto normed_ahead = [&](Projection& pr) {
-      pr.input = a.xn.get();
-      pr.norm = nullptr;
-    };
-    // Prefill: nothing reads the last layer's output on rows other than each sequence's last
-    // real one (the cache holds keys and values, written by rope_kv before attention), so past
-    // its qkv projection that layer runs on those rows alone, gathered: their attention as a
-    // decode step's (one query against the cache), o, gate_up and down on `batch` rows; for a
-    // 2048-token prompt one row instead of 2048 (issue 12).
-    const bool outputs_only = p.phase == Phase::kPrefill && o_.prefill_outputs_only && !w.layers.empty();
-    TUNABLEOP_RETURN_IF_ERROR(d.embedding(p, embed_scale_, x));
-    d.mark("embedding");
-    for (const DeviceWeights::Layer& lw : w.layers) {
-      const int64_t l = &lw - w.layers.data();
-      // attention block: qkv = rmsnorm(x) Wqkv; rope + cache; attention; x += attn Wo
-      Projection qkv = proj("qkv", rows, H, QKV, lw.wqkv);
-      normed_input(qkv, x, lw.attn_norm, a.xn.get());
-      if (norm_ahead && l > 0 && !w.layers[size_t(l - 1)].post_mlp_norm)
-        normed_ahead(qkv);  // the previous down's add normed it
-      qkv.y = a.qkv.get();
-      TUNABLEOP_RETURN_IF_ERROR(d.project(qkv, linear_));
-      // Qwen2: the q, k and v biases; Qwen3: RMSNorm over each q and k head, before RoPE.
-      if (lw.qkv_bias) {
-        TUNABLEOP_RETURN_IF_ERROR(d.add_bias(a.qkv.get(), lw.qkv_bias, rows, QKV));
-        d.mark("qkv_bias");
-      }
-      if (lw.q_norm) {
-        TUNABLEOP_RETURN_IF_ERROR(d.qk_norm(a.qkv.get(), rows, lw.q_norm, lw.k_norm));
-        d.mark("qk_norm");
-      }
-      TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
-      // Prefill: q and k read and rotated, v read, q written back, k and v into the cache.
-      d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
-      // The last layer of a prefill past rope_kv: the output rows only (outputs_only).
-      const bool tail = outputs_only && l + 1 == int64_t(w.layers.size());
-      float* mx = x;  // the residual rows the rest of the layer reads and adds to
-      int64_t mrows = rows;
-      const void* attn = a.attn.get();
-      if (packed_) {
-        // A packed prefill: each chunk's attention on its own rows, in order (model_slots.h).
-        TUNABLEOP_RETURN_IF_ERROR(packed_attention(l, a));
-        d.mark("attention", "packed", 0, false, attention_flops);
-        if (tail) {  // the output rows only from here (outputs_only)
-          TUNABLEOP_RETURN_IF_ERROR(
-              d.gather_rows(a.attn.get(), Q * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_attn_.get()));
-          TUNABLEOP_RETURN_IF_ERROR(
-              d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
-          d.mark("gather_rows");
-          mx = last_x_.as<float>(), mrows = batch_, attn = last_attn_.get();
-        }
-      } else if (tail) {
+    TUNABLEOP_RETURN_IF_ERROR(d.rope_kv(p, l, a.qkv.get(), *cache_));
+    // Prefill: q and k read and rotated, v read, q written back, k and v into the cache.
+    d.mark("rope_kv", nullptr, p.phase == Phase::kPrefill ? 2 * rows * QKV * int64_t(esize_) : 0);
+    // The last layer of a prefill past rope_kv: the output rows only (outputs_only).
+    const bool tail = outputs_only && l + 1 == int64_t(w.layers.size());
+    float* mx = x;  // the residual rows the rest of the layer reads and adds to
+    int64_t mrows = rows;
+    const void* attn = a.attn.get();
+    if (packed_) {
+      // A packed prefill: each chunk's attention on its own rows, in order (model_slots.h).
+      TUNABLEOP_RETURN_IF_ERROR(packed_attention(l, a));
+      d.mark("attention", "packed", 0, false, attention_flops);
+      if (tail) {  // the output rows only from here (outputs_only)
         TUNABLEOP_RETURN_IF_ERROR(
-            d.gather_rows(a.qkv.get(), QKV * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_qkv_.get()));
-        d.mark("gather_rows", "qkv");
-        TUNABLEOP_RETURN_IF_ERROR(
-            d.attention(output_rows_pass(p), l, last_qkv_.get(), *cache_, linear_, last_attn_.get()));
-        d.mark("attention", "outputs", 0, false, 4.0 * double(batch_) * double(p.tokens) * double(Q));
+            d.gather_rows(a.attn.get(), Q * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_attn_.get()));
         TUNABLEOP_RETURN_IF_ERROR(
             d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
         d.mark("gather_rows");
         mx = last_x_.as<float>(), mrows = batch_, attn = last_attn_.get();
-      } else {
-        TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
-        d.mark("attention", nullptr, 0, false, attention_flops);
       }
-      Projection o = proj("o", mrows, Q, H, lw.wo);
-      o.row_parallel = true;
-      o.input = attn;
-      o.epilogue = Projection::Epilogue::kAddResidual;
-      o.y = a.tmp.get();
-      o.residual = mx;
-      if (norm_ahead && !tail && !lw.post_attn_norm) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
-      TUNABLEOP_RETURN_IF_ERROR(project_residual(o, lw.post_attn_norm));
-      // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
-      Projection gate_up = proj("gate_up", mrows, H, 2 * I, lw.w_gate_up);
-      normed_input(gate_up, mx, lw.mlp_norm, a.xn.get());
-      if (norm_ahead && !tail && !lw.post_attn_norm) normed_ahead(gate_up);
-      gate_up.epilogue = Projection::Epilogue::kGated;
-      gate_up.y = a.gate_up.get();
-      gate_up.gated = a.act.get();
-      TUNABLEOP_RETURN_IF_ERROR(d.project(gate_up, linear_));
-      Projection down = proj("down", mrows, I, H, lw.w_down);
-      down.row_parallel = true;
-      down.input = a.act.get();
-      down.epilogue = Projection::Epilogue::kAddResidual;
-      down.y = a.tmp.get();
-      down.residual = mx;
-      if (norm_ahead && l + 1 < int64_t(w.layers.size()) && !lw.post_mlp_norm) {
-        down.next_norm = w.layers[size_t(l + 1)].attn_norm, down.next_normed = a.xn.get();
-      }
-      TUNABLEOP_RETURN_IF_ERROR(project_residual(down, lw.post_mlp_norm));
+    } else if (tail) {
+      TUNABLEOP_RETURN_IF_ERROR(
+          d.gather_rows(a.qkv.get(), QKV * int64_t(esize_), last_rows_.as<int64_t>(), batch_, last_qkv_.get()));
+      d.mark("gather_rows", "qkv");
+      TUNABLEOP_RETURN_IF_ERROR(
+          d.attention(output_rows_pass(p), l, last_qkv_.get(), *cache_, linear_, last_attn_.get()));
+      d.mark("attention", "outputs", 0, false, 4.0 * double(batch_) * double(p.tokens) * double(Q));
+      TUNABLEOP_RETURN_IF_ERROR(
+          d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+      d.mark("gather_rows");
+      mx = last_x_.as<float>(), mrows = batch_, attn = last_attn_.get();
+    } else {
+      TUNABLEOP_RETURN_IF_ERROR(d.attention(p, l, a.qkv.get(), *cache_, linear_, a.attn.get()));
+      d.mark("attention", nullptr, 0, false, attention_flops);
     }
-    // Only the last real position of each sequence needs logits: the lm_head GEMM then has
-    // `batch` rows in prefill as in decode, one problem instead of one per prompt length.
-    // Decode rows already are those positions.
-    const float* last = x;
-    if (p.phase == Phase::kPrefill) {
-      if (!outputs_only) {
-        TUNABLEOP_RETURN_IF_ERROR(
-            d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
-        d.mark("gather_rows");
-      }
-      last = last_x_.as<float>();
+    Projection o = proj("o", mrows, Q, H, lw.wo);
+    o.row_parallel = true;
+    o.input = attn;
+    o.epilogue = Projection::Epilogue::kAddResidual;
+    o.y = a.tmp.get();
+    o.residual = mx;
+    if (norm_ahead && !tail && !lw.post_attn_norm) o.next_norm = lw.mlp_norm, o.next_normed = a.xn.get();
+    TUNABLEOP_RETURN_IF_ERROR(project_residual(o, lw.post_attn_norm));
+    // MLP block: x += (act(rmsnorm(x) Wgate) * (rmsnorm(x) Wup)) Wdown
+    Projection gate_up = proj("gate_up", mrows, H, 2 * I, lw.w_gate_up);
+    normed_input(gate_up, mx, lw.mlp_norm, a.xn.get());
+    if (norm_ahead && !tail && !lw.post_attn_norm) normed_ahead(gate_up);
+    gate_up.epilogue = Projection::Epilogue::kGated;
+    gate_up.y = a.gate_up.get();
+    gate_up.gated = a.act.get();
+    TUNABLEOP_RETURN_IF_ERROR(d.project(gate_up, linear_));
+    Projection down = proj("down", mrows, I, H, lw.w_down);
+    down.row_parallel = true;
+    down.input = a.act.get();
+    down.epilogue = Projection::Epilogue::kAddResidual;
+    down.y = a.tmp.get();
+    down.residual = mx;
+    if (norm_ahead && l + 1 < int64_t(w.layers.size()) && !lw.post_mlp_norm) {
+      down.next_norm = w.layers[size_t(l + 1)].attn_norm, down.next_normed = a.xn.get();
     }
-    if (const TensorParallelRank& tp = d.tensor_parallel(); tp.world > 1) {
-      TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(last, w.final_norm, batch_, last_norm_.get()));
-      TUNABLEOP_RETURN_IF_ERROR(tensor_parallel_logits(p, tp));
-      d.mark("lm_head");
-      TUNABLEOP_RETURN_IF_ERROR(final_softcap());
-      return d.argmax(logits_.get(), batch_, next_.as<int32_t>());
+    TUNABLEOP_RETURN_IF_ERROR(project_residual(down, lw.post_mlp_norm));
+  }
+  // Only the last real position of each sequence needs logits: the lm_head GEMM then has
+  // `batch` rows in prefill as in decode, one problem instead of one per prompt length.
+  // Decode rows already are those positions.
+  const float* last = x;
+  if (p.phase == Phase::kPrefill) {
+    if (!outputs_only) {
+      TUNABLEOP_RETURN_IF_ERROR(
+          d.gather_rows(x, H * int64_t(sizeof(float)), last_rows_.as<int64_t>(), batch_, last_x_.as<float>()));
+      d.mark("gather_rows");
     }
-    Projection head = proj("lm_head", batch_, H, c_.vocab_size, w.lm_head);
-    normed_input(head, last, w.final_norm, last_norm_.get());
-    head.epilogue = Projection::Epilogue::kArgmax;
-    head.y = logits_.get();
-    head.ids = next_.as<int32_t>();
-    TUNABLEOP_RETURN_IF_ERROR(d.project(head, linear_));
-    // After the argmax: tanh keeps the logits' order (it would tie only logits beyond ~9 caps).
-    return final_softcap();
+    last = last_x_.as<float>();
   }
-
-  // An o or down projection and its residual add; with a post-norm (Gemma-2) the output is
-  // stored and added normed: x += rmsnorm(y) * (1 + w).
-  Status project_residual(Projection& pr, const void* post_norm) {
-    if (!post_norm) return dev_->project(pr, linear_);
-    pr.epilogue = Projection::Epilogue::kStore;
-    float* residual = pr.residual;
-    pr.residual = nullptr;
-    TUNABLEOP_RETURN_IF_ERROR(dev_->project(pr, linear_));
-    TUNABLEOP_RETURN_IF_ERROR(dev_->add_normed_residual(residual, pr.y, post_norm, pr.rows));
-    dev_->mark(pr.name, "post_norm");
-    return Status::ok();
+  if (const TensorParallelRank& tp = d.tensor_parallel(); tp.world > 1) {
+    TUNABLEOP_RETURN_IF_ERROR(d.rmsnorm(last, w.final_norm, batch_, last_norm_.get()));
+    TUNABLEOP_RETURN_IF_ERROR(tensor_parallel_logits(p, tp));
+    d.mark("lm_head");
+    TUNABLEOP_RETURN_IF_ERROR(final_softcap());
+    return d.argmax(logits_.get(), batch_, next_.as<int32_t>());
   }
+  Projection head = proj("lm_head", batch_, H, c_.vocab_size, w.lm_head);
+  normed_input(head, last, w.final_norm, last_norm_.get());
+  head.epilogue = Projection::Epilogue::kArgmax;
+  head.y = logits_.get();
+  head.ids = next_.as<int32_t>();
+  TUNABLEOP_RETURN_IF_ERROR(d.project(head, linear_));
+  // After the argmax: tanh keeps the logits' order (it would tie only logits beyond ~9 caps).
+  return final_softcap();
+}
 
-  // Gemma-2's final logit softcapping: logits = cap * tanh(logits / cap).
-  Status final_softcap() {
-    if (c_.final_logit_softcapping <= 0) return Status::ok();
-    TUNABLEOP_RETURN_IF_ERROR(dev_->softcap(logits_.get(), batch_, c_.vocab_size, float(c_.final_logit_softcapping)));
-    dev_->mark("lm_head", "softcap");
-    return Status::ok();
-  }
+// An o or down projection and its residual add; with a post-norm (Gemma-2) the output is
+// stored and added normed: x += rmsnorm(y) * (1 + w).
+Status Model::project_residual(Projection& pr, const void* post_norm) {
+  if (!post_norm) return dev_->project(pr, linear_);
+  pr.epilogue = Projection::Epilogue::kStore;
+  float* residual = pr.residual;
+  pr.residual = nullptr;
+  TUNABLEOP_RETURN_IF_ERROR(dev_->project(pr, linear_));
+  TUNABLEOP_RETURN_IF_ERROR(dev_->add_normed_residual(residual, pr.y, post_norm, pr.rows));
+  dev_->mark(pr.name, "post_norm");
+  return Status::ok();
+}
 
-  // Tensor parallel: this rank's vocabulary rows write its columns of a [batch, V] buffer whose
-  // other columns stay zero, and an all-reduce of the disjoint shards gathers the whole logits on
-  // every rank (adding zeros is exact), so every rank takes the same argmax.
-  Status tensor_parallel_logits(const Pass& p, const TensorParallelRank& tp) {
-    GemmParams g = linear_params(dev_->dtype(), batch_, c_.hidden_size, tp.vocab_rows);
-    g.ldc = c_.vocab_size;
-    void* shard = logit_parts_.as<char>() + size_t(tp.vocab_begin) * esize_;
-    TUNABLEOP_RETURN_IF_ERROR(
-        linear_.gemm(p.phase, g, GemmOperands{dev_->weights().lm_head, last_norm_.get(), shard, dev_->stream()}));
-    return tp.all_reduce(logit_parts_.get(), logits_.get(), batch_ * c_.vocab_size);
-  }
+// Gemma-2's final logit softcapping: logits = cap * tanh(logits / cap).
+Status Model::final_softcap() {
+  if (c_.final_logit_softcapping <= 0) return Status::ok();
+  TUNABLEOP_RETURN_IF_ERROR(dev_->softcap(logits_.get(), batch_, c_.vocab_size, float(c_.final_logit_softcapping)));
+  dev_->mark("lm_head", "softcap");
+  return Status::ok();
+}
 
-  std::unique_ptr<DeviceKernels> dev_;
-  const ModelConfig& c_;
-  EngineOptions o_;
-  LinearOp linear_;
-  size_t esize_ = 4;
-  float embed_scale_ = 1;
-  std::unique_ptr<KvCache> cache_;
-  Activations pre_, dec_;
-  Buffer last_x_, last_norm_, logits_, next_, last_rows_;  // device
-  Buffer last_qkv_, last_attn_, last_pos_;                 // device: the output rows' last layer
-  Buffer logit_parts_;                                     // tensor parallel: this rank's logit columns
-  Buffer dec_in_, dec_in_host_, next_host_;                // decode's packed inputs (device, host staging); next ids
-  Buffer pre_host_;                                        // prefill's inputs, host staging
-  Buffer ahead_host_;                                      // decode_ahead's tokens: kMaxAhead slots of max_batch
-  std::deque<int> ahead_;                                  // slots of the steps in flight, oldest first
-  int ahead_slot_ = 0;                                     // the next step's slot
-  bool ahead_chain_ = false;  // dec_in_ holds the next step's inputs, advanced by the last queued step
-  std::vector<int64_t> seq_len_;
-  int64_t batch_ = 0, padded_ = 0;
-  // Continuous batching: the passes' own block tables, the packed prefill's layout and query
-  // counts, the sampling parameters, and the packed pass in progress (forward() reads it).
-  struct Packed {
-    Pass chunk;  // one chunk's attention pass (its rows, lengths and table row filled per call)
-    const SlotPassLayout* layout = nullptr;
-  };
-  Buffer slot_table_dec_, slot_table_pre_, slot_q_lens_, sampling_;
-  const Packed* packed_ = nullptr;
-};
+// Tensor parallel: this rank's vocabulary rows write its columns of a [batch, V] buffer whose
+// other columns stay zero, and an all-reduce of the disjoint shards gathers the whole logits on
+// every rank (adding zeros is exact), so every rank takes the same argmax.
+Status Model::tensor_parallel_logits(const Pass& p, const TensorParallelRank& tp) {
+  GemmParams g = linear_params(dev_->dtype(), batch_, c_.hidden_size, tp.vocab_rows);
+  g.ldc = c_.vocab_size;
+  void* shard = logit_parts_.as<char>() + size_t(tp.vocab_begin) * esize_;
+  TUNABLEOP_RETURN_IF_ERROR(
+      linear_.gemm(p.phase, g, GemmOperands{dev_->weights().lm_head, last_norm_.get(), shard, dev_->stream()}));
+  return tp.all_reduce(logit_parts_.get(), logits_.get(), batch_ * c_.vocab_size);
+}
 
-}  // namespace
+}  // namespace model_impl
+
+using model_impl::Model;
 
 Status prepare_engine_options(const ModelConfig& c, const std::string& source, EngineOptions* o) {
   TUNABLEOP_RETURN_IF_ERROR(c.validate(source));
