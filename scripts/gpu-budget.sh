@@ -11,6 +11,10 @@
 #                          syntax) with a time limit of CAP seconds or what is left of the budget,
 #                          output in $LOGS/NAME.txt; skipped (and noted) when less than NEED
 #                          seconds are left.
+#   summary_head TITLE     the summary's first lines: TITLE (the machine), the steps run and skipped
+#   summary_tests [REGEX]  its test section from $LOGS/ctest.txt: the counts, failures and REGEX
+#   summary_finish         packs $LOGS into $OUT/logs.tgz and prints $OUT/summary.md
+#   machine_info [CMD...]  the GPU, CMD's last line and nvcc's into $LOGS/machine.txt, stamped
 #   build_targets BUILD TARGET...
 #                          configures BUILD for sm_90 (Release, Ninja) and builds those of the
 #                          targets this configuration defines (ninja refuses a whole list for one
@@ -40,6 +44,35 @@ timed() {
   note "$name: rc $rc in $(($(date +%s) - t0))s"
   [ $rc -ne 0 ] && stamp "$name: exited $rc (see $name.txt in logs.tgz)"
   return 0
+}
+
+summary_head() {
+  echo "# $1 ($(head -1 "$LOGS/machine.txt" 2>/dev/null))"
+  echo
+  echo '## steps'
+  sed 's/^/- /' "$LOGS/steps.txt" 2>/dev/null
+}
+
+summary_tests() {
+  [ -f "$LOGS/ctest.txt" ] || return 0
+  echo
+  echo '## GPU tests'
+  grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT)\)${1:+|$1}" "$LOGS/ctest.txt" | head -40
+}
+
+summary_finish() {
+  tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+  stamp "done; logs in logs.tgz"
+  cat "$OUT/summary.md"
+}
+
+machine_info() {
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+    [ $# -gt 0 ] && "$@" 2>&1 | tail -1
+    nvcc --version 2>&1 | tail -1
+  } >"$LOGS/machine.txt"
+  stamp "machine: $(head -1 "$LOGS/machine.txt")"
 }
 
 build_targets() {

@@ -33,16 +33,8 @@ source "$ROOT/scripts/gpu-budget.sh"
 
 summary() {
   {
-    echo "# gpu-fp8 ($(head -1 "$LOGS/machine.txt" 2>/dev/null))"
-    echo
-    echo '## steps'
-    sed 's/^/- /' "$LOGS/steps.txt" 2>/dev/null
-    if [ -f "$LOGS/ctest.txt" ]; then
-      echo
-      echo '## GPU tests'
-      grep -E "tests passed|tests failed|\((Failed|Timeout|SEGFAULT)\)|worst error / tolerance" "$LOGS/ctest.txt" |
-        head -30
-    fi
+    summary_head gpu-fp8
+    summary_tests "worst error / tolerance"
     if [ -f "$LOGS/suite.txt" ]; then
       echo
       echo '## FP8 suite: tuned vs Default (cuBLASLt first heuristic)'
@@ -66,18 +58,11 @@ summary() {
       cat "$LOGS/engine.txt"
     fi
   } >"$OUT/summary.md"
-  tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
-  stamp "done; logs in logs.tgz"
-  cat "$OUT/summary.md"
+  summary_finish
 }
 trap summary EXIT
 
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
-  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 | tail -1
-  nvcc --version 2>&1 | tail -1
-} >"$LOGS/machine.txt"
-stamp "machine: $(head -1 "$LOGS/machine.txt")"
+machine_info "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 if want build; then
   build_targets "$BUILD" tunableop_cli tunableop_preload tunableop_interpose interpose_cublas_program \

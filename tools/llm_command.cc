@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "engine_setup.h"
 #include "llm/engine.h"
+#include "llm/engine_dtype.h"
 #include "llm/engine_limits.h"
 #include "llm/generate.h"
 #include "llm/random_model.h"
@@ -399,11 +400,8 @@ int run_llm(const LlmArgs& a) {
   } else if (a.o_page_size->count()) {
     return llm_fail(Status::invalid_argument("--page-size sets a paged cache's pages: add --kv-cache paged"));
   }
-  if (a.device == "cuda") {
-    auto dt = parse_dtype(a.dtype);
-    if (!dt.is_ok()) return llm_fail(dt.status());
-    eo.dtype = *dt;
-  }
+  if (Status st = llm::apply_engine_dtype({a.dtype, a.device == "cuda", a.tp, !a.save_model.empty()}, &eo); !st.is_ok())
+    return llm_fail(st);
 
   Context ctx((*launch)->device(a.device == "cuda", a.gpu));
   apply_tunableop_flags(ctx, a.tune, a.no_tune, a.verbose);
@@ -522,8 +520,10 @@ void add_llm_command(CLI::App& app) {
       ->check(at_least(0));
   c->add_flag("--print-ids", a->print_ids, "print the generated ids (bench: of the first sequence), comma-separated");
   c->add_flag("--json", a->json, "print the metrics as one JSON object");
-  c->add_option("--dtype", a->dtype, "cuda: bf16 or fp32 weights and activations (the CPU computes in fp32)")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
+  c->add_option("--dtype", a->dtype,
+                "cuda: bf16 or fp32 weights and activations (the CPU computes in fp32); fp8: e4m3 projections, "
+                "lm_head bf16; fp8-all: the lm_head e4m3 too (one GPU; docs/llm.md, FP8)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(llm::kEngineDtypes), std::end(llm::kEngineDtypes))))
       ->capture_default_str();
   c->add_flag("--no-cuda-graph", a->no_cuda_graph, "cuda: run decode steps eagerly instead of replaying a graph");
   c->add_flag("--prefill-graph,!--no-prefill-graph", a->prefill_graph,

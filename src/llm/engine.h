@@ -63,6 +63,16 @@ struct EngineOptions {
   int step_variant = -1;
   // Static (max_batch x max_seq positions up front) or paged (pages handed out as sequences grow).
   KvCacheOptions kv_cache;
+  // CUDA only, one GPU (`--dtype fp8`; docs/llm.md, "FP8"): the projections' weights in fp8 e4m3
+  // with one fp32 scale per output channel, quantized at load; their inputs quantized per token
+  // (one scale per row) by the kernel that makes them; the GEMMs as ScaledGemm problems. `dtype`
+  // stays the element type of everything else (bf16: embedding, norms, KV cache, attention).
+  // lm_head: e4m3 too, else bf16 (the default).
+  struct Fp8 {
+    bool projections = false;
+    bool lm_head = false;
+    bool any() const { return projections || lm_head; }
+  } fp8;
 };
 
 class Engine {

@@ -45,12 +45,54 @@ class LinearPlans {
   std::deque<Entry> plans_;  // a deque: entries never move, so a found plan stays valid
 };
 
+bool same_problem(const ScaledGemmParams& a, const ScaledGemmParams& b) {
+  return a.a_dtype == b.a_dtype && a.b_dtype == b.b_dtype && a.out_dtype == b.out_dtype &&
+         a.bias_dtype == b.bias_dtype && a.scale_mode == b.scale_mode && a.transa == b.transa && a.transb == b.transb &&
+         a.m == b.m && a.n == b.n && a.k == b.k && a.lda == b.lda && a.ldb == b.ldb && a.ldc == b.ldc;
+}
+
+// The fp8 projections' ScaledGemm problems, one plan each, made at a problem's first call.
+class ScaledPlans {
+ public:
+  explicit ScaledPlans(Context& ctx) : ctx_(ctx) {}
+
+  Status run(const ScaledGemmParams& p, const ScaledGemmOperands& ops) {
+    const ScaledGemmPlan* plan = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Entry& e : plans_) {
+        if (same_problem(e.params, p)) plan = &e.plan;
+      }
+      if (plan == nullptr) {
+        auto made = make_plan(ctx_, p);
+        if (!made.is_ok()) return made.status();
+        plans_.push_back({p, std::move(*made)});
+        plan = &plans_.back().plan;
+      }
+    }
+    return plan->run(ops);
+  }
+
+ private:
+  struct Entry {
+    ScaledGemmParams params;
+    ScaledGemmPlan plan;
+  };
+  Context& ctx_;
+  std::mutex mu_;
+  std::deque<Entry> plans_;
+};
 }  // namespace
 
 LinearOp::Fn tunableop_linear(Context& ctx) {
   auto plans = std::make_shared<LinearPlans>(ctx);
   return [plans](DType dtype, int64_t tokens, int64_t in, int64_t out, const void* x, const void* w, void* y,
                  void* stream) { return plans->run(dtype, tokens, in, out, x, w, y, stream); };
+}
+
+LinearOp::ScaledFn tunableop_scaled_linear(Context& ctx) {
+  auto plans = std::make_shared<ScaledPlans>(ctx);
+  return [plans](const ScaledGemmParams& p, const ScaledGemmOperands& ops) { return plans->run(p, ops); };
 }
 
 LinearOp::GemmFn tunableop_gemm(Context& ctx) {
@@ -95,6 +137,16 @@ Status LinearOp::operator()(Phase phase, DType dtype, int64_t tokens, int64_t in
   return fn_(dtype, tokens, in, out, x, w, y, stream);
 }
 
+Status LinearOp::scaled(Phase phase, int64_t tokens, int64_t in, int64_t out, const void* x, const float* x_scale,
+                        const void* w, const float* w_scale, void* y, void* stream) {
+  if (!scaled_fn_) return Status::unsupported("this engine's LinearOp has no fp8 (ScaledGemm) function");
+  count_linear(phase, DType::kF8E4M3, tokens, in, out);
+  ScaledGemmOperands o;
+  o.a = w, o.b = x, o.scale_a = w_scale, o.scale_b = x_scale, o.c = y, o.stream = stream;
+  return scaled_fn_(scaled_linear_params(DType::kF8E4M3, DType::kBF16, ScaleMode::kRowwise, tokens, in, out), o);
+}
+
+// A linear call's problem: a GEMM in `dtype`, or the fp8 projections' ScaledGemm (dtype e4m3).
 void LinearOp::count_linear(Phase phase, DType dtype, int64_t tokens, int64_t in, int64_t out) {
   // Strings only at a shape's first call: after that a call is counted by its index.
   std::lock_guard<std::mutex> lock(mu_);
@@ -106,9 +158,16 @@ void LinearOp::count_linear(Phase phase, DType dtype, int64_t tokens, int64_t in
     }
   }
   if (index == problems_.size()) {
-    const GemmParams p = linear_params(dtype, tokens, in, out);
-    index = find_or_add(problems_, gemm_op_signature(p), gemm_params_signature(p));
-    problems_[index].flops = p.flops();
+    if (dtype == DType::kF8E4M3) {
+      const ScaledGemmParams p =
+          scaled_linear_params(DType::kF8E4M3, DType::kBF16, ScaleMode::kRowwise, tokens, in, out).with_defaults();
+      index = find_or_add(problems_, scaled_gemm_op_signature(p), scaled_gemm_params_signature(p));
+      problems_[index].flops = p.flops();
+    } else {
+      const GemmParams p = linear_params(dtype, tokens, in, out);
+      index = find_or_add(problems_, gemm_op_signature(p), gemm_params_signature(p));
+      problems_[index].flops = p.flops();
+    }
     linear_shapes_.push_back({dtype, tokens, in, out, index});
   }
   add_call(problems_[index], phase);

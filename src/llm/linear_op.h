@@ -15,6 +15,7 @@
 #include "tunableop/attention.h"
 #include "tunableop/context.h"
 #include "tunableop/gemm.h"
+#include "tunableop/scaled_gemm.h"
 #include "tunableop/status.h"
 
 namespace tunableop::llm {
@@ -43,6 +44,16 @@ class LinearOp {
   // in attention_problems().
   Status attention(Phase phase, const AttentionParams& p, const AttentionOperands& ops);
   bool has_attention() const { return bool(attention_fn_); }
+  // The fp8 projections (EngineOptions::fp8): y[tokens, out] (bf16) = x[tokens, in] W[out, in]^T
+  // with x and W in e4m3, x_scale one fp32 per token and w_scale one per output channel: the
+  // ScaledGemm problem scaled_linear_params(e4m3, bf16, rowwise, tokens, in, out), counted with
+  // the GEMMs (by shape, as a linear call) and run by the scaled function (set_scaled;
+  // tunableop_scaled_linear(ctx) on the engine: tuned, recorded and served like the GEMMs).
+  using ScaledFn = std::function<Status(const ScaledGemmParams& p, const ScaledGemmOperands& ops)>;
+  void set_scaled(ScaledFn fn) { scaled_fn_ = std::move(fn); }
+  bool has_scaled() const { return bool(scaled_fn_); }
+  Status scaled(Phase phase, int64_t tokens, int64_t in, int64_t out, const void* x, const float* x_scale,
+                const void* w, const float* w_scale, void* y, void* stream);
 
   struct Problem {
     std::string op;      // GemmTunableOp_float_TN
@@ -74,6 +85,7 @@ class LinearOp {
   Fn fn_;
   GemmFn gemm_fn_;
   AttentionFn attention_fn_;
+  ScaledFn scaled_fn_;
   mutable std::mutex mu_;
   std::vector<Problem> problems_, attention_problems_;
   std::vector<LinearShape> linear_shapes_;
@@ -84,5 +96,7 @@ class LinearOp {
 LinearOp::Fn tunableop_linear(Context& ctx);
 LinearOp::GemmFn tunableop_gemm(Context& ctx);
 LinearOp::AttentionFn tunableop_attention(Context& ctx);
+// tunableop::scaled_gemm through one plan per problem (as tunableop_linear's).
+LinearOp::ScaledFn tunableop_scaled_linear(Context& ctx);
 
 }  // namespace tunableop::llm

@@ -15,6 +15,7 @@
 #include "llm/cpu/family_kernels.h"
 #include "llm/cpu/kernels.h"
 #include "llm/cpu/paged_kv.h"
+#include "llm/engine_dtype.h"
 #include "llm/engine_limits.h"
 #include "llm/layer_attention.h"
 #include "llm/model.h"
@@ -209,6 +210,7 @@ StatusOr<std::unique_ptr<Engine>> make_cpu_engine(std::shared_ptr<const ModelWei
                                                   LinearOp::Fn linear, LinearOp::GemmFn gemm,
                                                   LinearOp::AttentionFn attention) {
   if (!weights) return Status::invalid_argument("make_cpu_engine: no weights");
+  TUNABLEOP_RETURN_IF_ERROR(refuse_fp8(options, "the CPU engine"));
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(weights->config, weights->name, &options));
   // Sizes from the options checked before anything is allocated; what still throws is a Status.
   TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(weights->config, options, sizeof(float), /*host_memory=*/true));

@@ -26,6 +26,7 @@
 #include "cuda_common/cuda_memory.h"
 #include "llm/cuda/decode_fusion.h"
 #include "llm/cuda/family_kernels.h"
+#include "llm/cuda/fp8_projection.h"
 #include "llm/cuda/graph_runner.h"
 #include "llm/cuda/kernels.h"
 #include "llm/cuda/prefill_gate.h"
@@ -74,13 +75,21 @@ class CudaKernels final : public DeviceKernels {
     if (o_.dtype != DType::kBF16 && o_.dtype != DType::kF32) {
       return Status::invalid_argument("the CUDA engine computes in bf16 or fp32");
     }
+    if (o_.fp8.any() && o_.dtype != DType::kBF16)
+      return Status::invalid_argument("--dtype fp8: the rest of the model (embedding, norms, KV cache) is bf16");
+    if (o_.fp8.any() && tp_)
+      return Status::unsupported("--dtype fp8 with tensor parallelism (--tp > 1) is not supported");
     e_ = o_.dtype == DType::kBF16 ? cuda::Elem::kBF16 : cuda::Elem::kF32;
     esize_ = dtype_size(o_.dtype);
     TUNABLEOP_RETURN_IF_ERROR(make_current());
     TUNABLEOP_RETURN_IF_ERROR(stream_.create());
     cudaDeviceProp prop{};
     TUNABLEOP_CUDA_TRY(cudaGetDeviceProperties(&prop, ctx_.device().ordinal));
-    device_desc_ = ctx_.device().to_string() + " (" + dtype_name(o_.dtype) + ", " + prop.name + ")";
+    device_desc_ = ctx_.device().to_string() + " (" + dtype_name(o_.dtype) +
+                   (o_.fp8.any() ? std::string(o_.fp8.projections ? ", e4m3 projections" : "") + ", lm_head " +
+                                       (o_.fp8.lm_head ? "e4m3" : dtype_name(o_.dtype))
+                                 : std::string()) +
+                   ", " + prop.name + ")";
     pdl_capable_ = o_.pdl && prop.major >= 9;
     variant_.pdl = pdl_capable_ ? 1 : 0;
     l2_bytes_ = prop.l2CacheSize;
@@ -94,7 +103,7 @@ class CudaKernels final : public DeviceKernels {
     TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
     TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
     TUNABLEOP_RETURN_IF_ERROR(tp_ ? weights_.load_shard(spec, seed, *tp_, tp_rank_, host, e_, stream_.get())
-                                  : weights_.load(spec, seed, config(), e_, stream_.get()));
+                                  : weights_.load(spec, seed, config(), e_, stream_.get(), o_.fp8));
     view_ = weights_.view();
     if (tp_) TUNABLEOP_RETURN_IF_ERROR(row_gemm_.init(stream_.get()));
     RopeTable rope = make_rope_table(config(), o_.max_seq);  // the model's RoPE scaling (rope.h)
@@ -311,6 +320,8 @@ class CudaKernels final : public DeviceKernels {
   // Tensor parallel: o and down write fp32 partial sums that the all-reduce sums, rounds once
   // and adds to the residual (row_parallel.h); never timed alone (collectives need every rank).
   Status project(const Projection& p, LinearOp& linear) override {
+    if (const float* scales = weights_.fp8_scales(p.w))  // an e4m3 weight (--dtype fp8)
+      return fp8_.project(p, linear, scales, *this, e_, stream_.get(), launch_pdl());
     if (p.row_parallel && tensor_parallel().world > 1) return project_row_parallel(p);
     if (p.epilogue == Projection::Epilogue::kAddResidual && p.next_norm) return add_and_norm_ahead(p, linear);
     if (p.epilogue == Projection::Epilogue::kGated && p.phase == Phase::kPrefill && !p.norm &&
@@ -726,6 +737,7 @@ class CudaKernels final : public DeviceKernels {
   Stream stream_;
   std::string device_desc_;
   cuda::CudaWeights weights_;
+  cuda::Fp8Projections fp8_;  // projections over e4m3 weights (--dtype fp8)
   DeviceBuffer rope_cos_, rope_sin_;
   DeviceWeights view_;                   // weights_.view()
   cudaEvent_t download_events_[4] = {};  // download_async's ring
@@ -791,9 +803,15 @@ StatusOr<std::unique_ptr<Engine>> make_cuda_engine(const ModelSpec& spec, uint64
   // Device memory is the runtime's to refuse; the sizes must still count without overflow.
   TUNABLEOP_RETURN_IF_ERROR(
       check_engine_fits(*c, options, options.dtype == DType::kF32 ? 4 : 2, /*host_memory=*/false));
+  // fp8: the decode projections' fused bf16 kernels and the prefill's norm computed ahead (in
+  // bf16, for the next projection) do not apply: each projection quantizes its own input.
+  if (options.fp8.any()) options.fusion = EngineOptions::Fusion::kOff;
   auto device = std::make_unique<CudaKernels>(*c, options, ctx);
   TUNABLEOP_RETURN_IF_ERROR(device->init(spec, seed));
-  return make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
+  auto engine =
+      make_engine(std::move(device), options, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
+  if (engine.is_ok()) (*engine)->linear().set_scaled(tunableop_scaled_linear(ctx));
+  return engine;
 }
 
 }  // namespace tunableop::llm

@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cfloat>
+
 #include "cuda_common/pdl.cuh"
 #include "llm/cuda/kernels.h"
 
@@ -14,6 +16,28 @@ namespace tunableop::llm::cuda {
 __device__ __forceinline__ void pdl_enter() {
   ::tunableop::cuda::pdl_wait();
   ::tunableop::cuda::pdl_launch_dependents();
+}
+
+// Warp- and block-wide sums and maxima (fp32). block_reduce: through shared memory (`scratch`,
+// one float per warp); every thread gets the result.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = kMax ? -FLT_MAX : 0.f;
+  for (int w = 0; w < warps; ++w) r = kMax ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
 }
 
 // Calls f.template operator()<E>() with E the element type for `e`.

@@ -1,6 +1,12 @@
 #include "llm/cuda/weight_loader.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <optional>
+
 #include "cuda_common/cuda_check.h"
+#include "llm/cuda/fp8_kernels.h"
 #include "llm/parallel/shard_kernels.h"
 
 namespace tunableop::llm::cuda {
@@ -35,51 +41,105 @@ Status CudaWeights::random_weight(DeviceBuffer& dst, const ModelConfig& c, int64
   return Status::ok();
 }
 
-Status CudaWeights::load(const ModelSpec& spec, uint64_t seed, const ModelConfig& c, Elem e, cudaStream_t s) {
+Status CudaWeights::load(const ModelSpec& spec, uint64_t seed, const ModelConfig& c, Elem e, cudaStream_t s,
+                         EngineOptions::Fp8 fp8) {
   e_ = e, esize_ = e == Elem::kF32 ? 4 : 2, stream_ = s;
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   layers_.resize(size_t(c.num_layers));
-  if (spec.builtin) {
-    // Generated on the GPU: the real-shaped models never exist on the host.
-    TUNABLEOP_RETURN_IF_ERROR(random_weight(embed_, c, V * H, seed, RandomTensor::kEmbed, -1));
-    TUNABLEOP_RETURN_IF_ERROR(random_weight(final_norm_, c, H, seed, RandomTensor::kFinalNorm, -1));
-    if (!c.tie_word_embeddings) {
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(lm_head_, c, V * H, seed, RandomTensor::kLmHead, -1));
-    }
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      Layer& d = layers_[size_t(l)];
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(d.attn_norm, c, H, seed, RandomTensor::kAttnNorm, l));
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(d.wqkv, c, c.qkv_dim() * H, seed, RandomTensor::kWqkv, l));
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(d.wo, c, H * c.q_dim(), seed, RandomTensor::kWo, l));
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(d.mlp_norm, c, H, seed, RandomTensor::kMlpNorm, l));
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(d.w_gate_up, c, 2 * I * H, seed, RandomTensor::kGateUp, l));
-      TUNABLEOP_RETURN_IF_ERROR(random_weight(d.w_down, c, H * I, seed, RandomTensor::kDown, l));
-      DeviceBuffer unused;
-      TUNABLEOP_RETURN_IF_ERROR(load_family(c, l, seed, nullptr, unused));
-    }
-    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_));
-  } else {
-    auto w = load_model(spec.dir);
-    if (!w.is_ok()) return w.status();
-    DeviceBuffer staging;
-    TUNABLEOP_RETURN_IF_ERROR(copy_weight(embed_, w->embed, staging));
-    TUNABLEOP_RETURN_IF_ERROR(copy_weight(final_norm_, w->final_norm, staging));
-    if (!w->lm_head.empty()) TUNABLEOP_RETURN_IF_ERROR(copy_weight(lm_head_, w->lm_head, staging));
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      const LayerWeights& h = w->layers[size_t(l)];
-      Layer& d = layers_[size_t(l)];
-      TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.attn_norm, h.attn_norm, staging));
-      TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.wqkv, h.wqkv, staging));
-      TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.wo, h.wo, staging));
-      TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.mlp_norm, h.mlp_norm, staging));
-      TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.w_gate_up, h.w_gate_up, staging));
-      TUNABLEOP_RETURN_IF_ERROR(copy_weight(d.w_down, h.w_down, staging));
-      TUNABLEOP_RETURN_IF_ERROR(load_family(c, l, seed, &h, staging));
-    }
+  scales_.clear();
+  // Built-in models are generated on the GPU (the real-shaped ones never exist on the host);
+  // a directory's tensors come from its host weights.
+  std::optional<ModelWeights> w;
+  if (!spec.builtin) {
+    auto loaded = load_model(spec.dir);
+    if (!loaded.is_ok()) return loaded.status();
+    w = std::move(loaded.value());
   }
+  DeviceBuffer staging;
+  auto put = [&](DeviceBuffer& dst, bool q, const char* name, int64_t rows, int64_t cols, const std::vector<float>* h,
+                 RandomTensor t, int64_t layer) {
+    return put_weight(dst, q, name, rows, cols, w ? h : nullptr, c, seed, t, layer, staging);
+  };
+  const bool proj = fp8.projections;
+  TUNABLEOP_RETURN_IF_ERROR(put(embed_, false, "embed", V, H, w ? &w->embed : nullptr, RandomTensor::kEmbed, -1));
+  TUNABLEOP_RETURN_IF_ERROR(
+      put(final_norm_, false, "final_norm", 1, H, w ? &w->final_norm : nullptr, RandomTensor::kFinalNorm, -1));
+  // An e4m3 lm_head of a tied model is a quantized copy of the embedding (which stays E).
+  const bool tied = spec.builtin ? c.tie_word_embeddings : w->lm_head.empty();
+  if (!tied || fp8.lm_head) {
+    const std::vector<float>* head = w ? (tied ? &w->embed : &w->lm_head) : nullptr;
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(lm_head_, fp8.lm_head, "lm_head", V, H, head, tied ? RandomTensor::kEmbed : RandomTensor::kLmHead, -1));
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights* h = w ? &w->layers[size_t(l)] : nullptr;
+    Layer& d = layers_[size_t(l)];
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(d.attn_norm, false, "attn_norm", 1, H, h ? &h->attn_norm : nullptr, RandomTensor::kAttnNorm, l));
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(d.wqkv, proj, "wqkv", c.qkv_dim(), H, h ? &h->wqkv : nullptr, RandomTensor::kWqkv, l));
+    TUNABLEOP_RETURN_IF_ERROR(put(d.wo, proj, "wo", H, c.q_dim(), h ? &h->wo : nullptr, RandomTensor::kWo, l));
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(d.mlp_norm, false, "mlp_norm", 1, H, h ? &h->mlp_norm : nullptr, RandomTensor::kMlpNorm, l));
+    TUNABLEOP_RETURN_IF_ERROR(
+        put(d.w_gate_up, proj, "w_gate_up", 2 * I, H, h ? &h->w_gate_up : nullptr, RandomTensor::kGateUp, l));
+    TUNABLEOP_RETURN_IF_ERROR(put(d.w_down, proj, "w_down", H, I, h ? &h->w_down : nullptr, RandomTensor::kDown, l));
+    TUNABLEOP_RETURN_IF_ERROR(load_family(c, l, seed, h, staging));
+  }
+  TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_));
   make_view(c, false);
-  view_.bytes = c.parameter_count() * int64_t(esize_);
+  if (tied && fp8.lm_head) view_.lm_head = lm_head_.get();
+  // As stored: what one decode step reads at least once (the embedding counted once, tied or not).
+  view_.bytes = int64_t(embed_.bytes() + final_norm_.bytes() + lm_head_.bytes());
+  for (const Layer& d : layers_) {
+    view_.bytes += int64_t(d.attn_norm.bytes() + d.wqkv.bytes() + d.wo.bytes() + d.mlp_norm.bytes() +
+                           d.w_gate_up.bytes() + d.w_down.bytes() + d.qkv_bias.bytes() + d.q_norm.bytes() +
+                           d.k_norm.bytes() + d.post_attn_norm.bytes() + d.post_mlp_norm.bytes());
+  }
+  for (const auto& [weight, scales] : scales_) view_.bytes += int64_t(scales.bytes());
   return Status::ok();
+}
+
+Status CudaWeights::put_weight(DeviceBuffer& dst, bool fp8, const char* name, int64_t rows, int64_t cols,
+                               const std::vector<float>* host, const ModelConfig& c, uint64_t seed, RandomTensor t,
+                               int64_t layer, DeviceBuffer& staging) {
+  if (!fp8) return host ? copy_weight(dst, *host, staging) : random_weight(dst, c, rows * cols, seed, t, layer);
+  if (host) {  // the checkpoint's fp32 values, quantized once
+    if (int64_t(host->size()) != rows * cols)
+      return Status::internal(fmt::format("{}: {} values for a [{}, {}] weight", name, host->size(), rows, cols));
+    TUNABLEOP_RETURN_IF_ERROR(copy_to_device(staging, host->data(), host->size() * 4));
+    return quantize(dst, name, rows, cols, staging.get(), true);
+  }
+  DeviceBuffer generated;  // the E values the bf16 engine would hold
+  TUNABLEOP_RETURN_IF_ERROR(random_weight(generated, c, rows * cols, seed, t, layer));
+  return quantize(dst, name, rows, cols, generated.get(), false);
+}
+
+Status CudaWeights::quantize(DeviceBuffer& dst, const char* name, int64_t rows, int64_t cols, const void* src,
+                             bool f32) {
+  TUNABLEOP_RETURN_IF_ERROR(dst.ensure(size_t(rows * cols)));
+  DeviceBuffer scales;
+  TUNABLEOP_RETURN_IF_ERROR(scales.ensure(size_t(rows) * sizeof(float)));
+  TUNABLEOP_CUDA_TRY(
+      quantize_rows_fp8(e_, f32, src, rows, cols, dst.as<uint8_t>(), scales.as<float>(), stream_, /*pdl=*/false));
+  // A non-finite weight leaves its row's scale NaN (llm/fp8_scale.h): refused here, named.
+  std::vector<float> host(static_cast<size_t>(rows));
+  TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(host.data(), scales.get(), host.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_));
+  for (size_t r = 0; r < host.size(); ++r) {
+    if (std::isnan(host[r]))
+      return Status::invalid_argument(
+          fmt::format("--dtype fp8: weight {} row {} holds a NaN or an infinity: no fp8 scale represents it", name, r));
+  }
+  scales_.emplace_back(dst.get(), std::move(scales));
+  return Status::ok();
+}
+
+const float* CudaWeights::fp8_scales(const void* w) const {
+  for (const auto& [weight, scales] : scales_) {
+    if (weight == w) return scales.as<float>();
+  }
+  return nullptr;
 }
 
 Status CudaWeights::load_shard(const ModelSpec& spec, uint64_t seed, const TensorParallelLayout& tp, int rank,

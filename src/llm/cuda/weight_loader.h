@@ -8,12 +8,15 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_common/cuda_memory.h"
 #include "llm/config.h"
 #include "llm/cuda/kernels.h"
 #include "llm/device_kernels.h"
+#include "llm/engine.h"
 #include "llm/parallel/tp_layout.h"
 #include "llm/random_model.h"
 #include "llm/weights.h"
@@ -23,13 +26,19 @@ namespace tunableop::llm::cuda {
 class CudaWeights {
  public:
   // The whole model: built-in (spec.builtin, random weights from `seed` on the GPU) or spec.dir.
-  Status load(const ModelSpec& spec, uint64_t seed, const ModelConfig& c, Elem e, cudaStream_t s);
+  // `fp8` (EngineOptions::fp8): the projections (and the lm_head, when asked) quantized to e4m3
+  // per output channel on the GPU (fp8_kernels.h), from the checkpoint's fp32 values or from the
+  // built-in model's E ones; a non-finite weight is refused, named.
+  Status load(const ModelSpec& spec, uint64_t seed, const ModelConfig& c, Elem e, cudaStream_t s,
+              EngineOptions::Fp8 fp8 = {});
   // One tensor-parallel rank's shard: generated (built-in) or from `host`: a directory's whole
   // weights (loaded once for every rank, cut here) or this rank's shard alone (load_model_shard).
   Status load_shard(const ModelSpec& spec, uint64_t seed, const TensorParallelLayout& tp, int rank,
                     const ModelWeights* host, Elem e, cudaStream_t s);
   // What the forward pass reads (pointers into the buffers held here).
   const DeviceWeights& view() const { return view_; }
+  // The per-output-channel scales of an e4m3 weight of view(); null for a weight in E.
+  const float* fp8_scales(const void* w) const;
 
  private:
   struct Layer {
@@ -45,12 +54,21 @@ class CudaWeights {
   Status random_weight(::tunableop::cuda::DeviceBuffer& dst, const ModelConfig& c, int64_t n, uint64_t seed,
                        RandomTensor t, int64_t layer);
   void make_view(const ModelConfig& c, bool sharded);
+  // One weight [rows, cols] into dst: E, or e4m3 with its scales when `fp8`. From `host` (fp32
+  // on the host, through staging) or generated (random tensor t of `layer`).
+  Status put_weight(::tunableop::cuda::DeviceBuffer& dst, bool fp8, const char* name, int64_t rows, int64_t cols,
+                    const std::vector<float>* host, const ModelConfig& c, uint64_t seed, RandomTensor t, int64_t layer,
+                    ::tunableop::cuda::DeviceBuffer& staging);
+  Status quantize(::tunableop::cuda::DeviceBuffer& dst, const char* name, int64_t rows, int64_t cols, const void* src,
+                  bool f32);
 
   Elem e_ = Elem::kBF16;
   size_t esize_ = 2;
   cudaStream_t stream_ = nullptr;
   ::tunableop::cuda::DeviceBuffer embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
+  // e4m3 weights' scales, by the weight's buffer (fp8 only); a list: a model has a few hundred.
+  std::vector<std::pair<const void*, ::tunableop::cuda::DeviceBuffer>> scales_;
   DeviceWeights view_;
 };
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "llm/cpu/cpu_device.h"
+#include "llm/engine_dtype.h"
 #include "llm/model.h"
 #include "llm/parallel/rank_threads.h"
 #include "tunableop/all_reduce.h"
@@ -215,6 +216,7 @@ TensorParallelRank rank_parallelism(const TensorParallelLayout& layout, int r, C
 StatusOr<std::unique_ptr<Engine>> make_cpu_tp_engine(std::shared_ptr<const ModelWeights> weights, EngineOptions options,
                                                      const std::vector<Context*>& contexts) {
   if (!weights) return Status::invalid_argument("make_cpu_tp_engine: no weights");
+  TUNABLEOP_RETURN_IF_ERROR(refuse_fp8(options, "the tensor-parallel CPU engine"));
   TUNABLEOP_RETURN_IF_ERROR(check_contexts(contexts, DeviceKind::kCpu));
   TUNABLEOP_RETURN_IF_ERROR(prepare_engine_options(weights->config, weights->name, &options));
   const int world = int(contexts.size());

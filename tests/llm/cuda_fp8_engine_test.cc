@@ -1,0 +1,170 @@
+// The CUDA engine with --dtype fp8 (EngineOptions::fp8; docs/llm.md, "FP8"): against the fp32
+// transformers fixtures, teacher-forced over 64 positions (the fp32 CPU engine, which matches
+// transformers to 2e-4 in reference_test.cc, gives the positions past the fixture's prompt),
+// held to the thresholds of tests/llm/fp8_accuracy.h; a real-shaped model against its bf16
+// engine; the ScaledGemm problems counted and written to the results file. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fp8_accuracy.h"
+#include "llm/engine.h"
+#include "llm/weights.h"
+#include "llm_test_util.h"
+#include "tunableop/context.h"
+
+namespace tunableop::llm {
+namespace {
+
+const char* const kFixtures[] = {"llama_gqa",      "gemma_mqa",  "llama_tied_sharded", "llama3_rope",
+                                 "mistral_window", "qwen2_bias", "qwen3_qknorm",       "gemma2_softcap"};
+
+EngineOptions fp8_options(bool lm_head, int64_t page = 0, bool graph = true) {
+  EngineOptions o = testing::options(1, 96, 8);
+  o.fp8.projections = true;
+  o.fp8.lm_head = lm_head;
+  o.cuda_graph = graph;
+  return page ? testing::paged(o, page) : o;
+}
+
+// A CUDA engine on `ctx`; null (and the test skipped by the caller) without a GPU.
+std::unique_ptr<Engine> cuda_engine(const ModelSpec& spec, int64_t layers, const EngineOptions& o, Context& ctx,
+                                    std::string* skip) {
+  auto e = make_cuda_engine(spec, 7, layers, o, ctx);
+  if (!e.is_ok() && e.status().code() == StatusCode::kUnsupported) {
+    *skip = e.status().message();
+    return nullptr;
+  }
+  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+  return e.is_ok() ? std::move(e.value()) : nullptr;
+}
+
+TEST(LlmCudaFp8, MatchesTransformersFixturesTeacherForced) {
+  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
+  const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
+  int ran = 0;
+  for (const char* name : kFixtures) {
+    const std::string dir = root + "/" + name;
+    if (!std::filesystem::exists(dir + "/reference.json")) continue;
+    SCOPED_TRACE(name);
+    std::ifstream in(dir + "/reference.json");
+    const nlohmann::json ref = nlohmann::json::parse(in);
+    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+    const auto hf_last = ref["last_logits"].get<std::vector<float>>();
+    auto loaded = load_model(dir);
+    ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+    auto weights = std::make_shared<const ModelWeights>(std::move(loaded.value()));
+    Context cpu(Device::cpu(), Config::defaults_only());
+    auto reference = make_cpu_engine(weights, testing::options(1, 96, 8), tunableop_linear(cpu), tunableop_gemm(cpu),
+                                     tunableop_attention(cpu));
+    ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
+    std::vector<int32_t> forced = ref["greedy_ids"].get<std::vector<int32_t>>();
+    ASSERT_TRUE(testing::extend_greedy(**reference, prompt, &forced, 64).is_ok());
+    std::vector<std::vector<float>> want;
+    ASSERT_TRUE(testing::teacher_forced_logits(**reference, prompt, forced, &want).is_ok());
+
+    ModelSpec spec;
+    spec.dir = dir;
+    struct Way {
+      bool lm_head;
+      int64_t page;
+      bool graph;
+    };
+    for (const Way w : {Way{false, 0, true}, Way{true, 0, true}, Way{false, 4, false}}) {
+      const std::string way = std::string(w.lm_head ? "fp8-all" : "fp8") + (w.page ? ", paged, eager" : ", static");
+      SCOPED_TRACE(way);
+      Context ctx(Device::cuda(0), Config::defaults_only());
+      std::string skip;
+      auto gpu = cuda_engine(spec, 0, fp8_options(w.lm_head, w.page, w.graph), ctx, &skip);
+      if (!skip.empty()) GTEST_SKIP() << skip;
+      ASSERT_TRUE(gpu);
+      std::vector<std::vector<float>> got;
+      ASSERT_TRUE(testing::teacher_forced_logits(*gpu, prompt, forced, &got).is_ok());
+      const testing::Fp8Accuracy a = testing::compare_logits(got, want);
+      const testing::Fp8Accuracy first = testing::compare_logits({got[0]}, {hf_last});
+      std::printf("%s %s: %s; the prompt's last position against transformers: %s\n", name, way.c_str(),
+                  a.to_string().c_str(), first.to_string().c_str());
+      EXPECT_EQ(a.positions, int64_t(64 - prompt.size() + 1));
+      testing::expect_fp8_accuracy(a, std::string(name) + " " + way);
+      EXPECT_GE(first.min_cosine, testing::kFp8MinCosine) << first.to_string();
+      EXPECT_LE(first.max_relative_delta_log_prob, testing::kFp8MaxDeltaLogProb) << first.to_string();
+    }
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no fixtures in " << root;
+}
+
+// Real shapes (Llama-2-7B's and Gemma-2B's first two layers, random weights): the GEMMs take
+// cuBLASLt's FP8 kernels and the decode kernels (the fixtures' odd widths take the simt one),
+// against the bf16 engine on the same weights, teacher-forced along the bf16 engine's tokens.
+TEST(LlmCudaFp8, RealShapesFollowTheBf16Engine) {
+  for (const char* preset : {"llama-2-7b", "gemma-2b"}) {
+    SCOPED_TRACE(preset);
+    ModelSpec spec;
+    spec.builtin = true;
+    spec.preset = preset;
+    const std::vector<int32_t> prompt = {1, 5, 17, 300, 2, 9, 4000, 12, 8, 8, 1};
+    std::vector<std::vector<float>> want, got;
+    std::vector<int32_t> forced;
+    {
+      Context ctx(Device::cuda(0), Config::defaults_only());
+      std::string skip;
+      auto bf16 = cuda_engine(spec, 2, testing::options(1, 96, 8), ctx, &skip);
+      if (!skip.empty()) GTEST_SKIP() << skip;
+      ASSERT_TRUE(bf16);
+      ASSERT_TRUE(testing::extend_greedy(*bf16, prompt, &forced, 40).is_ok());
+      ASSERT_TRUE(testing::teacher_forced_logits(*bf16, prompt, forced, &want).is_ok());
+    }
+    Context ctx(Device::cuda(0), Config::defaults_only());
+    std::string skip;
+    auto fp8 = cuda_engine(spec, 2, fp8_options(false), ctx, &skip);
+    ASSERT_TRUE(fp8);
+    ASSERT_TRUE(testing::teacher_forced_logits(*fp8, prompt, forced, &got).is_ok());
+    const testing::Fp8Accuracy a = testing::compare_logits(got, want);
+    std::printf("%s (2 layers): fp8 against bf16: %s\n", preset, a.to_string().c_str());
+    // Random weights give flat logits (near-ties everywhere): the cosine only.
+    EXPECT_GE(a.min_cosine, testing::kFp8MinCosine) << a.to_string();
+  }
+}
+
+// Every projection is a ScaledGemm problem (the lm_head a bf16 GEMM unless fp8-all), tuned and
+// written to the results file in PyTorch's layout; a second engine serves them from the file.
+TEST(LlmCudaFp8, ProjectionsAreScaledGemmProblemsInTheResultsFile) {
+  testing::ScratchDir dir("llm_fp8_results");
+  const std::string file = dir.path() + "/results.csv";
+  ModelSpec spec;
+  spec.builtin = true;
+  spec.preset = "tiny";
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "tuned" : "served");
+    Context ctx(Device::cuda(0), testing::quick_tuning_config(file, pass == 0));
+    std::string skip;
+    auto e = cuda_engine(spec, 2, fp8_options(false), ctx, &skip);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_TRUE(e);
+    std::vector<int32_t> next;
+    ASSERT_TRUE(e->prefill({{1, 2, 3, 4, 5}}, &next).is_ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(e->decode({next[0]}, &next).is_ok());
+    int scaled = 0, gemm = 0;
+    for (const LinearOp::Problem& p : e->linear().problems()) {
+      if (p.op.rfind("ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN", 0) == 0) ++scaled;
+      if (p.op.rfind("GemmTunableOp_BFloat16_TN", 0) == 0) ++gemm;
+    }
+    EXPECT_GE(scaled, 4) << "qkv, o, gate_up, down (prefill and decode rows)";
+    EXPECT_EQ(gemm, 1) << "the lm_head (bf16), the same problem in prefill and decode";
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_NE(text.str().find("ScaledGemmTunableOp_Float8_e4m3fn_Float8_e4m3fn_BFloat16_TN,tn_"), std::string::npos)
+        << text.str();
+    EXPECT_NE(e->device_name().find("e4m3 projections"), std::string::npos) << e->device_name();
+  }
+}
+
+}  // namespace
+}  // namespace tunableop::llm
