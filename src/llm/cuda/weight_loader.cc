@@ -89,7 +89,10 @@ Status CudaWeights::load(const ModelSpec& spec, uint64_t seed, const ModelConfig
   TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_));
   make_view(c, false);
   if (tied && fp8.lm_head) view_.lm_head = lm_head_.get();
-  // As stored: what one decode step reads at least once (the embedding counted once, tied or not).
+  view_.bytes = c.parameter_count() * int64_t(esize_);
+  if (!fp8.any()) return Status::ok();
+  // fp8: as stored (what one decode step reads at least once; an e4m3 copy of a tied embedding
+  // counted with it).
   view_.bytes = int64_t(embed_.bytes() + final_norm_.bytes() + lm_head_.bytes());
   for (const Layer& d : layers_) {
     view_.bytes += int64_t(d.attn_norm.bytes() + d.wqkv.bytes() + d.wo.bytes() + d.mlp_norm.bytes() +
