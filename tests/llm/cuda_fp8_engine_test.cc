@@ -29,7 +29,8 @@ EngineOptions fp8_options(bool lm_head, int64_t page = 0, bool graph = true) {
   o.fp8.projections = true;
   o.fp8.lm_head = lm_head;
   o.cuda_graph = graph;
-  return page ? testing::paged(o, page) : o;
+  if (page) o.kv_cache.kind = KvCacheKind::kPaged, o.kv_cache.page_size = page;
+  return o;
 }
 
 // A CUDA engine on `ctx`; null (and the test skipped by the caller) without a GPU.
