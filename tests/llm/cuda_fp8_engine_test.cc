@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cuda_engine_util.h"
 #include "fp8_accuracy.h"
 #include "llm/engine.h"
 #include "llm/weights.h"
@@ -21,35 +22,20 @@
 namespace tunableop::llm {
 namespace {
 
-const char* const kFixtures[] = {"llama_gqa",      "gemma_mqa",  "llama_tied_sharded", "llama3_rope",
-                                 "mistral_window", "qwen2_bias", "qwen3_qknorm",       "gemma2_softcap"};
+using cuda_test::GpuRun;
 
 EngineOptions fp8_options(bool lm_head, int64_t page = 0, bool graph = true) {
-  EngineOptions o = testing::options(1, 96, 8);
+  EngineOptions o = cuda_test::opts(DType::kBF16, 1, 8, graph);
   o.fp8.projections = true;
   o.fp8.lm_head = lm_head;
-  o.cuda_graph = graph;
-  if (page) o.kv_cache.kind = KvCacheKind::kPaged, o.kv_cache.page_size = page;
-  return o;
-}
-
-// A CUDA engine on `ctx`; null (and the test skipped by the caller) without a GPU.
-std::unique_ptr<Engine> cuda_engine(const ModelSpec& spec, int64_t layers, const EngineOptions& o, Context& ctx,
-                                    std::string* skip) {
-  auto e = make_cuda_engine(spec, 7, layers, o, ctx);
-  if (!e.is_ok() && e.status().code() == StatusCode::kUnsupported) {
-    *skip = e.status().message();
-    return nullptr;
-  }
-  EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-  return e.is_ok() ? std::move(e.value()) : nullptr;
+  return page ? cuda_test::paged(o, page) : o;
 }
 
 TEST(LlmCudaFp8, MatchesTransformersFixturesTeacherForced) {
   const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
   const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
   int ran = 0;
-  for (const char* name : kFixtures) {
+  for (const char* name : testing::kFp8Fixtures) {
     const std::string dir = root + "/" + name;
     if (!std::filesystem::exists(dir + "/reference.json")) continue;
     SCOPED_TRACE(name);
@@ -79,13 +65,9 @@ TEST(LlmCudaFp8, MatchesTransformersFixturesTeacherForced) {
     for (const Way w : {Way{false, 0, true}, Way{true, 0, true}, Way{false, 4, false}}) {
       const std::string way = std::string(w.lm_head ? "fp8-all" : "fp8") + (w.page ? ", paged, eager" : ", static");
       SCOPED_TRACE(way);
-      Context ctx(Device::cuda(0), Config::defaults_only());
-      std::string skip;
-      auto gpu = cuda_engine(spec, 0, fp8_options(w.lm_head, w.page, w.graph), ctx, &skip);
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      ASSERT_TRUE(gpu);
+      MAKE_GPU_ENGINE(gpu, spec, 0, fp8_options(w.lm_head, w.page, w.graph));
       std::vector<std::vector<float>> got;
-      ASSERT_TRUE(testing::teacher_forced_logits(*gpu, prompt, forced, &got).is_ok());
+      ASSERT_TRUE(testing::teacher_forced_logits(*gpu.engine, prompt, forced, &got).is_ok());
       const testing::Fp8Accuracy a = testing::compare_logits(got, want);
       const testing::Fp8Accuracy first = testing::compare_logits({got[0]}, {hf_last});
       std::printf("%s %s: %s; the prompt's last position against transformers: %s\n", name, way.c_str(),
@@ -106,26 +88,16 @@ TEST(LlmCudaFp8, MatchesTransformersFixturesTeacherForced) {
 TEST(LlmCudaFp8, RealShapesFollowTheBf16Engine) {
   for (const char* preset : {"llama-2-7b", "gemma-2b"}) {
     SCOPED_TRACE(preset);
-    ModelSpec spec;
-    spec.builtin = true;
-    spec.preset = preset;
-    const std::vector<int32_t> prompt = {1, 5, 17, 300, 2, 9, 4000, 12, 8, 8, 1};
+    const std::vector<int32_t>& prompt = cuda_test::kPrompt;
     std::vector<std::vector<float>> want, got;
     std::vector<int32_t> forced;
     {
-      Context ctx(Device::cuda(0), Config::defaults_only());
-      std::string skip;
-      auto bf16 = cuda_engine(spec, 2, testing::options(1, 96, 8), ctx, &skip);
-      if (!skip.empty()) GTEST_SKIP() << skip;
-      ASSERT_TRUE(bf16);
-      ASSERT_TRUE(testing::extend_greedy(*bf16, prompt, &forced, 40).is_ok());
-      ASSERT_TRUE(testing::teacher_forced_logits(*bf16, prompt, forced, &want).is_ok());
+      MAKE_GPU_ENGINE(bf16, cuda_test::builtin(preset), 2, cuda_test::opts(DType::kBF16));
+      ASSERT_TRUE(testing::extend_greedy(*bf16.engine, prompt, &forced, 40).is_ok());
+      ASSERT_TRUE(testing::teacher_forced_logits(*bf16.engine, prompt, forced, &want).is_ok());
     }
-    Context ctx(Device::cuda(0), Config::defaults_only());
-    std::string skip;
-    auto fp8 = cuda_engine(spec, 2, fp8_options(false), ctx, &skip);
-    ASSERT_TRUE(fp8);
-    ASSERT_TRUE(testing::teacher_forced_logits(*fp8, prompt, forced, &got).is_ok());
+    MAKE_GPU_ENGINE(fp8, cuda_test::builtin(preset), 2, fp8_options(false));
+    ASSERT_TRUE(testing::teacher_forced_logits(*fp8.engine, prompt, forced, &got).is_ok());
     const testing::Fp8Accuracy a = testing::compare_logits(got, want);
     std::printf("%s (2 layers): fp8 against bf16: %s\n", preset, a.to_string().c_str());
     // Random weights give flat logits (near-ties everywhere): the cosine only.
@@ -138,16 +110,13 @@ TEST(LlmCudaFp8, RealShapesFollowTheBf16Engine) {
 TEST(LlmCudaFp8, ProjectionsAreScaledGemmProblemsInTheResultsFile) {
   testing::ScratchDir dir("llm_fp8_results");
   const std::string file = dir.path() + "/results.csv";
-  ModelSpec spec;
-  spec.builtin = true;
-  spec.preset = "tiny";
   for (int pass = 0; pass < 2; ++pass) {
     SCOPED_TRACE(pass == 0 ? "tuned" : "served");
     Context ctx(Device::cuda(0), testing::quick_tuning_config(file, pass == 0));
-    std::string skip;
-    auto e = cuda_engine(spec, 2, fp8_options(false), ctx, &skip);
-    if (!skip.empty()) GTEST_SKIP() << skip;
-    ASSERT_TRUE(e);
+    auto made = make_cuda_engine(cuda_test::builtin("tiny"), 7, 2, fp8_options(false), ctx);
+    if (!made.is_ok() && made.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << made.status().message();
+    ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+    Engine* e = made->get();
     std::vector<int32_t> next;
     ASSERT_TRUE(e->prefill({{1, 2, 3, 4, 5}}, &next).is_ok());
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(e->decode({next[0]}, &next).is_ok());

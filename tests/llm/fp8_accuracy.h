@@ -16,6 +16,10 @@
 
 namespace tunableop::llm::testing {
 
+// The Hugging Face fixtures (scripts/make_llm_fixtures.py) the fp8 tests run where committed.
+inline const char* const kFp8Fixtures[] = {"llama_gqa",      "gemma_mqa",  "llama_tied_sharded", "llama3_rope",
+                                           "mistral_window", "qwen2_bias", "qwen3_qknorm",       "gemma2_softcap"};
+
 // The thresholds docs/llm.md states for --dtype fp8 against fp32, per position (see there for
 // why): the logits' cosine similarity, the share of positions with the same argmax, and the
 // change of the reference's top-1 log-probability relative to the logits' magnitude,

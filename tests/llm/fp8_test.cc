@@ -185,8 +185,7 @@ TEST(Fp8Accuracy, SimulatedFp8RoundingMeetsTheStatedThresholds) {
   const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
   const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
   int ran = 0;
-  for (const char* name : {"llama_gqa", "gemma_mqa", "llama_tied_sharded", "llama3_rope", "mistral_window",
-                           "qwen2_bias", "qwen3_qknorm", "gemma2_softcap"}) {
+  for (const char* name : testing::kFp8Fixtures) {
     const std::string dir = root + "/" + name;
     if (!std::filesystem::exists(dir + "/reference.json")) continue;
     SCOPED_TRACE(name);
