@@ -3,8 +3,11 @@
 // lengths), then per slab S = scale Q K^T with cuBLAS (bf16/fp16/fp32 in, fp32 scores), a
 // masked row softmax into P (rounded to the storage type, as the fused kernels round their
 // probabilities), and O = P V with cuBLAS (fp32 out), scattered back into the output rows.
-// The score matrices of many slabs at once would not fit for long prompts, so slabs go in
-// chunks whose scores stay under kScoreBudget.
+// The score matrices of many slabs at once would not fit for long prompts, and the dense keys and
+// values of every slab not for large batches (256 sequences of 2048 positions of Llama-2-7B: 8 GiB,
+// which kept its decode-attention problem from being tuned; issue 33), so slabs go in chunks
+// whose scores stay under one budget and whose gathered keys and values under another
+// (MathBudgets: 512 MiB each).
 #include "backends/cuda/attention/math_attention.h"
 
 #include <fmt/format.h>
@@ -20,8 +23,6 @@ namespace tunableop::cuda {
 
 namespace {
 
-constexpr size_t kScoreBudget = size_t(512) << 20;  // bytes of S + P per chunk
-
 struct Layout {
   int64_t slabs = 0, rows = 0;     // batch * kv_heads; query rows per slab
   int64_t chunk = 0;               // slabs per GEMM pair
@@ -31,17 +32,19 @@ struct Layout {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-Layout layout(const AttentionParams& p) {
+Layout layout(const AttentionParams& p, const MathBudgets& budget) {
   Layout l;
   const size_t es = dtype_size(p.dtype), d = size_t(p.head_dim), L = size_t(p.kv_len);
   l.slabs = p.batch * p.kv_heads;
   l.rows = p.q_len * p.group();
-  const size_t per_slab_scores = size_t(l.rows) * L * (4 + es);
-  l.chunk = std::clamp<int64_t>(int64_t(kScoreBudget / std::max<size_t>(per_slab_scores, 1)), 1, l.slabs);
+  const size_t per_slab_scores = size_t(l.rows) * L * (4 + es), per_slab_kv = 2 * L * d * es;
+  l.chunk = std::clamp<int64_t>(int64_t(std::min(budget.scores / std::max<size_t>(per_slab_scores, 1),
+                                                 budget.kv / std::max<size_t>(per_slab_kv, 1))),
+                                1, l.slabs);
   const size_t q_bytes = size_t(l.slabs * l.rows) * d;
   l.qg = 0;
   l.kg = align256(q_bytes * es);
-  const size_t kv_bytes = align256(size_t(l.slabs) * L * d * es);
+  const size_t kv_bytes = align256(size_t(l.chunk) * L * d * es);  // one chunk's K (then its V)
   l.og = l.kg + 2 * kv_bytes;
   l.s = l.og + align256(q_bytes * 4);
   l.p = l.s + align256(size_t(l.chunk * l.rows) * L * 4);
@@ -62,9 +65,9 @@ cudaDataType_t data_type(DType t) {
   return t == DType::kBF16 ? CUDA_R_16BF : t == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
-Status run(const AttentionParams& p, const AttentionOperands& o) {
+Status run(const AttentionParams& p, const AttentionOperands& o, const MathBudgets& budget) {
   TUNABLEOP_RETURN_IF_ERROR(supports(p));
-  const Layout l = layout(p);
+  const Layout l = layout(p, budget);
   auto ws = operand_workspace(o, l.total);
   if (!ws.is_ok()) return ws.status();
   char* base = static_cast<char*>(*ws);
@@ -88,7 +91,7 @@ Status run(const AttentionParams& p, const AttentionOperands& o) {
   float* og = reinterpret_cast<float*>(base + l.og);
   float* s = reinterpret_cast<float*>(base + l.s);
   void* pr = base + l.p;
-  TUNABLEOP_CUDA_TRY(math_gather(a, qg, kg, vg, stream));
+  TUNABLEOP_CUDA_TRY(math_gather_q(a, qg, stream));
 
   auto h = current_handles();
   if (!h.is_ok()) return h.status();
@@ -98,8 +101,11 @@ Status run(const AttentionParams& p, const AttentionOperands& o) {
   for (int64_t bg0 = 0; bg0 < l.slabs; bg0 += l.chunk) {
     const int64_t n = std::min(l.chunk, l.slabs - bg0);
     const char* q0 = static_cast<const char*>(qg) + size_t(bg0 * M * d) * es;
-    const char* k0 = static_cast<const char*>(kg) + size_t(bg0 * L * d) * es;
-    const char* v0 = static_cast<const char*>(vg) + size_t(bg0 * L * d) * es;
+    // This chunk's keys and values, gathered into the chunk-sized buffers (the GEMMs of the chunk
+    // before, queued earlier on the stream, are done with them by then).
+    TUNABLEOP_CUDA_TRY(math_gather_kv(a, bg0, n, kg, vg, stream));
+    const void* k0 = kg;
+    const void* v0 = vg;
     // Row-major S [M][L] is column-major S^T [L x M] = K^T' (K rows read transposed) x Q^T.
     TUNABLEOP_CUBLAS_TRY(cublasGemmStridedBatchedEx(h->blas, CUBLAS_OP_T, CUBLAS_OP_N, int(L), int(M), int(d), &scale,
                                                     k0, t, int(d), L * d, q0, t, int(d), M * d, &zero, s, CUDA_R_32F,
@@ -116,14 +122,14 @@ Status run(const AttentionParams& p, const AttentionOperands& o) {
 
 }  // namespace
 
-AttentionCandidate make_math_attention() {
+AttentionCandidate make_math_attention(MathBudgets budgets) {
   AttentionCandidate c;
   c.name = "Default";
   c.device = DeviceKind::kCuda;
   c.info = CandidateInfo{"cuBLAS", "math", {}};
   c.supports = [](const AttentionParams& p) { return supports(p); };
-  c.run = [](const AttentionParams& p, const AttentionOperands& o) { return run(p, o); };
-  c.workspace_bytes = [](const AttentionParams& p) { return layout(p).total; };
+  c.run = [budgets](const AttentionParams& p, const AttentionOperands& o) { return run(p, o, budgets); };
+  c.workspace_bytes = [budgets](const AttentionParams& p) { return layout(p, budgets).total; };
   return c;
 }
 

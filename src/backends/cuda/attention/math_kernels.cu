@@ -40,8 +40,8 @@ __device__ __forceinline__ int64_t first_visible(const MathArgs& a, int64_t visi
 }
 
 template <class T>
-__global__ void gather_kv_kernel(MathArgs a, T* kg, T* vg) {
-  const int64_t D = a.head_dim, row = blockIdx.x, bg = row / a.kv_len, j = row % a.kv_len;
+__global__ void gather_kv_kernel(MathArgs a, int64_t bg0, T* kg, T* vg) {
+  const int64_t D = a.head_dim, row = blockIdx.x, bg = bg0 + row / a.kv_len, j = row % a.kv_len;
   const int64_t b = bg / a.kv_heads, g = bg % a.kv_heads;
   const int64_t len = seq_len(a, b);
   // The first query (key position len - q_len') sees keys from its window's start.
@@ -118,15 +118,20 @@ unsigned threads_for(int64_t d) { return unsigned(d >= 128 ? 128 : 64); }
 
 }  // namespace
 
-cudaError_t math_gather(const MathArgs& a, void* qg, void* kg, void* vg, cudaStream_t s) {
+cudaError_t math_gather_q(const MathArgs& a, void* qg, cudaStream_t s) {
   return by_elem(a.elem, [&](auto tag) {
     using T = decltype(tag);
     const int64_t slabs = a.batch * a.kv_heads, M = a.q_len * (a.heads / a.kv_heads);
     gather_q_kernel<T><<<unsigned(slabs * M), threads_for(a.head_dim), 0, s>>>(a, static_cast<T*>(qg));
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    gather_kv_kernel<T>
-        <<<unsigned(slabs * a.kv_len), threads_for(a.head_dim), 0, s>>>(a, static_cast<T*>(kg), static_cast<T*>(vg));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t math_gather_kv(const MathArgs& a, int64_t bg0, int64_t slabs, void* kg, void* vg, cudaStream_t s) {
+  return by_elem(a.elem, [&](auto tag) {
+    using T = decltype(tag);
+    gather_kv_kernel<T><<<unsigned(slabs * a.kv_len), threads_for(a.head_dim), 0, s>>>(a, bg0, static_cast<T*>(kg),
+                                                                                       static_cast<T*>(vg));
     return cudaGetLastError();
   });
 }

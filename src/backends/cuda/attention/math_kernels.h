@@ -2,7 +2,7 @@
 // masked softmax around its two cuBLAS GEMMs (math_attention.cc). Layouts of the dense
 // intermediates, per (sequence b, kv head g) "slab" bg = b * kv_heads + g, M = q_len * group
 // rows (row = query i * group + head r of the group):
-//   qg [bg][M][D]  (E)     kg, vg [bg][kv_len][D]  (E)
+//   qg [bg][M][D]  (E)     kg, vg [bg - bg0][kv_len][D]  (E; one chunk of slabs at a time)
 //   s  [bg][M][kv_len] (fp32 scores)   p  same (E probabilities)   og [bg][M][D] (fp32)
 #pragma once
 
@@ -31,9 +31,11 @@ struct MathArgs {
   float softcap = 0;   // scores s become softcap * tanh(s / softcap) (0: none)
 };
 
-// qg, kg, vg from the operands: rows of padding queries, keys past a sequence's length and keys
-// before its first query's window are zeros (so the GEMMs never read stale or NaN memory).
-cudaError_t math_gather(const MathArgs& a, void* qg, void* kg, void* vg, cudaStream_t s);
+// qg from the operands (every slab), and kg, vg of slabs [bg0, bg0 + slabs) (kg's first row is
+// slab bg0's): rows of padding queries, keys past a sequence's length and keys before its first
+// query's window are zeros (so the GEMMs never read stale or NaN memory).
+cudaError_t math_gather_q(const MathArgs& a, void* qg, cudaStream_t s);
+cudaError_t math_gather_kv(const MathArgs& a, int64_t bg0, int64_t slabs, void* kg, void* vg, cudaStream_t s);
 // p = softmax over each row's visible keys of the scores of slabs [bg0, bg0 + slabs); zeros
 // elsewhere (masked keys and padding rows).
 cudaError_t math_softmax(const MathArgs& a, int64_t bg0, int64_t slabs, const float* scores, void* p, cudaStream_t s);

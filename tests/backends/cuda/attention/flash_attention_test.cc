@@ -18,6 +18,7 @@
 #include "backends/cuda/attention/cudnn_sdpa_split.h"
 #endif
 #include "backends/cuda/attention/flash_candidates.h"
+#include "backends/cuda/attention/math_attention.h"
 #include "backends/cuda/cuda_testing.h"
 #include "support/attention_testing.h"
 
@@ -65,8 +66,8 @@ struct DeviceAttention {
 // `min_candidates`: how many must take each shape (fp32: Default alone). `shapes`: the shared
 // set by default; `wanted`: which candidates run (all by default).
 void check_dtype(DType dtype, uint64_t seed, int min_candidates = 2, std::vector<AttentionParams> shapes = {},
-                 bool (*wanted)(const std::string&) = nullptr) {
-  const auto cands = cuda::cuda_attention_candidates();
+                 bool (*wanted)(const std::string&) = nullptr, std::vector<AttentionCandidate> cands = {}) {
+  if (cands.empty()) cands = cuda::cuda_attention_candidates();
   for (const auto& note : cuda::cuda_attention_notes()) std::printf("note: %s\n", note.c_str());
   std::map<std::string, std::string> library_refusals;  // first refusal message per library candidate
   ASSERT_FALSE(cands.empty());
@@ -153,6 +154,19 @@ TEST(FlashAttention, Bf16AllShapesAllCandidates) {
 TEST(FlashAttention, Fp16AllShapesAllCandidates) {
   TUNABLEOP_REQUIRE_GPU();
   check_dtype(DType::kF16, 2000);
+}
+
+// Default's math path one slab (sequence, kv head) per chunk: every chunk gathers its own keys and
+// values into the same buffers, and scores stay per chunk (the default budgets take most of the
+// shared shapes in one chunk; a batch of 256 long sequences takes several).
+TEST(FlashAttention, DefaultInChunksOfOneSlab) {
+  TUNABLEOP_REQUIRE_GPU();
+  cuda::MathBudgets one_slab;
+  one_slab.scores = one_slab.kv = 1;
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    check_dtype(dtype, 400, 1, {}, nullptr, {cuda::make_math_attention(one_slab)});
+  }
 }
 
 TEST(FlashAttention, Fp32DefaultAllShapes) {
