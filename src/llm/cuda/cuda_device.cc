@@ -374,7 +374,7 @@ class CudaKernels final : public DeviceKernels {
   Status project_row_parallel(const Projection& p) {
     if (p.epilogue != Projection::Epilogue::kAddResidual || !p.input)
       return Status::internal(std::string("row-parallel projection ") + p.name + " without a residual add");
-    FusedLinearParams f = fused_params(p);
+    FusedLinearParams f = cuda::fused_linear_params(p, config(), o_.dtype);
     f.output = FusedOutput::kStoreF32;
     const bool fused = p.phase == Phase::kDecode && fusion_on() && p.rows <= kFusedLinearMaxTokens;
     std::string kernel;
@@ -568,26 +568,6 @@ class CudaKernels final : public DeviceKernels {
            " n" + std::to_string(p.rows);
   }
 
-  // The projection as a FusedLinear problem (its input and output kinds from the model's config).
-  FusedLinearParams fused_params(const Projection& p) const {
-    using E = Projection::Epilogue;
-    const ModelConfig& c = config();
-    FusedLinearParams f;
-    f.dtype = o_.dtype;
-    f.out = p.out;
-    f.in = p.in;
-    f.tokens = p.rows;
-    f.input = !p.norm ? FusedInput::kPlain : c.norm_adds_one() ? FusedInput::kRmsNormPlusOne : FusedInput::kRmsNorm;
-    f.eps = c.rms_norm_eps;
-    f.output = p.epilogue == E::kStore                 ? FusedOutput::kStore
-               : p.epilogue == E::kAddResidual         ? FusedOutput::kAddResidual
-               : p.epilogue == E::kArgmax              ? FusedOutput::kArgmax
-               : c.activation == Activation::kSilu     ? FusedOutput::kGatedSilu
-               : c.activation == Activation::kGeluTanh ? FusedOutput::kGatedGeluTanh
-                                                       : FusedOutput::kGatedGeluErf;
-    return f;
-  }
-
   FusedLinearOperands fused_operands(const Projection& p) {
     const ModelConfig& c = config();
     FusedLinearOperands o;
@@ -633,7 +613,7 @@ class CudaKernels final : public DeviceKernels {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     TUNABLEOP_CUDA_TRY(cudaStreamIsCapturing(stream_.get(), &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return &unfused;  // no tuning inside a graph; not kept
-    auto plan = make_plan(ctx_, fused_params(p));
+    auto plan = make_plan(ctx_, cuda::fused_linear_params(p, config(), o_.dtype));
     if (!plan.is_ok()) return &fusion_.set(site, unfused);
     plans_[site] = *plan;
     Projection q = p;

@@ -13,6 +13,24 @@
 
 namespace tunableop::llm::cuda {
 
+FusedLinearParams fused_linear_params(const Projection& p, const ModelConfig& c, DType dtype) {
+  using E = Projection::Epilogue;
+  FusedLinearParams f;
+  f.dtype = dtype;
+  f.out = p.out;
+  f.in = p.in;
+  f.tokens = p.rows;
+  f.input = !p.norm ? FusedInput::kPlain : c.norm_adds_one() ? FusedInput::kRmsNormPlusOne : FusedInput::kRmsNorm;
+  f.eps = c.rms_norm_eps;
+  f.output = p.epilogue == E::kStore                 ? FusedOutput::kStore
+             : p.epilogue == E::kAddResidual         ? FusedOutput::kAddResidual
+             : p.epilogue == E::kArgmax              ? FusedOutput::kArgmax
+             : c.activation == Activation::kSilu     ? FusedOutput::kGatedSilu
+             : c.activation == Activation::kGeluTanh ? FusedOutput::kGatedGeluTanh
+                                                     : FusedOutput::kGatedGeluErf;
+  return f;
+}
+
 namespace {
 constexpr const char* kSiteNames[] = {"qkv", "o", "gate_up", "down", "lm_head"};
 }  // namespace

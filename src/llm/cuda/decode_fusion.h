@@ -11,9 +11,16 @@
 #include <utility>
 #include <vector>
 
+#include "llm/config.h"
+#include "llm/device_kernels.h"
+#include "tunableop/fused_linear.h"
 #include "tunableop/status.h"
 
 namespace tunableop::llm::cuda {
+
+// A decode projection as a FusedLinear problem: its input (plain or RMSNorm, with or without the
+// family's +1) and its output (store, residual add, argmax or the family's gated activation).
+FusedLinearParams fused_linear_params(const Projection& p, const ModelConfig& c, DType dtype);
 
 struct FusionCandidate {
   std::string name;  // "unfused", "fused FusedLinear_r2_sk1"
