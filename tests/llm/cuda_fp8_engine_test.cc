@@ -32,15 +32,12 @@ EngineOptions fp8_options(bool lm_head, int64_t page = 0, bool graph = true) {
 }
 
 TEST(LlmCudaFp8, MatchesTransformersFixturesTeacherForced) {
-  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
-  const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
   int ran = 0;
-  for (const char* name : testing::kFp8Fixtures) {
-    const std::string dir = root + "/" + name;
-    if (!std::filesystem::exists(dir + "/reference.json")) continue;
+  for (const testing::Fp8Fixture& f : testing::committed_fp8_fixtures()) {
+    const std::string& dir = f.dir;
+    const nlohmann::json& ref = f.ref;
+    const char* name = f.name.c_str();
     SCOPED_TRACE(name);
-    std::ifstream in(dir + "/reference.json");
-    const nlohmann::json ref = nlohmann::json::parse(in);
     const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
     const auto hf_last = ref["last_logits"].get<std::vector<float>>();
     auto loaded = load_model(dir);
@@ -78,7 +75,7 @@ TEST(LlmCudaFp8, MatchesTransformersFixturesTeacherForced) {
     }
     ++ran;
   }
-  if (ran == 0) GTEST_SKIP() << "no fixtures in " << root;
+  if (ran == 0) GTEST_SKIP() << "no fixtures in " << testing::fp8_fixture_root();
 }
 
 // Real shapes (Llama-2-7B's and Gemma-2B's first two layers, random weights): the GEMMs take

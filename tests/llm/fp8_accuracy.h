@@ -9,6 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,6 +23,27 @@ namespace tunableop::llm::testing {
 // The Hugging Face fixtures (scripts/make_llm_fixtures.py) the fp8 tests run where committed.
 inline const char* const kFp8Fixtures[] = {"llama_gqa",      "gemma_mqa",  "llama_tied_sharded", "llama3_rope",
                                            "mistral_window", "qwen2_bias", "qwen3_qknorm",       "gemma2_softcap"};
+
+// The fixtures of kFp8Fixtures committed under `root` (tests/fixtures/llm of TUNABLEOP_SOURCE_DIR),
+// each with its directory and reference.json.
+struct Fp8Fixture {
+  std::string name, dir;
+  nlohmann::json ref;
+};
+inline std::string fp8_fixture_root() {
+  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/fixtures/llm";
+}
+inline std::vector<Fp8Fixture> committed_fp8_fixtures() {
+  std::vector<Fp8Fixture> out;
+  for (const char* name : kFp8Fixtures) {
+    const std::string dir = fp8_fixture_root() + "/" + name;
+    if (!std::filesystem::exists(dir + "/reference.json")) continue;
+    std::ifstream in(dir + "/reference.json");
+    out.push_back({name, dir, nlohmann::json::parse(in)});
+  }
+  return out;
+}
 
 // The thresholds docs/llm.md states for --dtype fp8 against fp32, per position (see there for
 // why): the logits' cosine similarity, the share of positions with the same argmax, and the

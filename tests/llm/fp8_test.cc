@@ -184,15 +184,12 @@ TEST(LinearOpScaled, CountsTheScaledGemmProblemAndPassesTheOperands) {
 // GPU test takes 64) against the fp32 engine on the same sequence.
 TEST(Fp8Accuracy, SimulatedFp8RoundingMeetsTheStatedThresholds) {
   constexpr int64_t kPositions = 48;
-  const char* src = std::getenv("TUNABLEOP_SOURCE_DIR");
-  const std::string root = std::string(src ? src : ".") + "/tests/fixtures/llm";
   int ran = 0;
-  for (const char* name : testing::kFp8Fixtures) {
-    const std::string dir = root + "/" + name;
-    if (!std::filesystem::exists(dir + "/reference.json")) continue;
+  for (const testing::Fp8Fixture& f : testing::committed_fp8_fixtures()) {
+    const std::string& dir = f.dir;
+    const nlohmann::json& ref = f.ref;
+    const char* name = f.name.c_str();
     SCOPED_TRACE(name);
-    std::ifstream in(dir + "/reference.json");
-    const nlohmann::json ref = nlohmann::json::parse(in);
     auto loaded = load_model(dir);
     ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
     auto exact = std::make_shared<const ModelWeights>(std::move(loaded.value()));
@@ -231,7 +228,7 @@ TEST(Fp8Accuracy, SimulatedFp8RoundingMeetsTheStatedThresholds) {
     testing::expect_fp8_accuracy(a, name);
     ++ran;
   }
-  if (ran == 0) GTEST_SKIP() << "no fixtures in " << root;
+  if (ran == 0) GTEST_SKIP() << "no fixtures in " << testing::fp8_fixture_root();
 }
 
 }  // namespace
