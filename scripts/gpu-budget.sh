@@ -1,8 +1,11 @@
 # Sourced by the gpu-*.sh scripts that run steps inside one time budget (gpu-interpose.sh,
-# gpu-fp8.sh). Expects: start (date +%s at the beginning), BUDGET (seconds), STEPS (a comma
+# gpu-fp8.sh, gpu-fp8-engine.sh, gpu-robust.sh, gpu-models.sh, bench/lab/gpu-decode.sh). Expects: start (date +%s at the beginning), BUDGET (seconds), STEPS (a comma
 # list), LOGS (a folder). Gives:
-#   stamp MSG              MSG with the seconds since start
+#   stamp MSG              MSG with the seconds since start (after `pack`, where the script
+#                          defines one: its logs then survive a run cut short)
 #   left                   seconds left of the budget
+#   step_seconds WANT      seconds a step wanting WANT may run: what is left less 5 s, at most
+#                          WANT; 0 (skip the step) when under 15 s would be left
 #   want STEP              true when STEP is in STEPS
 #   note MSG               appends MSG to $LOGS/steps.txt (the summary's list of steps)
 #   timed NAME NEED CAP CMD...
@@ -20,8 +23,15 @@
 #                          targets this configuration defines (ninja refuses a whole list for one
 #                          unknown name); logs in $LOGS/configure.log and build.log.
 # shellcheck shell=bash disable=SC2154
-stamp() { echo "[$(($(date +%s) - start))s] $*"; }
+stamp() {
+  if declare -F pack >/dev/null; then pack; fi
+  echo "[$(($(date +%s) - start))s] $*"
+}
 left() { echo $((start + BUDGET - $(date +%s))); }
+step_seconds() {
+  local rest=$(($(left) - 5))
+  if [ "$rest" -lt 15 ]; then echo 0; elif [ "$rest" -lt "$1" ]; then echo "$rest"; else echo "$1"; fi
+}
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 note() { echo "$*" >>"$LOGS/steps.txt"; }
 

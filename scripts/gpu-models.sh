@@ -37,15 +37,9 @@ mkdir -p "$LOGS" "$OUT"
 [ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
 start=$(date +%s)
 pack() { tar czf "$OUT/models_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null; }
-stamp() {
-  pack
-  echo "[$(($(date +%s) - start))s] $*"
-}
-# Seconds a step wanting $1 may run (0: skip it): what is left of the budget, at most $1.
-left() {
-  local rest=$((BUDGET - ($(date +%s) - start) - 5))
-  if [ "$rest" -lt 15 ]; then echo 0; elif [ "$rest" -lt "$1" ]; then echo "$rest"; else echo "$1"; fi
-}
+# stamp (packing the logs first) and step_seconds: scripts/gpu-budget.sh.
+# shellcheck source=scripts/gpu-budget.sh
+source "$ROOT/scripts/gpu-budget.sh"
 step() { [[ " $STEPS " == *" $1 "* ]]; }
 
 {
@@ -59,7 +53,7 @@ stamp "machine: $(grep -m1 -E 'NVIDIA|H100|H200' "$LOGS/machine.txt" || echo 'no
 
 if step fixtures; then
   stamp "fixtures (scripts/make_llm_fixtures.py)"
-  PYTHONUNBUFFERED=1 timeout "$(left 150)" python3 scripts/make_llm_fixtures.py --out tests/fixtures/llm \
+  PYTHONUNBUFFERED=1 timeout "$(step_seconds 150)" python3 scripts/make_llm_fixtures.py --out tests/fixtures/llm \
     >"$LOGS/fixtures.log" 2>&1 || echo "gpu-models: the fixture script failed (see fixtures.log)"
   tail -12 "$LOGS/fixtures.log"
   tar czf "$OUT/fixtures.tgz" tests/fixtures/llm 2>/dev/null
@@ -72,7 +66,7 @@ if step build; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTUNABLEOP_WITH_BLIS=OFF \
     -DTUNABLEOP_WITH_ONEDNN=OFF ${cudnn_inc:+-DTUNABLEOP_CUDNN_INCLUDE_DIR=$cudnn_inc} >"$LOGS/configure.log" 2>&1 ||
     { tail -20 "$LOGS/configure.log"; echo "gpu-models: configure failed"; pack; exit 1; }
-  secs=$(left 420)
+  secs=$(step_seconds 420)
   [ "$secs" = 0 ] && { echo "gpu-models: no time left to build"; pack; exit 1; }
   timeout "$secs" ninja -C "$BUILD" -j 16 tunableop_cli test_llm test_llm_cuda test_llm_cuda_kernels \
     test_cuda_attention >"$LOGS/build.log" 2>&1 ||
@@ -85,7 +79,7 @@ run_test() {
   local prog=$1 want=$2 filter=$3 name secs rc
   shift 3
   name=$(basename "$prog")
-  secs=$(left "$want")
+  secs=$(step_seconds "$want")
   if [ "$secs" = 0 ]; then echo "gpu-models: $name skipped (budget)"; return; fi
   stamp "test $name ($filter)"
   env TUNABLEOP_SOURCE_DIR="$ROOT" "$@" timeout "$secs" "$BUILD/tests/$prog" --gtest_filter="$filter" \
@@ -109,7 +103,7 @@ mkdir -p "$BUILD/results"
 export TUNABLEOP_FILENAME="$BUILD/results/results_%d.csv"
 bench() {  # name, seconds wanted, args...
   local name=$1 secs
-  secs=$(left "$2")
+  secs=$(step_seconds "$2")
   shift 2
   if [ "$secs" = 0 ]; then echo "gpu-models: $name skipped (budget)"; return; fi
   stamp "llm $name"

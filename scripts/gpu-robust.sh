@@ -31,15 +31,9 @@ rm -rf "$LOGS"
 mkdir -p "$LOGS" "$OUT"
 start=$(date +%s)
 pack() { tar czf "$OUT/robust_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null; }
-stamp() {
-  pack
-  echo "[$(($(date +%s) - start))s] $*"
-}
-# Seconds a step wanting $1 may run (0: skip it): what is left of the budget, at most $1.
-left() {
-  local rest=$((BUDGET - ($(date +%s) - start) - 5))
-  if [ "$rest" -lt 15 ]; then echo 0; elif [ "$rest" -lt "$1" ]; then echo "$rest"; else echo "$1"; fi
-}
+# stamp (packing the logs first) and step_seconds: scripts/gpu-budget.sh.
+# shellcheck source=scripts/gpu-budget.sh
+source "$ROOT/scripts/gpu-budget.sh"
 step() { [[ " $STEPS " == *" $1 "* ]]; }
 
 {
@@ -54,7 +48,7 @@ if step build; then
   stamp "build"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$LOGS/configure.log" 2>&1 ||
     { tail -20 "$LOGS/configure.log"; pack; exit 1; }
-  secs=$(left 540)
+  secs=$(step_seconds 540)
   [ "$secs" = 0 ] && { echo "gpu-robust: no time left to build"; pack; exit 1; }
   timeout "$secs" ninja -C "$BUILD" -j 16 tunableop_cli test_cuda_gemm test_ops_framework tunableop_preload \
     tunableop_interpose interpose_exit_threads_program interpose_cases_program >"$LOGS/build.log" 2>&1 ||
@@ -62,7 +56,7 @@ if step build; then
 fi
 
 if step tests; then
-  secs=$(left 240)
+  secs=$(step_seconds 240)
   if [ "$secs" = 0 ]; then
     tests="skipped (budget)"
   else
@@ -76,7 +70,7 @@ fi
 
 rc="not run" took=0 notes=0 distinct=0 failed=0 untuned=0
 if step b128; then
-  secs=$(left 540)
+  secs=$(step_seconds 540)
   if [ "$secs" = 0 ]; then
     rc="skipped (budget)"
   else

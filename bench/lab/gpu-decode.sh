@@ -59,15 +59,9 @@ mkdir -p "$LOGS" "$OUT"
 start=$(date +%s)
 BUDGET=${DECODE_BUDGET:-510}
 pack() { tar czf "$OUT/decode_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null; }
-stamp() {
-  pack
-  echo "[$(($(date +%s) - start))s] $*"
-}
-# Seconds a step wanting $1 may run (0: skip it): what is left of the budget, at most $1.
-left() {
-  local rest=$((BUDGET - ($(date +%s) - start) - 5))
-  if [ "$rest" -lt 15 ]; then echo 0; elif [ "$rest" -lt "$1" ]; then echo "$rest"; else echo "$1"; fi
-}
+# stamp (packing the logs first) and step_seconds: scripts/gpu-budget.sh.
+# shellcheck source=scripts/gpu-budget.sh
+source "$ROOT/scripts/gpu-budget.sh"
 # Runs "$@" with a timeout, or prints it (DECODE_DRY=1).
 go() {
   if [ "$DRY" = 1 ]; then echo "  would run: $*"; return 0; fi
@@ -117,7 +111,7 @@ if [ -n "$tests" ]; then
   for t in $tests; do
     prog=${t%%:*} rest=${t#*:}
     want=${rest%%:*} filter=${rest#"$want"} filter=${filter#:} name=$(basename "$prog")
-    secs=$(left "$want")
+    secs=$(step_seconds "$want")
     if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; continue; fi
     stamp "test $name"
     TUNABLEOP_SOURCE_DIR="$ROOT" go "$secs" "$BUILD/tests/$prog" ${filter:+--gtest_filter=$filter} >"$LOGS/$name.log" 2>&1
@@ -133,7 +127,7 @@ fi
 if [ "$ATTN" = 1 ]; then
   only=$(for s in 1 2 4 8 16 32; do for w in 2 4 8; do printf 'Attn_DecodeOneLaunch_w%s_sp%s,' "$w" "$s"; done; done)
   only=$only$(for c in 1 2 4 8 16; do for w in 1 2 4 8; do printf 'Attn_DecodeCluster_c%s_w%s,' "$c" "$w"; done; done)
-  secs=$(left 90)
+  secs=$(step_seconds 90)
   if [ "$secs" = 0 ]; then echo "gpu-decode: test_cuda_attention skipped (budget)"; else
     stamp "test test_cuda_attention (the decode candidates only)"
     TUNABLEOP_ATTENTION_TEST_ONLY=${only%,} go "$secs" "$BUILD/tests/backends/cuda/attention/test_cuda_attention" \
@@ -149,7 +143,7 @@ bin="$BUILD/tools/tunableop"
 export TUNABLEOP_FILENAME="$OUT/results_%d.csv"  # one results file: each problem tuned once
 run() {  # name, seconds wanted, args...
   local name=$1 secs
-  secs=$(left "$2")
+  secs=$(step_seconds "$2")
   shift 2
   if [ "$secs" = 0 ]; then echo "gpu-decode: $name skipped (budget)"; return; fi
   stamp "llm $name"
@@ -171,7 +165,7 @@ for m in $MODELS; do
     run "${m}_v${v}_b1" 60 --model "builtin:$m" "${common[@]}" "${after[@]}" --step-variant "$v"
   done
   if [ "$ATTN" = 1 ] && [ "$m" = gemma-2b ]; then  # every attention candidate on short caches, timed
-    secs=$(left 40)
+    secs=$(step_seconds 40)
     if [ "$secs" = 0 ]; then echo "gpu-decode: attention_lab skipped (budget)"; else
       stamp "attention_lab (short-cache decode shapes)"
       go "$secs" "$BUILD/bench/attention/attention_lab" --only short-decode --samples 5 --csv "$LOGS/lab_short.csv" \
@@ -183,7 +177,7 @@ done
 hf() {  # model, mode, seconds wanted
   local secs flags="--warmup 1 --batches 2"
   [ "$2" = eager ] && flags="--eager --warmup 1 --batches 1"
-  secs=$(left "$3")
+  secs=$(step_seconds "$3")
   if [ "$secs" = 0 ]; then echo "gpu-decode: hf $1 $2 skipped (budget)"; return; fi
   stamp "hf $1 $2"
   # shellcheck disable=SC2086
