@@ -134,15 +134,13 @@ Status CudaWeights::quantize(DeviceBuffer& dst, const char* name, int64_t rows, 
       return Status::invalid_argument(
           fmt::format("--dtype fp8: weight {} row {} holds a NaN or an infinity: no fp8 scale represents it", name, r));
   }
-  scales_.emplace_back(dst.get(), std::move(scales));
+  scales_.emplace(dst.get(), std::move(scales));
   return Status::ok();
 }
 
 const float* CudaWeights::fp8_scales(const void* w) const {
-  for (const auto& [weight, scales] : scales_) {
-    if (weight == w) return scales.as<float>();
-  }
-  return nullptr;
+  const auto it = scales_.find(w);
+  return it == scales_.end() ? nullptr : it->second.as<float>();
 }
 
 Status CudaWeights::load_shard(const ModelSpec& spec, uint64_t seed, const TensorParallelLayout& tp, int rank,

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,7 +69,8 @@ class CudaWeights {
   ::tunableop::cuda::DeviceBuffer embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   // e4m3 weights' scales, by the weight's buffer (fp8 only); a list: a model has a few hundred.
-  std::vector<std::pair<const void*, ::tunableop::cuda::DeviceBuffer>> scales_;
+  // Looked up on every projection (project()): a hash map, not a scan of every layer's weights.
+  std::unordered_map<const void*, ::tunableop::cuda::DeviceBuffer> scales_;
   DeviceWeights view_;
 };
 
