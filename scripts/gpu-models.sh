@@ -131,7 +131,7 @@ if step bench; then
   {
     echo "== decode at batch 1, bf16, 256 tokens (issue 28: >= 85% of the copy ceiling for llama-3-8b and qwen2.5-7b)"
     # shellcheck disable=SC2086
-    python3 - "$ROOT/scripts" "$LOGS" $MODELS <<'PY'
+    python3 - "$ROOT/bench/lab" "$LOGS" $MODELS <<'PY'
 import os, sys
 sys.path.insert(0, sys.argv[1])
 from decode_summary import engine_row, fmt  # the same reading of the logs as gpu-decode.sh

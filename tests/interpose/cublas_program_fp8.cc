@@ -177,7 +177,9 @@ int run_fp8_cases(Context& ctx, int* passes) {
   const Case cases[] = {
       {256, 16, 512, false, false, false, false, 1.0f, "LtMatmul fp8 tensorwise (scaled_mm)"},
       {192, 64, 256, true, false, true, false, 1.0f, "LtMatmul fp8 rowwise + bf16 bias"},
-      {128, 8, 1024, true, true, true, true, 1.0f, "LtMatmul fp8 rowwise fast-accum, fp32 out"},
+      // fp32 out is tensorwise: PyTorch's rowwise scaling takes bf16 out only, and cuBLASLt
+      // 13.1 on an H200 answers NOT_SUPPORTED for rowwise with fp32 out (2026-11-28).
+      {128, 8, 1024, false, true, false, true, 1.0f, "LtMatmul fp8 tensorwise fast-accum, fp32 out"},
       {64, 32, 128, false, false, false, false, 2.0f, "LtMatmul fp8 alpha 2 (passes through)"},
   };
   int servable = 0;

@@ -154,6 +154,13 @@ TEST(LlmCuda, FamiliesMatchTheCpuEngine) {
     ASSERT_TRUE(b16.engine->prefill(prompts, &next).is_ok());
     std::vector<float> l16;
     ASSERT_TRUE(b16.engine->last_logits(&l16).is_ok());
+    // A second bf16 engine from the same directory: the same bits (its weights were once converted
+    // from a staging buffer that the copy had not finished filling, so each engine differed).
+    MAKE_GPU_ENGINE(b16_again, spec, 0, opts(DType::kBF16));
+    ASSERT_TRUE(b16_again.engine->prefill(prompts, &next).is_ok());
+    std::vector<float> l16_again;
+    ASSERT_TRUE(b16_again.engine->last_logits(&l16_again).is_ok());
+    EXPECT_EQ(l16_again, l16) << "two bf16 engines loaded from one directory";
     MAKE_GPU_ENGINE(f32, spec, 0, opts(DType::kF32));
     ASSERT_TRUE(f32.engine->prefill(prompts, &next).is_ok());
     std::vector<float> l32;

@@ -104,10 +104,12 @@ TEST(LlmCudaFp8, RealShapesFollowTheBf16Engine) {
 // written to the results file in PyTorch's layout; a second engine serves them from the file.
 TEST(LlmCudaFp8, ProjectionsAreScaledGemmProblemsInTheResultsFile) {
   testing::ScratchDir dir("llm_fp8_results");
-  const std::string file = dir.path() + "/results.csv";
+  // %d is the device ordinal (a name without it gets the ordinal before the extension, as
+  // PyTorch names it).
+  const std::string pattern = dir.path() + "/results%d.csv", file = dir.path() + "/results0.csv";
   for (int pass = 0; pass < 2; ++pass) {
     SCOPED_TRACE(pass == 0 ? "tuned" : "served");
-    Context ctx(Device::cuda(0), testing::quick_tuning_config(file, pass == 0));
+    Context ctx(Device::cuda(0), testing::quick_tuning_config(pattern, pass == 0));
     auto made = make_cuda_engine(cuda_test::builtin("tiny"), 7, 2, fp8_options(false), ctx);
     if (!made.is_ok() && made.status().code() == StatusCode::kUnsupported) GTEST_SKIP() << made.status().message();
     ASSERT_TRUE(made.is_ok()) << made.status().to_string();

@@ -231,5 +231,19 @@ TEST(Fp8Accuracy, SimulatedFp8RoundingMeetsTheStatedThresholds) {
   if (ran == 0) GTEST_SKIP() << "no fixtures in " << testing::fp8_fixture_root();
 }
 
+// The top-1 metric forgives near-ties only: an argmax within kFp8NearTie of the reference's top
+// logit counts, one far below it (what a broken projection gives) does not.
+TEST(Fp8Accuracy, NearTiesAreForgivenAndAWrongArgmaxIsNot) {
+  const std::vector<std::vector<float>> want = {{10.f, 9.8f, 0.f, -3.f}, {10.f, 2.f, 0.f, -3.f}};
+  const std::vector<std::vector<float>> tie = {{9.8f, 10.f, 0.f, -3.f}, {10.f, 2.f, 0.f, -3.f}};
+  const testing::Fp8Accuracy a = testing::compare_logits(tie, want);
+  EXPECT_DOUBLE_EQ(a.top1, 1.0);  // 10 - 9.8 <= 0.05 x 10
+  EXPECT_DOUBLE_EQ(a.top1_strict, 0.5);
+  const std::vector<std::vector<float>> wrong = {{10.f, 9.8f, 0.f, -3.f}, {0.f, 2.f, 10.f, -3.f}};
+  const testing::Fp8Accuracy b = testing::compare_logits(wrong, want);
+  EXPECT_DOUBLE_EQ(b.top1, 0.5);  // 10 - 0 > 0.05 x 10
+  EXPECT_DOUBLE_EQ(b.top1_strict, 0.5);
+}
+
 }  // namespace
 }  // namespace tunableop::llm

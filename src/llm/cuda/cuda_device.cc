@@ -702,9 +702,12 @@ class CudaKernels final : public DeviceKernels {
   }
   bool launch_pdl() const { return pdl_capable_ && variant_.pdl > 0; }
 
+  // On the engine's stream (a non-blocking one: cudaMemcpy on the legacy stream would not order
+  // its kernels after the copy; see weight_loader.cc).
   Status copy_to_device(DeviceBuffer& dst, const void* src, size_t bytes) {
     TUNABLEOP_RETURN_IF_ERROR(dst.ensure(bytes));
-    TUNABLEOP_CUDA_TRY(cudaMemcpy(dst.get(), src, bytes, cudaMemcpyHostToDevice));
+    TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream_.get()));
+    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
     return Status::ok();
   }
 

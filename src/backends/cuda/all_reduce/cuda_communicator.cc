@@ -279,6 +279,9 @@ void CudaCommunicator::allocate_peer_memory() {
     cudaError_t e = cudaMalloc(&m, L.bytes);
     if (e == cudaSuccess) e = cudaMemset(m, 0, L.bytes);
     if (e == cudaSuccess) e = cudaMemcpy(static_cast<char*>(m) + L.state_offset, &epoch, 4, cudaMemcpyHostToDevice);
+    // cudaMemset and a small pageable cudaMemcpy may still be in flight on return, on the legacy
+    // stream, which does not order the non-blocking streams the peer kernels run on.
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       if (m) cudaFree(m);
