@@ -100,8 +100,8 @@ class CudaKernels final : public DeviceKernels {
                     c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, feature_tag(c)),
         o_.dtype);
     gate_.init(stream_.get(), c.activation);
-    TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));  // timing sinks
-    TUNABLEOP_CUDA_TRY(cudaMemset(scratch_.get(), 0, scratch_.bytes()));
+    TUNABLEOP_RETURN_IF_ERROR(scratch_.ensure(256));                                          // timing sinks
+    TUNABLEOP_CUDA_TRY(cudaMemsetAsync(scratch_.get(), 0, scratch_.bytes(), stream_.get()));  // stream-ordered
     TUNABLEOP_RETURN_IF_ERROR(tp_ ? weights_.load_shard(spec, seed, *tp_, tp_rank_, host, e_, stream_.get())
                                   : weights_.load(spec, seed, config(), e_, stream_.get(), o_.fp8));
     view_ = weights_.view();

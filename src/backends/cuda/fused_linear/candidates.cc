@@ -43,7 +43,9 @@ StatusOr<unsigned long long*> argmax_scratch(void* stream) {
   void*& p = buffers[{dev, stream}];
   if (!p) {
     TUNABLEOP_CUDA_TRY(cudaMalloc(&p, 64 * sizeof(unsigned long long)));
-    TUNABLEOP_CUDA_TRY(cudaMemset(p, 0, 64 * sizeof(unsigned long long)));
+    // On the stream its kernels run on: cudaMemset runs on the legacy stream, which does not order
+    // a non-blocking stream's next kernel after it.
+    TUNABLEOP_CUDA_TRY(cudaMemsetAsync(p, 0, 64 * sizeof(unsigned long long), static_cast<cudaStream_t>(stream)));
   }
   return static_cast<unsigned long long*>(p);
 }
