@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "llm/parallel/process_tp.h"
+#include "llm/parallel/tp_layout.h"
+#include "llm/random_model.h"
 #include "llm/weights.h"
 #include "llm_tp.h"
 
@@ -41,9 +43,18 @@ Device TpLaunch::device(bool cuda, int gpu) const {
 
 StatusOr<std::unique_ptr<llm::Engine>> build_engine(
     const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, int tp, const llm::EngineOptions& options,
-    Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights, TpLaunch* launch) {
+    Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights, TpLaunch* launch,
+    const std::function<Status(const llm::ModelConfig&, int)>& on_cpu_rank) {
   if (launch && launch->multi_process()) {  // each rank holds its shard only: on_cpu_weights has no whole model to see
-    launch->built();                        // the followers meet it in make_process_tp_engine from here on
+    if (ctx.device().kind == DeviceKind::kCpu && on_cpu_rank) {
+      // Before any rank loads (a failure here cancels the followers: TpLaunch's destructor).
+      auto c = llm::spec_config(spec, layers);
+      if (!c.is_ok()) return c.status();
+      auto layout = llm::TensorParallelLayout::make(*c, launch->mpi()->size());
+      if (!layout.is_ok()) return layout.status();
+      TUNABLEOP_RETURN_IF_ERROR(on_cpu_rank(layout->local_config(0), launch->mpi()->local_size()));
+    }
+    launch->built();  // the followers meet it in make_process_tp_engine from here on
     auto e = llm::make_process_tp_engine(spec, model_seed, layers, options, ctx, launch->mpi()->calls(),
                                          launch->mpi()->data());
     if (!e.is_ok()) return e.status();

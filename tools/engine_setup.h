@@ -45,11 +45,13 @@ class TpLaunch {
 // The engine of `spec` on ctx's device: the CPU (weights loaded or generated here; `on_cpu_weights`,
 // when given, sees them first: --save-model), CUDA, or `tp` ranks of either; under a
 // multi-process launch this process's rank (rank 0's engine: the leader; no whole model is in
-// memory there, so on_cpu_weights is not called).
+// memory there, so on_cpu_weights is not called; on_cpu_rank is, on the CPU, before any rank
+// loads: one rank's model and the number of ranks on this host).
 StatusOr<std::unique_ptr<llm::Engine>> build_engine(
     const llm::ModelSpec& spec, uint64_t model_seed, int64_t layers, int tp, const llm::EngineOptions& options,
     Context& ctx, const std::function<Status(const llm::ModelWeights&)>& on_cpu_weights = {},
-    TpLaunch* launch = nullptr);
+    TpLaunch* launch = nullptr,
+    const std::function<Status(const llm::ModelConfig& rank_config, int ranks_here)>& on_cpu_rank = {});
 
 // A follower of a multi-process launch: builds this process's rank (the options are rank 0's)
 // and runs rank 0's calls until rank 0's engine ends; the exit code (its own failures printed,

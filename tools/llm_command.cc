@@ -418,7 +418,12 @@ int run_llm(const LlmArgs& a) {
     }
     return Status::ok();
   };
-  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, on_cpu_weights, launch->get());
+  // Under `mpirun --tp N` on the CPU: this host's ranks together, before any of them loads.
+  auto on_cpu_rank = [&eo, padded](const llm::ModelConfig& rank_config, int ranks_here) -> Status {
+    const uint64_t weight_bytes = uint64_t(std::max<int64_t>(rank_config.parameter_count(), 0)) * sizeof(float);
+    return llm::check_run_fits(rank_config, eo, padded, sizeof(float), weight_bytes, ranks_here);
+  };
+  auto built = build_engine(*spec, a.model_seed, a.layers, a.tp, eo, ctx, on_cpu_weights, launch->get(), on_cpu_rank);
   if (!built.is_ok()) return llm_fail(built.status());
   std::unique_ptr<llm::Engine> engine = std::move(built.value());
   const std::string model_desc = describe_model(a.model, engine->config());

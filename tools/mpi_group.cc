@@ -180,12 +180,11 @@ class Session final : public MpiSession {
     MPI_Comm local;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
     MPI_Comm_rank(local, &local_rank_);
-    int local_size = 1;
-    MPI_Comm_size(local, &local_size);
+    MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
     cpu_set_t cpus;
     const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    const bool crowded = local_size > cores;
+    const bool crowded = local_size_ > cores;
     char name[MPI_MAX_PROCESSOR_NAME] = {};
     int len = 0;
     MPI_Get_processor_name(name, &len);
@@ -203,11 +202,12 @@ class Session final : public MpiSession {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   ProcessGroup& calls() override { return *calls_; }
   ProcessGroup& data() override { return *data_; }
 
  private:
-  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::unique_ptr<MpiGroup> calls_, data_;
 };
 

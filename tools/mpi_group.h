@@ -34,6 +34,7 @@ class MpiSession {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual int local_rank() const = 0;  // among the processes on this host (the GPU it takes)
+  virtual int local_size() const = 0;  // the processes on this host
   virtual ProcessGroup& calls() = 0;
   virtual ProcessGroup& data() = 0;
 };

@@ -70,7 +70,7 @@ Status check_engine_fits(const ModelConfig& c, const EngineOptions& o, size_t el
 }
 
 Status check_run_fits(const ModelConfig& c, const EngineOptions& o, int64_t prompt_tokens, size_t elem_bytes,
-                      uint64_t resident_bytes) {
+                      uint64_t resident_bytes, int ranks_here) {
   TUNABLEOP_RETURN_IF_ERROR(check_engine_fits(c, o, elem_bytes, /*host_memory=*/true));
   const CheckedInt B = o.max_batch, S = o.max_seq, P = std::max<int64_t>(prompt_tokens, 1);
   CheckedInt kv_positions = B * S;
@@ -78,12 +78,15 @@ Status check_run_fits(const ModelConfig& c, const EngineOptions& o, int64_t prom
     kv_positions = CheckedInt(o.kv_cache.pages) * o.kv_cache.page_size;
   const CheckedInt elems = CheckedInt(2) * c.num_layers * CheckedInt(c.num_kv_heads) * c.head_dim * kv_positions +
                            S * c.head_dim + B * c.vocab_size + prefill_elems(c, B, P);
-  const CheckedInt bytes =
+  const CheckedInt rank_bytes =
       elems * int64_t(elem_bytes) + CheckedInt(int64_t(std::min<uint64_t>(resident_bytes, INT64_MAX)));
+  const int ranks = std::max(ranks_here, 1);
   return check_available_memory(
-      bytes, fmt::format("a prefill of {} sequence{} of {} tokens (the KV cache, activations and attention scores{})",
-                         o.max_batch, o.max_batch == 1 ? "" : "s", prompt_tokens,
-                         resident_bytes > 0 ? ", and the model's weights" : ""));
+      rank_bytes * int64_t(ranks),
+      fmt::format("a prefill of {} sequence{} of {} tokens (the KV cache, activations and attention scores{}{})",
+                  o.max_batch, o.max_batch == 1 ? "" : "s", prompt_tokens,
+                  resident_bytes > 0 ? (ranks > 1 ? ", and the weights" : ", and the model's weights") : "",
+                  ranks > 1 ? fmt::format(", for each of the {} tensor-parallel ranks on this host", ranks) : ""));
 }
 
 }  // namespace tunableop::llm

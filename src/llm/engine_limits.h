@@ -24,8 +24,10 @@ Status check_engine_fits(const ModelConfig& c, const EngineOptions& options, siz
 // besides (0 when the weights are loaded already) against the memory available now
 // (MemAvailable, the cgroup's room). Without it
 // `llm --batch 1048576` passed every check and was OOM-killed after 38 s (issue 33).
-// ResourceExhausted names the sizes.
+// ResourceExhausted names the sizes. `ranks_here` > 1: c is one tensor-parallel rank's model
+// (TensorParallelLayout::local_config) and that many ranks of the same size share this host's
+// memory (`mpirun -np N ... --tp N` on one machine), so the need is theirs together.
 Status check_run_fits(const ModelConfig& c, const EngineOptions& options, int64_t prompt_tokens, size_t elem_bytes,
-                      uint64_t resident_bytes);
+                      uint64_t resident_bytes, int ranks_here = 1);
 
 }  // namespace tunableop::llm

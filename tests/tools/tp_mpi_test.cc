@@ -158,6 +158,25 @@ TEST(CliTpMpi, TpMustEqualTheProcessesAndSaysSo) {
   EXPECT_NE(r.err.find("attention heads do not split evenly"), std::string::npos) << r.err;
 }
 
+// A run whose ranks together do not fit this host's memory is refused by rank 0 before any rank
+// loads, naming the sizes and the ranks, and every rank exits (Llama-2-70B over two CPU ranks:
+// 138 GB of fp32 weights each).
+TEST(CliTpMpi, ARunWhoseRanksDoNotFitThisHostIsRefusedBeforeAnyLoads) {
+  CliRunner cli;
+  mpi_env(cli);
+  cli.set_launcher(mpirun(2));
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = cli.run(bench_args("builtin:llama-2-70b", 2));
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.err.find("for each of the 2 tensor-parallel ranks on this host"), std::string::npos) << r.err;
+  // 259 GB: more than the machine has at all (the message says so; a smaller excess names what is
+  // available now).
+  EXPECT_TRUE(r.err.find("more than this machine's memory") != std::string::npos ||
+              r.err.find("of memory available now") != std::string::npos)
+      << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s) << "the followers were not left waiting";
+}
+
 TEST(CliTpMpi, TheAllReduceTableOverProcessesChecksTimesAndKeepsTheChoiceOfRankZero) {
   CliRunner cli;
   mpi_env(cli);
