@@ -65,6 +65,14 @@ Histogram Histogram::latency() {
   return h;
 }
 
+Histogram Histogram::step() {
+  Histogram h;
+  h.bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.006, 0.008, 0.01, 0.0125, 0.015, 0.0175, 0.02,
+              0.0225, 0.025,   0.03,   0.035, 0.04,  0.05,  0.075, 0.1,   0.25,  0.5,  1.0,    2.5,   10.0};
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
 void Histogram::observe(double seconds) {
   const size_t i = size_t(std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin());
   if (counts.size() != bounds.size() + 1) counts.assign(bounds.size() + 1, 0);

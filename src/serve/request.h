@@ -76,6 +76,7 @@ struct Histogram {
   double sum = 0;
   uint64_t count = 0;
   static Histogram latency();  // 1 ms .. 60 s
+  static Histogram step();     // 100 us .. 10 s, finer around a decode step's 5-50 ms
   void observe(double seconds);
 };
 
@@ -89,6 +90,11 @@ struct RuntimeStats {
   uint64_t preemptions = 0, steps = 0;
   uint64_t tuned_problems = 0, untuned_problems = 0;  // tuned off the request path / still waiting for it
   Histogram ttft = Histogram::latency(), tpot = Histogram::latency(), e2e = Histogram::latency();
+  // Where a busy loop's time goes (docs/serve.md, "Metrics"): each engine call (sampling and the
+  // tokens' download included), and the loop's own turn between two calls while busy (admission,
+  // planning, handing tokens to the requests' channels).
+  Histogram decode_step = Histogram::step(), prefill_step = Histogram::step(), host_turn = Histogram::step();
+  uint64_t decode_rows = 0, decode_padded_rows = 0;  // sequences decoded; rows of the batch sizes run
   bool ready = false, draining = false;
 };
 

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -45,6 +46,7 @@ class Runtime final : public Backend {
                          fmt::join(engine_->decode_buckets(), ","), fmt::join(prefill_rows, ","),
                          tuning_ ? ", tuning what the results file lacks" : ""));
     const auto t0 = Clock::now();
+    buckets_ = engine_->decode_buckets();
     TUNABLEOP_RETURN_IF_ERROR(engine_->warm_up_slots(prefill_rows));
     progress(fmt::format("warm-up done in {:.1f} s", std::chrono::duration<double>(Clock::now() - t0).count()));
     if (tuning_) {
@@ -156,6 +158,7 @@ class Runtime final : public Backend {
       release(&freed);
       release(&plan.freed_slots);
       if (plan.kind == StepPlan::Kind::kIdle) {
+        last_call_end_.reset();  // a host turn is timed between two busy steps only
         publish_stats();
         // Tuning waits for a quiet second: a request that arrives while a problem is tuned waits
         // for that problem (up to about a second), and a burst's gaps are shorter than that.
@@ -198,6 +201,11 @@ class Runtime final : public Backend {
     std::vector<int32_t> next;
     std::vector<SamplingRow> rows;
     Status st;
+    const Clock::time_point call_start = Clock::now();
+    if (last_call_end_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.host_turn.observe(seconds(*last_call_end_, call_start));
+    }
     if (plan.kind == StepPlan::Kind::kDecode) {
       std::vector<int64_t> slots;
       std::vector<int32_t> tokens;
@@ -216,6 +224,8 @@ class Runtime final : public Backend {
       }
       st = engine_->prefill_slots(chunks, rows.data(), &next);
     }
+    const Clock::time_point call_end = Clock::now();
+    last_call_end_ = call_end;
     if (!st.is_ok()) {
       ctx_.log().warn("serve: a step failed: " + st.to_string());
       scheduler_.fail(plan, st, freed);
@@ -226,6 +236,15 @@ class Runtime final : public Backend {
     const Clock::time_point now = Clock::now();
     std::vector<Outcome> outcomes = scheduler_.complete(plan, next, o_.eos_ids, now, freed);
     std::lock_guard<std::mutex> lock(mu_);
+    stats_.steps = steps_;  // with its timing, so that a copy of the stats counts both or neither
+    if (plan.kind == StepPlan::Kind::kDecode) {
+      stats_.decode_step.observe(seconds(call_start, call_end));
+      const uint64_t rows_run = uint64_t(plan.decode.size());
+      stats_.decode_rows += rows_run;
+      stats_.decode_padded_rows += uint64_t(padded_rows(int64_t(rows_run)));
+    } else {
+      stats_.prefill_step.observe(seconds(call_start, call_end));
+    }
     for (Outcome& o : outcomes) {
       if (!o.appended) continue;
       ++stats_.generation_tokens;
@@ -236,6 +255,13 @@ class Runtime final : public Backend {
       stats_.e2e.observe(seconds(s.request.arrival, now));
       if (s.generated() > 1) stats_.tpot.observe(seconds(s.first_token_time, now) / double(s.generated() - 1));
     }
+  }
+
+  // The batch size decode_slots() runs `rows` sequences at: the smallest decode bucket that holds them.
+  int64_t padded_rows(int64_t rows) const {
+    for (int64_t b : buckets_)
+      if (b >= rows) return b;
+    return rows;
   }
 
   static double seconds(Clock::time_point a, Clock::time_point b) {
@@ -320,6 +346,8 @@ class Runtime final : public Backend {
   static constexpr std::chrono::seconds kQuietBeforeTuning{1};
   Clock::time_point last_busy_ = Clock::now();
   uint64_t prompt_tokens_ = 0, steps_ = 0, failed_ = 0, tuned_ = 0;
+  std::optional<Clock::time_point> last_call_end_;  // the last engine call's end, while busy
+  std::vector<int64_t> buckets_;                    // engine_->decode_buckets(), ascending
   std::deque<std::pair<std::string, std::string>> pending_;
   std::set<std::string> tried_;
 };

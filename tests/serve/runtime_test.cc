@@ -113,6 +113,17 @@ TEST(Runtime, ConcurrentRequestsGetTheirAloneTokens) {
   const RuntimeStats s = rt->stats();
   EXPECT_EQ(s.requests_finished, uint64_t(kRequests));
   EXPECT_EQ(s.ttft.count, uint64_t(kRequests));
+  // The step breakdown: every step timed as decode or prefill; a decode row for each token after
+  // a request's first at least (a first token may come from a decode step too: a prompt whose
+  // last token the scheduler runs as a decode row), padded rows at least as many; host turns
+  // timed between busy steps only.
+  EXPECT_EQ(s.decode_step.count + s.prefill_step.count, s.steps);
+  EXPECT_GE(s.decode_rows, s.generation_tokens - uint64_t(kRequests));
+  EXPECT_LE(s.decode_rows, s.generation_tokens);
+  EXPECT_GE(s.decode_padded_rows, s.decode_rows);
+  EXPECT_GT(s.decode_step.sum, 0.0);
+  EXPECT_GT(s.host_turn.count, 0u);
+  EXPECT_LT(s.host_turn.count, s.steps);
 }
 
 TEST(Runtime, SeededSamplingIsReproducible) {

@@ -58,6 +58,19 @@ std::string prometheus_text(const RuntimeStats& s, const ResponseCounts& respons
       prometheus_histogram("tunableop_time_per_output_token_seconds", "Time per output token after the first", s.tpot);
   out += prometheus_histogram("tunableop_e2e_request_latency_seconds", "Arrival to last token", s.e2e);
   out +=
+      prometheus_histogram("tunableop_decode_step_seconds",
+                           "One decode step's engine call (sampling and the tokens' download included)", s.decode_step);
+  out += prometheus_histogram("tunableop_prefill_step_seconds", "One prefill pass's engine call", s.prefill_step);
+  out += prometheus_histogram("tunableop_host_turn_seconds",
+                              "The loop's own time between two engine calls while busy (admission, planning, tokens "
+                              "handed to the requests)",
+                              s.host_turn);
+  metric(out, "tunableop_decode_rows_total", "counter", "Sequences decoded, summed over decode steps",
+         double(s.decode_rows));
+  metric(out, "tunableop_decode_padded_rows_total", "counter",
+         "Rows the decode steps ran at (their batch sizes, padded to the engine's buckets)",
+         double(s.decode_padded_rows));
+  out +=
       "# HELP tunableop_http_responses_total HTTP responses sent, by status code\n"
       "# TYPE tunableop_http_responses_total counter\n";
   for (const auto& [code, n] : responses)
