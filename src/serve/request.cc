@@ -1,5 +1,7 @@
 #include "serve/request.h"
 
+#include <utility>
+
 #include <algorithm>
 
 namespace tunableop::serve {
@@ -57,20 +59,22 @@ bool Channel::cancelled() const {
   return cancelled_;
 }
 
-Histogram Histogram::latency() {
+Histogram Histogram::with_bounds(std::vector<double> upper) {
   Histogram h;
-  h.bounds = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,  0.15, 0.2,
-              0.3,   0.5,    0.75,  1.0,  1.5,   2.0,  2.5,   5.0,  7.5,  10.0, 20.0,  30.0, 60.0};
+  h.bounds = std::move(upper);
   h.counts.assign(h.bounds.size() + 1, 0);
   return h;
 }
 
+Histogram Histogram::latency() {
+  return with_bounds({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,  0.15, 0.2,
+                      0.3,   0.5,    0.75,  1.0,  1.5,   2.0,  2.5,   5.0,  7.5,  10.0, 20.0,  30.0, 60.0});
+}
+
 Histogram Histogram::step() {
-  Histogram h;
-  h.bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.006, 0.008, 0.01, 0.0125, 0.015, 0.0175, 0.02,
-              0.0225, 0.025,   0.03,   0.035, 0.04,  0.05,  0.075, 0.1,   0.25,  0.5,  1.0,    2.5,   10.0};
-  h.counts.assign(h.bounds.size() + 1, 0);
-  return h;
+  return with_bounds({0.0001, 0.00025, 0.0005, 0.001,  0.002, 0.003,  0.004, 0.006, 0.008,
+                      0.01,   0.0125,  0.015,  0.0175, 0.02,  0.0225, 0.025, 0.03,  0.035,
+                      0.04,   0.05,    0.075,  0.1,    0.25,  0.5,    1.0,   2.5,   10.0});
 }
 
 void Histogram::observe(double seconds) {

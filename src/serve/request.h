@@ -77,6 +77,7 @@ struct Histogram {
   uint64_t count = 0;
   static Histogram latency();  // 1 ms .. 60 s
   static Histogram step();     // 100 us .. 10 s, finer around a decode step's 5-50 ms
+  static Histogram with_bounds(std::vector<double> upper);
   void observe(double seconds);
 };
 
