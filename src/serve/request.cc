@@ -1,8 +1,7 @@
 #include "serve/request.h"
 
-#include <utility>
-
 #include <algorithm>
+#include <utility>
 
 namespace tunableop::serve {
 
