@@ -85,8 +85,17 @@ bench() {  # name, args...
   local name=$1
   shift
   stamp "bench $name"
+  # /metrics before and after: bench/serve/loop_breakdown.py splits the run's loop time.
+  python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" \
+    >"$OUT/metrics_before_$name.txt" 2>&1
+  local t0
+  t0=$(date +%s.%N)
   timeout "${BENCH_TIMEOUT:-900}" "$bin" bench serve --url "$url" --seed 1 --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 ||
     echo "gpu-serve-bench: $name exited $? (see $name.txt)"
+  python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" \
+    >"$OUT/metrics_after_$name.txt" 2>&1
+  python3 bench/serve/loop_breakdown.py "$OUT/metrics_before_$name.txt" "$OUT/metrics_after_$name.txt" \
+    --wall "$(python3 -c "import time; print(time.time() - $t0)")" >"$OUT/loop_$name.txt" 2>&1
 }
 sample_metrics() {  # every 0.5 s into $OUT/$1: peaks of KV pages and requests
   python3 - "$url" >"$OUT/$1" 2>&1 <<'PY' &
@@ -145,6 +154,7 @@ stamp "done"
 echo "== $gpu; $(head -1 "$OUT/serve.out")"
 grep -E "warm-up done" "$OUT/serve.err" | head -2
 [ -f "$OUT/metrics_peak.txt" ] && echo "== peak (unlimited rate): $(tail -1 "$OUT/metrics_peak.txt")"
+for f in "$OUT"/loop_*.txt; do [ -f "$f" ] && echo "== loop, $(basename "$f" .txt | sed 's/^loop_//'): $(cat "$f")"; done
 [ -f "$OUT/llm_alone.txt" ] && echo "== llm alone: $(grep -E "TPOT" "$OUT/llm_alone.txt" | head -1)"
 [ -s "$OUT/hf.json" ] && echo "== hf: $(cat "$OUT/hf.json")"
 printf "%-10s %9s %12s %12s %10s %10s %10s %10s %s\n" run req/s out_tok/s total_tok/s ttft_p50 ttft_p99 tpot_p50 tpot_p99 errors
