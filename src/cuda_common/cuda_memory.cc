@@ -28,6 +28,13 @@ Status Block<Free>::ensure(size_t bytes) {
 template class Block<detail::FreeDevice>;
 template class Block<detail::FreeHost>;
 
+Status upload(DeviceBuffer& dst, const void* src, size_t bytes, cudaStream_t stream) {
+  TUNABLEOP_RETURN_IF_ERROR(dst.ensure(bytes));
+  TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream));
+  TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status::ok();
+}
+
 Status Stream::create() {
   cudaStream_t s = nullptr;
   TUNABLEOP_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -60,6 +60,13 @@ class Block {
 using DeviceBuffer = Block<detail::FreeDevice>;
 using PinnedBuffer = Block<detail::FreeHost>;
 
+// dst grown to `bytes` and filled from host memory `src`, on `stream` (the stream whose kernels
+// read dst), then synchronized. Not cudaMemcpy: it runs on the legacy stream, which does not order
+// a non-blocking stream's next kernel after it, and from pageable memory it returns before the
+// DMA lands (a conversion kernel then read the previous tensor's bytes: bf16 and fp8 engines
+// loaded from a directory differed from engine to engine; measured on an H200, 2026-11-28).
+Status upload(DeviceBuffer& dst, const void* src, size_t bytes, cudaStream_t stream);
+
 // A non-blocking stream (never serialised against the legacy default stream).
 class Stream {
  public:

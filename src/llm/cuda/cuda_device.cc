@@ -107,8 +107,10 @@ class CudaKernels final : public DeviceKernels {
     view_ = weights_.view();
     if (tp_) TUNABLEOP_RETURN_IF_ERROR(row_gemm_.init(stream_.get()));
     RopeTable rope = make_rope_table(config(), o_.max_seq);  // the model's RoPE scaling (rope.h)
-    TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_cos_, rope.cos.data(), rope.cos.size() * 4));
-    TUNABLEOP_RETURN_IF_ERROR(copy_to_device(rope_sin_, rope.sin.data(), rope.sin.size() * 4));
+    TUNABLEOP_RETURN_IF_ERROR(
+        ::tunableop::cuda::upload(rope_cos_, rope.cos.data(), rope.cos.size() * 4, stream_.get()));
+    TUNABLEOP_RETURN_IF_ERROR(
+        ::tunableop::cuda::upload(rope_sin_, rope.sin.data(), rope.sin.size() * 4, stream_.get()));
     return Status::ok();
   }
 
@@ -701,15 +703,6 @@ class CudaKernels final : public DeviceKernels {
     return -1;
   }
   bool launch_pdl() const { return pdl_capable_ && variant_.pdl > 0; }
-
-  // On the engine's stream (a non-blocking one: cudaMemcpy on the legacy stream would not order
-  // its kernels after the copy; see weight_loader.cc).
-  Status copy_to_device(DeviceBuffer& dst, const void* src, size_t bytes) {
-    TUNABLEOP_RETURN_IF_ERROR(dst.ensure(bytes));
-    TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream_.get()));
-    TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
-    return Status::ok();
-  }
 
   EngineOptions o_;
   Context& ctx_;

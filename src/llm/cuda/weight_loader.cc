@@ -13,28 +13,11 @@ namespace tunableop::llm::cuda {
 
 using ::tunableop::cuda::DeviceBuffer;
 
-namespace {
-
-// On `stream`, the stream the kernels reading dst run on. Not cudaMemcpy: from pageable memory it
-// returns once the bytes are staged, before the DMA lands, and the legacy stream it runs on does
-// not order a non-blocking stream's next kernel after it: a conversion kernel then read the
-// staging buffer's previous tensor (bf16 and fp8 weights loaded from a directory differed from
-// engine to engine; measured on an H200, 2026-11-28). The copy returns once the host bytes are
-// staged, so the caller may free or reuse them.
-Status copy_to_device(DeviceBuffer& dst, const void* src, size_t bytes, cudaStream_t stream) {
-  TUNABLEOP_RETURN_IF_ERROR(dst.ensure(bytes));
-  TUNABLEOP_CUDA_TRY(cudaMemcpyAsync(dst.get(), src, bytes, cudaMemcpyHostToDevice, stream));
-  TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream));
-  return Status::ok();
-}
-
-}  // namespace
-
 // fp32 host weights -> E on the device.
 Status CudaWeights::copy_weight(DeviceBuffer& dst, const std::vector<float>& src, DeviceBuffer& staging) {
   TUNABLEOP_RETURN_IF_ERROR(dst.ensure(src.size() * esize_));
-  if (e_ == Elem::kF32) return copy_to_device(dst, src.data(), src.size() * 4, stream_);
-  TUNABLEOP_RETURN_IF_ERROR(copy_to_device(staging, src.data(), src.size() * 4, stream_));
+  if (e_ == Elem::kF32) return ::tunableop::cuda::upload(dst, src.data(), src.size() * 4, stream_);
+  TUNABLEOP_RETURN_IF_ERROR(::tunableop::cuda::upload(staging, src.data(), src.size() * 4, stream_));
   TUNABLEOP_CUDA_TRY(convert_f32(e_, staging.as<float>(), dst.get(), int64_t(src.size()), stream_));
   TUNABLEOP_CUDA_TRY(cudaStreamSynchronize(stream_));
   return Status::ok();
@@ -117,7 +100,7 @@ Status CudaWeights::put_weight(DeviceBuffer& dst, bool fp8, const char* name, in
   if (host) {  // the checkpoint's fp32 values, quantized once
     if (int64_t(host->size()) != rows * cols)
       return Status::internal(fmt::format("{}: {} values for a [{}, {}] weight", name, host->size(), rows, cols));
-    TUNABLEOP_RETURN_IF_ERROR(copy_to_device(staging, host->data(), host->size() * 4, stream_));
+    TUNABLEOP_RETURN_IF_ERROR(::tunableop::cuda::upload(staging, host->data(), host->size() * 4, stream_));
     return quantize(dst, name, rows, cols, staging.get(), true);
   }
   DeviceBuffer generated;  // the E values the bf16 engine would hold
