@@ -172,6 +172,14 @@ class Engine {
   // The batch sizes decode_slots() pads a step to (one CUDA graph and one set of GEMM problems
   // each), ascending, the last max_batch.
   virtual std::vector<int64_t> decode_buckets() const { return {options().max_batch}; }
+  // The batch size decode_slots() runs `n` sequences at: the smallest bucket that holds them (the
+  // last, max_batch, for more).
+  int64_t decode_bucket(int64_t n) const {
+    const std::vector<int64_t> b = decode_buckets();
+    for (int64_t size : b)
+      if (size >= n) return size;
+    return b.back();
+  }
   // KV pages the slots can use (the pool less what the engine keeps for padding rows).
   virtual int64_t slot_pages() const { return 0; }
   // The device stream the engine's work is queued on (CUDA; null on the CPU): where work that must

@@ -95,7 +95,6 @@ class Model final : public Engine {
   Status check_slot(int64_t slot) const;
   Status check_ids(const int32_t* ids, int64_t n) const;
   PagedKvCache& paged() { return static_cast<PagedKvCache&>(*cache_); }
-  int64_t decode_bucket(int64_t n) const;
 
   // The packed prefill's inputs and layout to the device (prefill_slots).
   Status upload_prefill_layout(const SlotPassLayout& L);

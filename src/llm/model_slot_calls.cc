@@ -164,13 +164,6 @@ Status Model::check_ids(const int32_t* ids, int64_t n) const {
   return Status::ok();
 }
 
-int64_t Model::decode_bucket(int64_t n) const {
-  for (int64_t b : decode_buckets()) {
-    if (b >= n) return b;
-  }
-  return o_.max_batch;
-}
-
 // The packed prefill's inputs and layout to the device (prefill_slots).
 Status Model::upload_prefill_layout(const SlotPassLayout& L) {
   // Slack after the rows: a chunk's attention writes zeros past its queries (model_slots.h).

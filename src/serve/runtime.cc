@@ -46,7 +46,6 @@ class Runtime final : public Backend {
                          fmt::join(engine_->decode_buckets(), ","), fmt::join(prefill_rows, ","),
                          tuning_ ? ", tuning what the results file lacks" : ""));
     const auto t0 = Clock::now();
-    buckets_ = engine_->decode_buckets();
     TUNABLEOP_RETURN_IF_ERROR(engine_->warm_up_slots(prefill_rows));
     progress(fmt::format("warm-up done in {:.1f} s", std::chrono::duration<double>(Clock::now() - t0).count()));
     if (tuning_) {
@@ -239,9 +238,8 @@ class Runtime final : public Backend {
     stats_.steps = steps_;  // with its timing, so that a copy of the stats counts both or neither
     if (plan.kind == StepPlan::Kind::kDecode) {
       stats_.decode_step.observe(seconds(call_start, call_end));
-      const uint64_t rows_run = uint64_t(plan.decode.size());
-      stats_.decode_rows += rows_run;
-      stats_.decode_padded_rows += uint64_t(padded_rows(int64_t(rows_run)));
+      stats_.decode_rows += uint64_t(plan.decode.size());
+      stats_.decode_padded_rows += uint64_t(engine_->decode_bucket(int64_t(plan.decode.size())));
     } else {
       stats_.prefill_step.observe(seconds(call_start, call_end));
     }
@@ -255,13 +253,6 @@ class Runtime final : public Backend {
       stats_.e2e.observe(seconds(s.request.arrival, now));
       if (s.generated() > 1) stats_.tpot.observe(seconds(s.first_token_time, now) / double(s.generated() - 1));
     }
-  }
-
-  // The batch size decode_slots() runs `rows` sequences at: the smallest decode bucket that holds them.
-  int64_t padded_rows(int64_t rows) const {
-    for (int64_t b : buckets_)
-      if (b >= rows) return b;
-    return rows;
   }
 
   static double seconds(Clock::time_point a, Clock::time_point b) {
@@ -347,7 +338,6 @@ class Runtime final : public Backend {
   Clock::time_point last_busy_ = Clock::now();
   uint64_t prompt_tokens_ = 0, steps_ = 0, failed_ = 0, tuned_ = 0;
   std::optional<Clock::time_point> last_call_end_;  // the last engine call's end, while busy
-  std::vector<int64_t> buckets_;                    // engine_->decode_buckets(), ascending
   std::deque<std::pair<std::string, std::string>> pending_;
   std::set<std::string> tried_;
 };
