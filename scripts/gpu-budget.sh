@@ -18,6 +18,9 @@
 #   summary_tests [REGEX]  its test section from $LOGS/ctest.txt: the counts, failures and REGEX
 #   summary_finish         packs $LOGS into $OUT/logs.tgz and prints $OUT/summary.md
 #   machine_info [CMD...]  the GPU, CMD's last line and nvcc's into $LOGS/machine.txt, stamped
+#   defined_targets BUILD TARGET...
+#                          the TARGETs BUILD's configuration defines (ninja refuses a whole list
+#                          for one unknown name), on one line
 #   build_targets BUILD TARGET...
 #                          configures BUILD for sm_90 (Release, Ninja) and builds those of the
 #                          targets this configuration defines (ninja refuses a whole list for one
@@ -85,8 +88,16 @@ machine_info() {
   stamp "machine: $(head -1 "$LOGS/machine.txt")"
 }
 
+defined_targets() {  # BUILD TARGET...: those the configuration in BUILD defines, one line
+  local build=$1 t out=()
+  shift
+  for t in "$@"; do
+    ninja -C "$build" -t query "$t" >/dev/null 2>&1 && out+=("$t")
+  done
+  echo "${out[*]}"
+}
 build_targets() {
-  local build=$1 targets=() t
+  local build=$1 targets=()
   shift
   stamp "configure + build"
   if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -95,9 +106,7 @@ build_targets() {
     tail -20 "$LOGS/configure.log"
     return 0
   fi
-  for t in "$@"; do
-    ninja -C "$build" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
-  done
+  read -r -a targets <<<"$(defined_targets "$build" "$@")"
   ninja -C "$build" -k 0 "${targets[@]}" >"$LOGS/build.log" 2>&1
   note "build: rc $? at $(($(date +%s) - start))s (targets: ${targets[*]})"
 }

@@ -50,14 +50,10 @@ if step build; then
     { tail -20 "$LOGS/configure.log"; pack; exit 1; }
   secs=$(step_seconds 540)
   [ "$secs" = 0 ] && { echo "gpu-robust: no time left to build"; pack; exit 1; }
-  # Only the targets this configuration defines: ninja refuses a whole list for one unknown name,
-  # and the exit-time and cases programs exist only where Debian's reference BLAS (libblas3) is
-  # installed, which the GPU machine lacks (those two run in CI).
-  targets=()
-  for t in tunableop_cli test_cuda_gemm test_ops_framework tunableop_preload tunableop_interpose \
-    interpose_exit_threads_program interpose_cases_program; do
-    ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
-  done
+  # Only the targets this configuration defines: the exit-time and cases programs exist only where
+  # Debian's reference BLAS (libblas3) is installed, which the GPU machine lacks (those run in CI).
+  read -r -a targets <<<"$(defined_targets "$BUILD" tunableop_cli test_cuda_gemm test_ops_framework \
+    tunableop_preload tunableop_interpose interpose_exit_threads_program interpose_cases_program)"
   timeout "$secs" ninja -C "$BUILD" -j 16 "${targets[@]}" >"$LOGS/build.log" 2>&1 ||
     { grep -E "FAILED|error" "$LOGS/build.log" | head -20; echo "gpu-robust: build did not finish (see build.log)"; }
 fi

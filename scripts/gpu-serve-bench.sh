@@ -81,19 +81,20 @@ if [ -z "$port" ]; then
 fi
 stamp "ready: $(head -1 "$OUT/serve.out")"
 url="http://127.0.0.1:$port"
+metrics_to() {  # FILE: /metrics now
+  python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" >"$1" 2>&1
+}
 bench() {  # name, args...
   local name=$1
   shift
   stamp "bench $name"
   # /metrics before and after: bench/serve/loop_breakdown.py splits the run's loop time.
-  python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" \
-    >"$OUT/metrics_before_$name.txt" 2>&1
+  metrics_to "$OUT/metrics_before_$name.txt"
   local t0
   t0=$(date +%s.%N)
   timeout "${BENCH_TIMEOUT:-900}" "$bin" bench serve --url "$url" --seed 1 --json "$OUT/$name.json" "$@" >"$OUT/$name.txt" 2>&1 ||
     echo "gpu-serve-bench: $name exited $? (see $name.txt)"
-  python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" \
-    >"$OUT/metrics_after_$name.txt" 2>&1
+  metrics_to "$OUT/metrics_after_$name.txt"
   python3 bench/serve/loop_breakdown.py "$OUT/metrics_before_$name.txt" "$OUT/metrics_after_$name.txt" \
     --wall "$(python3 -c "import time; print(time.time() - $t0)")" >"$OUT/loop_$name.txt" 2>&1
 }
@@ -131,7 +132,7 @@ if [ "$PHASE" = cold ] || [ "$PHASE" = all ]; then
 else
   for r in $RATES; do bench "rate_$r" --requests "$REQUESTS" --rate "$r"; done
 fi
-python3 -c "import urllib.request; print(urllib.request.urlopen('$url/metrics').read().decode())" >"$OUT/metrics_end.txt" 2>&1
+metrics_to "$OUT/metrics_end.txt"
 
 stamp "SIGTERM"
 kill -TERM $server

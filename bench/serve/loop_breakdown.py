@@ -17,8 +17,8 @@ import sys
 def read(path):
     values = {}
     for line in open(path, encoding="utf-8"):
-        m = re.match(r"^(tunableop_[a-z_]+)(?:\{[^}]*\})? ([-0-9.eE+]+|\+Inf|NaN)$", line.strip())
-        if m and "{" not in line:
+        m = re.match(r"^(tunableop_[a-z_]+) ([-0-9.eE+]+|\+Inf|NaN)$", line.strip())  # unlabelled samples
+        if m:
             values[m.group(1)] = float(m.group(2))
     return values
 
