@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -128,6 +129,40 @@ inline void expect_beta_zero_never_reads_nan(const std::vector<GemmCandidate>& c
           EXPECT_TRUE(matches_reference(prob, out)) << c.name;
         }
       }
+}
+
+// A matrix with one column as stored never steps by its leading dimension, so any ld >= its rows
+// is legal there, up to 2^63 - 1; BLIS once faulted on exactly that (n == 1, ldb near 2^63, found
+// by fuzz/gemm_params_fuzzer). Every candidate must run such problems and match the reference.
+inline void expect_unused_leading_dimensions_are_harmless(const std::vector<GemmCandidate>& cs,
+                                                          DType dtype = DType::kF32) {
+  // 2^63 - 1, the fuzzer's value (its multiples by 4 and 8 wrap differently), 2^62 and 2^31; the odd
+  // ones with beta 0.5 (C is read), the even ones with beta 0 (C holds NaN).
+  const int64_t kHuge[] = {std::numeric_limits<int64_t>::max(), 9197374787241092003, int64_t(1) << 62,
+                           int64_t(1) << 31};
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape s : {Shape{16, 1, 15}, Shape{1, 16, 15}, Shape{16, 15, 1}, Shape{1, 1, 7}})
+    for (char ta : {'N', 'T'})
+      for (char tb : {'N', 'T'})
+        for (int64_t huge : kHuge) {
+          GemmParams p;
+          p.dtype = dtype, p.transa = ta, p.transb = tb, p.m = s.m, p.n = s.n, p.k = s.k;
+          p.alpha = 0.5, p.beta = huge % 2 ? 0.5 : 0.0;
+          if (p.a_cols() == 1) p.lda = huge;
+          if (p.b_cols() == 1) p.ldb = huge;
+          if (p.n == 1) p.ldc = huge;
+          ASSERT_TRUE(p.with_defaults().validate().is_ok()) << describe(p);
+          auto prob = HostGemmProblem::random(p, 8);
+          for (const auto& c : cs) {
+            ASSERT_TRUE(c.supports(prob.p).is_ok()) << c.name << " " << describe(p);
+            Status st;
+            auto out = run_candidate(c, prob, &st);
+            ASSERT_TRUE(st.is_ok()) << c.name << " " << describe(p) << ": " << st.to_string();
+            EXPECT_TRUE(matches_reference(prob, out)) << c.name << " " << describe(p);
+          }
+        }
 }
 
 // k == 0 keeps BLAS semantics: C = beta C (beta == 0 writes zeros over NaN).

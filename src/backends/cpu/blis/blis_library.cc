@@ -108,7 +108,7 @@ Status BlisLibrary::supports(const GemmParams& in) const {
 
 Status BlisLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int threads) const {
   TUNABLEOP_RETURN_IF_ERROR(supports(in));
-  const GemmParams p = in.with_defaults();
+  const GemmParams p = cpu_shared::with_unused_lds_tightened(in.with_defaults());
   const StatusOr<bool> call = cpu_shared::needs_call(p, ops, kName);
   if (!call.is_ok() || !*call) return call.status();
   const trans_t ta = p.transa == 'N' ? BLIS_NO_TRANSPOSE : BLIS_TRANSPOSE;

@@ -104,8 +104,8 @@ void OpenblasLibrary::set_num_threads(int n) {
 Status OpenblasLibrary::supports(const GemmParams& in) const {
   if (in.dtype != DType::kF32 && in.dtype != DType::kF64)
     return Status::unsupported(fmt::format("OpenBLAS: dtype {} (fp32 and fp64 only)", dtype_name(in.dtype)));
-  GemmParams p = in.with_defaults();
-  TUNABLEOP_RETURN_IF_ERROR(p.validate());
+  TUNABLEOP_RETURN_IF_ERROR(in.with_defaults().validate());
+  const GemmParams p = cpu_shared::with_unused_lds_tightened(in.with_defaults());
   // The Debian build uses 32-bit BLAS integers (not ILP64).
   for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldc})
     if (v > INT_MAX) return Status::unsupported(fmt::format("OpenBLAS: dimension {} exceeds 32-bit BLAS int", v));
@@ -114,7 +114,7 @@ Status OpenblasLibrary::supports(const GemmParams& in) const {
 
 Status OpenblasLibrary::gemm(const GemmParams& in, const GemmOperands& ops, int threads) {
   TUNABLEOP_RETURN_IF_ERROR(supports(in));
-  const GemmParams p = in.with_defaults();
+  const GemmParams p = cpu_shared::with_unused_lds_tightened(in.with_defaults());
   const StatusOr<bool> call = cpu_shared::needs_call(p, ops, kName);
   if (!call.is_ok() || !*call) return call.status();
   const int ta = p.transa == 'N' ? kCblasNoTrans : kCblasTrans;

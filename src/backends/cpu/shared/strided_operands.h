@@ -3,6 +3,7 @@
 // b * stride_a of ops.a; likewise B and C).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -19,6 +20,18 @@ inline StatusOr<bool> needs_call(const GemmParams& p, const GemmOperands& ops, c
   if (ops.c == nullptr || (p.k > 0 && (ops.a == nullptr || ops.b == nullptr)))
     return Status::invalid_argument(library + " gemm: null operand pointer");
   return true;
+}
+
+// `p` (defaults filled in) with every leading dimension that addresses nothing set to the
+// smallest legal value: a matrix with at most one column as stored never steps by its ld, so any
+// ld >= its rows is legal, up to 2^63 - 1. The libraries still do arithmetic on it (BLIS faulted
+// inside bli_sgemm_ex on n == 1 with ldb near 2^63, found by fuzz/gemm_params_fuzzer), and
+// OpenBLAS's 32-bit ints cannot hold it; the tightened problem is the same computation.
+inline GemmParams with_unused_lds_tightened(GemmParams p) {
+  if (p.a_cols() <= 1) p.lda = std::max<int64_t>(1, p.a_rows());
+  if (p.b_cols() <= 1) p.ldb = std::max<int64_t>(1, p.b_rows());
+  if (p.n <= 1) p.ldc = std::max<int64_t>(1, p.m);
+  return p;
 }
 
 // Element `offset` of a typed buffer; a null buffer (k == 0 leaves A and B empty) stays null.

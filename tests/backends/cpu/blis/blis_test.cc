@@ -49,6 +49,10 @@ TEST_F(BlisTest, LargerProblemsMatchTheReference) {
 
 TEST_F(BlisTest, BetaZeroNeverReadsNanInC) { testing::expect_beta_zero_never_reads_nan(candidates_); }
 
+TEST_F(BlisTest, UnusedLeadingDimensionsAreHarmlessAtAnySize) {
+  testing::expect_unused_leading_dimensions_are_harmless(candidates_);
+}
+
 TEST_F(BlisTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front()); }
 
 TEST_F(BlisTest, UnsupportedDtypesAreANormalAnswer) {

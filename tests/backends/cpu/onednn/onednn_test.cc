@@ -57,6 +57,12 @@ TEST_F(OnednnTest, BetaZeroNeverReadsNanInC) {
   if (lib_->has_bf16() && !HasFatalFailure()) testing::expect_beta_zero_never_reads_nan(candidates_, DType::kBF16);
 }
 
+TEST_F(OnednnTest, UnusedLeadingDimensionsAreHarmlessAtAnySize) {
+  testing::expect_unused_leading_dimensions_are_harmless(candidates_, DType::kF32);
+  if (lib_->has_bf16() && !HasFatalFailure())
+    testing::expect_unused_leading_dimensions_are_harmless(candidates_, DType::kBF16);
+}
+
 // oneDNN rejects K == 0 as an invalid argument; BLAS semantics (C = beta C) are kept.
 TEST_F(OnednnTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front(), 2); }
 

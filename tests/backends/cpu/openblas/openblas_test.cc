@@ -49,6 +49,10 @@ TEST_F(OpenblasTest, LargerProblemsMatchTheReference) {
 
 TEST_F(OpenblasTest, BetaZeroNeverReadsNanInC) { testing::expect_beta_zero_never_reads_nan(candidates_); }
 
+TEST_F(OpenblasTest, UnusedLeadingDimensionsAreHarmlessAtAnySize) {
+  testing::expect_unused_leading_dimensions_are_harmless(candidates_);
+}
+
 TEST_F(OpenblasTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front()); }
 
 TEST_F(OpenblasTest, UnsupportedDtypesAreANormalAnswer) {
