@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -38,6 +40,16 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// An input of two parts: 2 bytes little-endian give the first part's length L (cut to what is
+// there), the next L bytes are the first part, the rest the second. False for fewer than 2 bytes.
+inline bool split_input(const uint8_t* data, size_t size, std::string& first, std::string& second) {
+  if (size < 2) return false;
+  const size_t len = std::min<size_t>(size - 2, size_t(data[0]) | size_t(data[1]) << 8);
+  first.assign(reinterpret_cast<const char*>(data + 2), len);
+  second.assign(reinterpret_cast<const char*>(data + 2 + len), size - 2 - len);
+  return true;
 }
 
 #define FUZZ_CHECK(cond, ...)                                 \

@@ -138,3 +138,88 @@ put("model_loader", "overlap.bin", struct.pack("<H", 2) + b"{}" + safetensors([(
 rng = random.Random(9)
 for i in range(12):
     put("gemm_params", "random%02d.bin" % i, bytes(rng.randrange(256) for _ in range(rng.choice([24, 48, 96]))))
+
+# chat_template: 2 bytes length, the template, then NUL-separated messages (first byte: role).
+def chat(template, messages):
+    t = template.encode()
+    assert len(t) < 65536
+    return struct.pack("<H", len(t)) + t + b"\0".join(messages)
+
+
+CONVERSATION = [b"\x00You are terse.", b"\x01Hi \xe4\xbd\xa0\xe5\xa5\xbd {{ x }}", b"\x02Hello.", b"\x01More?"]
+FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "chat_templates")
+for name in sorted(os.listdir(FIXTURES)):
+    if name.endswith(".jinja"):
+        with open(os.path.join(FIXTURES, name)) as f:
+            put("chat_template", name.replace(".jinja", ".bin"), chat(f.read(), CONVERSATION))
+put("chat_template", "loops.bin", chat(
+    "{%- for m in messages if m.role != 'system' -%}{{ loop.index }}:{{ m.content|trim|upper }}"
+    "{%- if not loop.last %}|{% endif %}{%- endfor -%}{% set ns = namespace(n=0) %}"
+    "{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"
+    "{{ messages|map(attribute='role')|join(',') }}{{ (messages|last).content[1:4] }}"
+    "{{ {'a': [1, 2.5, none]}|tojson }}{% if add_generation_prompt %}<bot>{% endif %}",
+    CONVERSATION))
+put("chat_template", "error.bin", chat("{{ raise_exception('no ' ~ messages[0].role) }}", CONVERSATION[:1]))
+
+
+# tokenizer_json: 2 bytes length, the file, then the text. A byte-level BPE as small as it gets:
+# the 256 byte characters, a few merges, two special tokens, Llama-3's split and BOS.
+def byte_char(b):
+    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    if b in printable:
+        return chr(b)
+    return chr(256 + sorted(set(range(256)) - set(printable)).index(b))
+
+
+def tokenizer(merges, special=("<|begin_of_text|>", "<|eot_id|>"), bos=True):
+    vocab = {byte_char(b): b for b in range(256)}
+    enc = lambda s: "".join(byte_char(b) for b in s.encode())
+    listed = []
+    for a, b in merges:
+        vocab[enc(a) + enc(b)] = len(vocab)
+        listed.append([enc(a), enc(b)])
+    added = [{"id": len(vocab) + i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, s in enumerate(special)]
+    pattern = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+    post = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
+    if bos:
+        post = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": special[0], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [], "special_tokens": {special[0]: {"id": special[0], "ids": [added[0]["id"]], "tokens": [special[0]]}}}
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": listed}}, ensure_ascii=False).encode()
+
+
+def tok_seed(file, text):
+    assert len(file) < 65536
+    return struct.pack("<H", len(file)) + file + text.encode()
+
+
+MERGES = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), (" ", "t"), (" t", "he"), ("1", "2"), ("12", "3"),
+          ("'", "m"), ("\u4f60", "\u597d")]
+put("tokenizer_json", "tiny.bin", tok_seed(tokenizer(MERGES), "hello the 12345 I'm <|eot_id|>\u4f60\u597d \U0001F44D\U0001F3FD e\u0301\u00a0\t\r\n\n x"))
+put("tokenizer_json", "no_bos.bin", tok_seed(tokenizer(MERGES[:4], bos=False), "hellohello  <|begin_of_text|>"))
+put("tokenizer_json", "no_merges.bin", tok_seed(tokenizer([]), "abc"))
+
+# openai_request: request bodies of both endpoints.
+for i, body in enumerate([
+        {"model": "m", "prompt": "Hello", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "top_k": 40,
+         "seed": 3, "stop": ["\n", "END"], "stream": True, "stream_options": {"include_usage": True}},
+        {"prompt": [1, 2, 3], "ignore_eos": True, "return_token_ids": True, "stop_token_ids": [2], "n": 1},
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+         "max_completion_tokens": 5, "temperature": 0},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+         "stop": "x", "include_stop_str_in_output": True, "logit_bias": {}},
+        {"prompt": "x", "n": 2, "best_of": 3, "logprobs": 1, "suffix": "y"}]):
+    put("openai_request", "body%d.json" % i, json.dumps(body))
+put("openai_request", "deep.json", "[" * 64 + "]" * 64)
+put("openai_request", "not_object.json", '"just a string"')

@@ -15,10 +15,8 @@ using namespace tunableop;
 using namespace tunableop::llm;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 2) return 0;
-  const size_t len = std::min<size_t>(size - 2, size_t(data[0]) | size_t(data[1]) << 8);
-  const std::string config(reinterpret_cast<const char*>(data + 2), len);
-  const std::string tensors(reinterpret_cast<const char*>(data + 2 + len), size - 2 - len);
+  std::string config, tensors;
+  if (!tunableop::fuzz::split_input(data, size, config, tensors)) return 0;
 
   auto parsed = parse_model_config(config, "config.json");
   if (parsed.is_ok()) FUZZ_CHECK(parsed->validate("again").is_ok(), "a parsed config does not validate");

@@ -1,6 +1,7 @@
 #include "llm/text/chat_template.h"
 
 #include <filesystem>
+#include <utility>
 
 #include "llm/text/json_file.h"
 #include "llm/text/utf8.h"
@@ -96,7 +97,15 @@ StatusOr<ChatTemplate> load_chat_template(const std::string& dir, const std::str
 StatusOr<std::string> render_chat(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt) {
   jinja::List list;
-  for (const ChatMessage& m : messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    // A conversation is text: bytes that are not UTF-8 (a terminal in Latin-1) are named here
+    // rather than rendered into a prompt the tokenizer would read differently.
+    for (const auto& [field, text] :
+         {std::pair<const char*, const std::string*>{"role", &m.role}, {"content", &m.content}})
+      if (const size_t bad = utf8::first_invalid(*text); bad != std::string::npos)
+        return Status::invalid_argument("message " + std::to_string(i + 1) + "'s " + field +
+                                        " is not valid UTF-8 (the byte at offset " + std::to_string(bad) + ")");
     jinja::Dict d;
     d.items = {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
     list.emplace_back(std::move(d));

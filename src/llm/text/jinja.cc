@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "llm/text/jinja_ast.h"
@@ -93,6 +94,7 @@ class Renderer {
       case Stmt::Kind::kPrint: {
         auto v = eval(*s.expr, scope);
         if (!v.is_ok()) return v.status();
+        TUNABLEOP_RETURN_IF_ERROR(charge(v->weight(), s.line));  // str() walks it
         return emit(v->str(), s.line);
       }
       case Stmt::Kind::kIf:
@@ -112,6 +114,8 @@ class Renderer {
             return err(s.line,
                        "{% set " + s.targets[0] + "." + s.attr + " %}: " + s.targets[0] + " is not a namespace()");
           }
+          if (v->holds_namespace())
+            return err(s.line, "{% set " + s.targets[0] + "." + s.attr + " %}: a namespace cannot hold a namespace");
           const_cast<Value*>(ns)->mutable_dict().set(s.attr, std::move(*v));  // namespaces are shared objects
           return Status::ok();
         }
@@ -167,6 +171,7 @@ class Renderer {
     if (s.filter) {  // "for x in xs if cond": filtered before loop.* counts
       List kept;
       for (const Value& item : items) {
+        TUNABLEOP_RETURN_IF_ERROR(charge(kLoopTurnWork, s.line));
         Scope iter{{}, &scope};
         TUNABLEOP_RETURN_IF_ERROR(assign(s.targets, item, iter, s.line));
         auto keep = eval(*s.filter, iter);
@@ -179,6 +184,7 @@ class Renderer {
     ++loops_;
     const int64_t n = int64_t(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      TUNABLEOP_RETURN_IF_ERROR(charge(kLoopTurnWork, s.line));
       Scope iter{{}, &scope};  // fresh per iteration, as Jinja's
       TUNABLEOP_RETURN_IF_ERROR(assign(s.targets, items[size_t(i)], iter, s.line));
       Dict loop;
@@ -217,7 +223,36 @@ class Renderer {
     return a;
   }
 
+  // Every value an expression makes is paid for by its weight (a lookup by its text only: lists
+  // and dicts are shared, strings copied), and made values are bounded in depth, whatever
+  // construct made them.
   StatusOr<Value> eval(const Expr& e, Scope& scope) {
+    auto v = eval_node(e, scope);
+    if (!v.is_ok()) return v;
+    using K = Expr::Kind;
+    const bool lookup = e.kind == K::kLiteral || e.kind == K::kName || e.kind == K::kAttr || e.kind == K::kIndex;
+    TUNABLEOP_RETURN_IF_ERROR(
+        charge(lookup ? 1 + (v->is_string() ? v->as_string().size() / 64 : 0) : v->weight(), e.line));
+    if (!lookup && v->depth() > kMaxValueDepth)
+      return err(e.line, "a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+    return v;
+  }
+
+  // The work limit: what a render may cost, in the units of Value::weight() plus one per loop
+  // turn. A real chat template over a long conversation costs well under a million; without a
+  // limit two nested loops over range(65536) ran for hours (fuzz/chat_template_fuzzer).
+  // A loop turn makes a scope, binds its targets and the loop variable's dict of 11 entries:
+  // in time (12 us under ASan) as much as a value of a few hundred items, so it costs 256. A
+  // render then stops within about 80k turns; a real template over 2,000 messages takes 6k.
+  static constexpr uint64_t kLoopTurnWork = 256;
+  Status charge(uint64_t units, int line) {
+    work_ = work_ + units < work_ ? UINT64_MAX : work_ + units;
+    if (work_ <= kMaxRenderWork) return Status::ok();
+    return Status::resource_exhausted(name_ + ":" + std::to_string(line) + ": the template passed its work limit (" +
+                                      std::to_string(kMaxRenderWork) + " steps: loop turns and values made)");
+  }
+
+  StatusOr<Value> eval_node(const Expr& e, Scope& scope) {
     using K = Expr::Kind;
     switch (e.kind) {
       case K::kLiteral: return e.value;
@@ -274,6 +309,12 @@ class Renderer {
         if (!x.is_ok()) return x.status();
         auto a = args_of(e, 1, scope);
         if (!a.is_ok()) return a.status();
+        // Most filters walk their input (unique compares every pair); a few only look at it.
+        static const std::set<std::string> kLooks = {"length", "count", "first", "last", "default", "d",
+                                                     "attr",   "safe",  "abs",   "int",  "float"};
+        const uint64_t n = x->is_list() ? x->as_list().size() : 0;
+        const uint64_t walk = kLooks.count(e.name) ? 1 : x->weight();
+        TUNABLEOP_RETURN_IF_ERROR(charge(e.name == "unique" ? walk + n * n / 16 : walk, e.line));
         auto r = apply_filter(e.name, *x, *a);
         if (!r.is_ok()) return at(e.line, r.status());
         return r;
@@ -289,6 +330,10 @@ class Renderer {
           if (!x.is_ok()) return x.status();
           auto a = args_of(e, 1, scope);
           if (!a.is_ok()) return a.status();
+          // The tests that compare or search walk their operands; the rest look at a type.
+          static const std::set<std::string> kWalks = {"in", "eq", "equalto", "==", "ne", "!="};
+          if (kWalks.count(e.name))
+            TUNABLEOP_RETURN_IF_ERROR(charge(x->weight() + (a->pos.empty() ? 0 : a->pos[0].weight()), e.line));
           auto r = apply_test(e.name, *x, *a);
           if (!r.is_ok()) return at(e.line, r.status());
           result = *r;
@@ -421,6 +466,7 @@ class Renderer {
           return err(e.line, "'" + callee.name + "' is a " + v->type_name() + ", not callable");
         }
       }
+      TUNABLEOP_RETURN_IF_ERROR(charge(obj->weight(), e.line));
       auto r = call_method(*obj, callee.name, *a);
       if (!r.is_ok()) return at(e.line, r.status());
       return r;
@@ -436,6 +482,7 @@ class Renderer {
     const Value& a = *av;
     const Value& b = *bv;
     const std::string& op = e.name;
+    TUNABLEOP_RETURN_IF_ERROR(charge(a.weight() + b.weight(), e.line));  // compared, searched or printed
     using K = Value::Kind;
     if (op == "~") {
       std::string s = a.str() + b.str();
@@ -481,6 +528,9 @@ class Renderer {
       return Value(a.as_string() + b.as_string());
     }
     if (op == "+" && a.is_list() && b.is_list()) {
+      if (a.as_list().size() + b.as_list().size() > kMaxListItems)
+        return Status::resource_exhausted(name_ + ":" + std::to_string(e.line) + ": a list passes " +
+                                          std::to_string(kMaxListItems) + " items");
       List l = a.as_list();
       l.insert(l.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(l));
@@ -493,10 +543,17 @@ class Renderer {
       if (unit && uint64_t(n) > kMaxOutputBytes / unit) {
         return Status::resource_exhausted(name_ + ":" + std::to_string(e.line) + ": a repetition passes 64 MiB");
       }
-      if (seq.is_string()) {
-        std::string s;
-        for (int64_t i = 0; i < n; ++i) s += seq.as_string();
-        return Value(s);
+      if (seq.is_list() && unit && uint64_t(n) > kMaxListItems / unit) {
+        return Status::resource_exhausted(name_ + ":" + std::to_string(e.line) + ": a repetition passes " +
+                                          std::to_string(kMaxListItems) + " items");
+      }
+      if (seq.is_string()) {  // by doubling: 'x' * 60000000 is 26 appends, not 60 million
+        const size_t total = unit * size_t(n);
+        std::string s = total ? seq.as_string() : std::string();
+        s.reserve(total);
+        while (s.size() * 2 <= total) s += s;
+        s.append(s, 0, total - s.size());
+        return Value(std::move(s));
       }
       List l;
       for (int64_t i = 0; i < n; ++i) l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
@@ -555,11 +612,16 @@ class Renderer {
   const std::string& name_;
   std::string& out_;
   int loops_ = 0;
+  uint64_t work_ = 0;
 };
 
 }  // namespace
 
 StatusOr<Template> Template::parse(std::string_view source, const std::string& name) {
+  // Python reads a template as UTF-8 text and fails on anything else; so do we, before the
+  // string functions see it.
+  if (const size_t bad = utf8::first_invalid(source); bad != std::string_view::npos)
+    return Status::invalid_argument(name + ": not valid UTF-8 (the byte at offset " + std::to_string(bad) + ")");
   auto body = parse_template(source, name);
   if (!body.is_ok()) return body.status();
   Template t;

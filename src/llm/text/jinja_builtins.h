@@ -33,5 +33,7 @@ std::string strip(const std::string& s, const Value* chars, bool left, bool righ
 // Limits that keep a hostile template from exhausting memory.
 constexpr size_t kMaxOutputBytes = size_t(64) << 20;
 constexpr size_t kMaxListItems = size_t(1) << 16;
+// What one render may cost (jinja.cc's Renderer::charge): about a second of work.
+constexpr uint64_t kMaxRenderWork = 20000000;
 
 }  // namespace tunableop::llm::jinja

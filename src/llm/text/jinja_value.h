@@ -37,14 +37,14 @@ class Value {
     return v;
   }
   static Value none() { return Value(Kind::kNone); }
-  Value(bool b) : kind_(Kind::kBool), int_(b) {}                       // NOLINT: literals convert
-  Value(int64_t i) : kind_(Kind::kInt), int_(i) {}                     // NOLINT
-  Value(int i) : kind_(Kind::kInt), int_(i) {}                         // NOLINT
-  Value(double d) : kind_(Kind::kFloat), float_(d) {}                  // NOLINT
-  Value(std::string s) : kind_(Kind::kString), text_(std::move(s)) {}  // NOLINT
-  Value(const char* s) : kind_(Kind::kString), text_(s) {}             // NOLINT
-  Value(List l);                                                       // NOLINT
-  Value(Dict d);                                                       // NOLINT
+  Value(bool b) : kind_(Kind::kBool), int_(b) {}       // NOLINT: literals convert
+  Value(int64_t i) : kind_(Kind::kInt), int_(i) {}     // NOLINT
+  Value(int i) : kind_(Kind::kInt), int_(i) {}         // NOLINT
+  Value(double d) : kind_(Kind::kFloat), float_(d) {}  // NOLINT
+  Value(std::string s) : kind_(Kind::kString), text_(std::move(s)) { weight_ = 1 + text_.size() / 64; }  // NOLINT
+  Value(const char* s) : kind_(Kind::kString), text_(s) { weight_ = 1 + text_.size() / 64; }             // NOLINT
+  Value(List l);                                                                                         // NOLINT
+  Value(Dict d);                                                                                         // NOLINT
   // A Python tuple: a list that prints as (a, b) and differs from a list in ==.
   static Value tuple(List l) {
     Value v(std::move(l));
@@ -54,6 +54,7 @@ class Value {
   static Value make_namespace(Dict d) {
     Value v(std::move(d));
     v.kind_ = Kind::kNamespace;
+    v.holds_namespace_ = true;
     return v;
   }
   // JSON values; ordered_json keeps the objects' key order (Python's dicts do).
@@ -64,6 +65,13 @@ class Value {
   // Levels of lists and dicts inside (0 for a scalar): printing, comparing and JSON recurse
   // this deep, so the renderer refuses values past kMaxValueDepth.
   uint32_t depth() const { return depth_; }
+  // What walking the whole value costs (printing, comparing, JSON): one per list item, dict
+  // entry and scalar, one more per 64 bytes of text, shared parts counted each time they are
+  // reached; saturating. The renderer charges it against its work limit.
+  uint64_t weight() const;
+  // Whether a namespace is reachable from here. Namespaces are the one mutable value: one may
+  // not hold another (so none can come to hold itself), and what holds one is weighed afresh.
+  bool holds_namespace() const { return holds_namespace_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_string() const { return kind_ == Kind::kString; }
@@ -102,6 +110,8 @@ class Value {
   double float_ = 0;
   bool tuple_ = false;
   uint32_t depth_ = 0;
+  bool holds_namespace_ = false;
+  uint64_t weight_ = 1;  // as of construction; weight() recomputes it when a namespace is inside
   std::string text_;
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;

@@ -117,7 +117,12 @@ std::vector<uint32_t> code_points(std::string_view s) {
   std::vector<uint32_t> out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
+    size_t n = sequence_length(s, i);
+    if (n == 0) {
+      out.push_back(0xFFFD);
+      i += maximal_subpart(s, i);
+      continue;
+    }
     out.push_back(decode(s, i, &n));
     i += n;
   }

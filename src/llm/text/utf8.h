@@ -27,7 +27,9 @@ uint32_t decode(std::string_view s, size_t i, size_t* len);
 
 void append(std::string& out, uint32_t cp);
 
-// The code points of a valid string.
+// The code points of `s`; each maximal ill-formed subsequence reads as one U+FFFD, as lossy()
+// writes it, so any bytes are safe here (a chat message typed as Latin-1 went through
+// `|trim` and read past its string before: fuzz/chat_template_fuzzer).
 std::vector<uint32_t> code_points(std::string_view s);
 std::string from_code_points(const std::vector<uint32_t>& cps, size_t begin, size_t end);
 

@@ -82,6 +82,30 @@ TEST(ChatTemplate, TemplateRefusalsAreErrorsWithTheirMessage) {
   EXPECT_NE(r.status().message().find("conversation roles must alternate"), std::string::npos) << r.status().message();
 }
 
+// The work limit (jinja_builtins.h's kMaxRenderWork) is far above what real templates cost: a
+// conversation of 2,000 turns of 4 KB each (8 MB, about 2M tokens) renders through every family.
+TEST(ChatTemplate, LongConversationsRenderWithinTheWorkLimit) {
+  std::vector<ChatMessage> long_chat;
+  for (int i = 0; i < 2000; ++i) long_chat.push_back({i % 2 ? "assistant" : "user", std::string(4096, 'a' + i % 26)});
+  for (const char* file : {"llama3.1.jinja", "qwen3.jinja", "qwen2.5.jinja", "mistral-v0.3.jinja", "gemma-2.jinja"}) {
+    auto t = family(file, "<s>", "</s>");
+    auto r = render_chat(t, long_chat, true);
+    ASSERT_TRUE(r.is_ok()) << file << ": " << r.status().to_string();
+    EXPECT_GT(r->size(), 2000u * 4096) << file;
+  }
+}
+
+TEST(ChatTemplate, MessagesThatAreNotUtf8AreNamed) {
+  auto llama3 = family("llama3.jinja", "<|begin_of_text|>", "<|eot_id|>");
+  auto r = render_chat(llama3, {{"user", "Hi"}, {"assistant", "Yes"}, {"user", "caf\xe9 \xe4"}}, true);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "message 3's content is not valid UTF-8 (the byte at offset 3)");
+  r = render_chat(llama3, {{"us\xc0r", "Hi"}}, true);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(), "message 1's role is not valid UTF-8 (the byte at offset 2)");
+}
+
 // Every render transformers recorded, through our renderer.
 TEST(ChatTemplate, EqualsTransformersOnEveryFamilyTemplate) {
   const std::string path = templates_dir() + "/reference.json";

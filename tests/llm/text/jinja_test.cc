@@ -166,6 +166,21 @@ TEST(Jinja, ErrorsNameTheTemplateLineAndConstruct) {
       {"{{ 'x' * 100000000 }}", StatusCode::kResourceExhausted, "passes 64 MiB"},
       {"{% set ns = 1 %}{% set ns.a = 2 %}", StatusCode::kInvalidArgument, "ns is not a namespace()"},
       {"{% break %}", StatusCode::kInvalidArgument, "outside a loop"},
+      // Found by fuzz/chat_template_fuzzer: work that grows without the output growing.
+      {"{% for a in range(65536) %}{% for b in range(65536) %}{% endfor %}{% endfor %}", StatusCode::kResourceExhausted,
+       "the template passed its work limit (20000000 steps"},
+      {"{% set s = 'x' * 60000000 %}{% for i in range(65536) %}{% if s %}{% endif %}{% endfor %}",
+       StatusCode::kResourceExhausted, "work limit"},
+      {"{% set xs = range(65536) %}{% for i in xs %}{% if i in xs %}{% endif %}{% endfor %}",
+       StatusCode::kResourceExhausted, "work limit"},
+      {"{{ range(65536) | unique | length }}", StatusCode::kResourceExhausted, "work limit"},
+      {"{% set xs = range(60000) %}{{ ([xs] * 60000) | length }}", StatusCode::kResourceExhausted, "work limit"},
+      {"{% set ns = namespace(a=1) %}{% set ns.a = ns %}", StatusCode::kInvalidArgument,
+       "{% set ns.a %}: a namespace cannot hold a namespace"},
+      {"{% set ns = namespace(a=1) %}{% set ns.a = {'x': [ns]} %}", StatusCode::kInvalidArgument,
+       "cannot hold a namespace"},
+      {"{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = dict(a=ns.x) %}{% endfor %}{{ ns.x }}",
+       StatusCode::kInvalidArgument, "a value nested deeper than 200 levels"},
   };
   for (const Bad& c : cases) {
     auto r = render(c.source);
@@ -174,6 +189,22 @@ TEST(Jinja, ErrorsNameTheTemplateLineAndConstruct) {
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << c.source << ": " << r.status().message();
     EXPECT_EQ(r.status().message().rfind("t.jinja:", 0), 0u) << r.status().message();
   }
+}
+
+TEST(Jinja, TemplatesAreUtf8AndStringsOfAnyBytesAreSafe) {
+  auto t = Template::parse("ab\xff{{ x }}", "t.jinja");
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.status().message(), "t.jinja: not valid UTF-8 (the byte at offset 2)");
+  // A value that is not UTF-8 (the context is the caller's) goes through the string functions:
+  // each ill-formed run is one U+FFFD, as Python's errors="replace" reads it. A lead byte at
+  // the end once read past the string.
+  auto ok = Template::parse("{{ s|trim }}|{{ s|length }}|{{ s[-1] }}|{{ s|list|length }}", "t.jinja");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  Dict context;
+  context.set("s", Value(std::string(" \xe9t\xc3 \xe4\xbd")));
+  auto r = ok->render(context);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(*r, "\xEF\xBF\xBDt\xEF\xBF\xBD \xEF\xBF\xBD|6|\xEF\xBF\xBD|6");
 }
 
 TEST(Jinja, DeepNestingIsAnErrorNotACrash) {
