@@ -551,7 +551,7 @@ class Renderer {
         const size_t total = unit * size_t(n);
         std::string s = total ? seq.as_string() : std::string();
         s.reserve(total);
-        while (s.size() * 2 <= total) s += s;
+        while (!s.empty() && s.size() * 2 <= total) s += s;
         s.append(s, 0, total - s.size());
         return Value(std::move(s));
       }

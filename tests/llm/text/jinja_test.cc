@@ -35,6 +35,7 @@ TEST(Jinja, RendersAsJinja2Does) {
        "123456789.0 }}|{{ 0.0001 }}|{{ 0.00001 }}",
        "{}", "None|1.0|1e+20|[1, 'a', None, True]|{'a': 1}|its|1e+16|123456789.0|0.0001|1e-05"},
       {"{{ d.y | length }}", "{\"d\": {}}", "0"},
+      {"[{{ 'ab' * 0 }}|{{ '' * 5 }}|{{ 'ab' * -2 }}|{{ 3 * 'ab' }}|{{ 'abc' * 5 }}]", "{}", "[|||ababab|abcabcabcabcabc]"},
       {"{{ d.y ~ 'a' }}", "{\"d\": {}}", "a"},
       {"  {% if true %}\n  x\n  {% endif %}\n  y\n", "{}", "  x\n  y"},
       {"a {% if true %} b {% endif %} c", "{}", "a  b  c"},
