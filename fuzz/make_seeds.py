@@ -223,3 +223,29 @@ for i, body in enumerate([
     put("openai_request", "body%d.json" % i, json.dumps(body))
 put("openai_request", "deep.json", "[" * 64 + "]" * 64)
 put("openai_request", "not_object.json", '"just a string"')
+
+# model_text: tokenizer_config.json, generation_config.json, tokenizer.json (each 2-byte-length
+# prefixed; empty = absent), then a text.
+def parts(*files):
+    out = b""
+    for f in files[:-1]:
+        f = f if isinstance(f, bytes) else f.encode()
+        assert len(f) < 65536
+        out += struct.pack("<H", len(f)) + f
+    return out + files[-1].encode()
+
+
+CONFIG = json.dumps({
+    "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "add_bos_token": True,
+    "chat_template": "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}<|eot_id|>{% endfor %}"
+                     "{% if add_generation_prompt %}<|assistant|>{% endif %}",
+    "added_tokens_decoder": {"266": {"content": "<|begin_of_text|>", "special": True},
+                             "267": {"content": "<|eot_id|>", "special": True}}})
+GENERATION = json.dumps({"bos_token_id": 266, "eos_token_id": [267, 266]})
+TINY = tokenizer(MERGES)
+put("model_text", "all.bin", parts(CONFIG, GENERATION, TINY, "hello the 123 <|eot_id|> \u4f60\u597d"))
+put("model_text", "tokenizer_only.bin", parts("", "", TINY, "I'm here"))
+put("model_text", "template_list.bin", parts(json.dumps({"chat_template": [
+    {"name": "default", "template": "{{ messages[0].content }}"}, {"name": "tool_use", "template": "x"}]}),
+    "", TINY, "hi"))
+put("model_text", "no_tokenizer.bin", parts(CONFIG, GENERATION, "", "text"))

@@ -56,10 +56,11 @@ job_tsan() {
     --timeout 1800
 }
 
-fuzz_targets=(results_file untuned_signature model_loader gemm_params chat_template tokenizer_json openai_request)
+fuzz_targets=(results_file untuned_signature model_loader gemm_params chat_template tokenizer_json openai_request
+  model_text)
 # Runs per target: about 20-60 s each on the 2-core development VM (ASan + UBSan build;
-# 2026-11-23: about 1900, 4300, 2500 and 450 runs/s for the first four; 2026-11-28: about 3000,
-# 7000 and 24000 for the last three). With -seed fixed, libFuzzer's walk over the inputs
+# 2026-11-23: about 1900, 4300, 2500 and 450 runs/s for the first four; 2026-11-28: about 1300,
+# 7000, 17000 and 1600 for the last four). With -seed fixed, libFuzzer's walk over the inputs
 # follows the seed, the corpus and the coverage. Coverage also depends on the machine where our
 # code branches on it: which ISA kernels the CPU has (capped at AVX2 here, TUNABLEOP_CPU_MAX_ISA),
 # and, as CI showed twice, more than that (2026-11-28: CI's gemm_params walk reached a BLIS
@@ -68,7 +69,7 @@ fuzz_targets=(results_file untuned_signature model_loader gemm_params chat_templ
 # Before a commit the walk is run here, and gemm_params on more seeds. Longer campaigns:
 # docs/hardening.md.
 declare -A fuzz_runs=([results_file]=90000 [untuned_signature]=200000 [model_loader]=110000 [gemm_params]=20000
-  [chat_template]=100000 [tokenizer_json]=150000 [openai_request]=400000)
+  [chat_template]=100000 [tokenizer_json]=150000 [openai_request]=400000 [model_text]=60000)
 
 job_fuzz() {
   # libFuzzer is clang's. OpenMP stays GCC's libgomp as in the other builds: OpenBLAS, BLIS and
