@@ -43,7 +43,7 @@ struct ServeArgs {
   std::string api_key;
   bool tune = false, no_tune = false;
   int verbose = -1;
-  int64_t max_running = 0, max_waiting = 1024, prefill_tokens = 0;
+  int64_t max_running = 0, max_waiting = 1024, prefill_tokens = 0, decode_bucket_step = 0;
   int64_t page_size = 64, kv_pages = 0, max_seq = 0;
   std::string dtype = "bf16";
   std::string served_model_name;
@@ -134,6 +134,7 @@ int run_serve(const ServeArgs& a) {
   const bool cuda = a.device == "cuda";
   llm::EngineOptions eo;
   eo.max_batch = a.max_running > 0 ? a.max_running : cuda ? kDefaultMaxRunningCuda : kDefaultMaxRunningCpu;
+  eo.decode_bucket_step = a.decode_bucket_step;
   eo.max_seq = a.max_seq > 0 ? a.max_seq : std::min(cfg->max_position_embeddings, kDefaultMaxSeq);
   eo.kv_cache.kind = llm::KvCacheKind::kPaged;
   eo.kv_cache.page_size = a.page_size;
@@ -275,6 +276,10 @@ void add_serve_command(CLI::App& app) {
                 fmt::format("sequences decoded together at most (default {} on cuda, {} on cpu)",
                             kDefaultMaxRunningCuda, kDefaultMaxRunningCpu))
       ->check(at_least(0));
+  c->add_option("--decode-bucket-step", a->decode_bucket_step,
+                "decode steps are padded to powers of two up to N, then to multiples of N (default: powers of two "
+                "up to --max-running; each size is one CUDA graph and its tuned GEMMs)")
+      ->check(at_least(1));
   c->add_option("--max-waiting", a->max_waiting, "queued requests beyond which new ones get 429")
       ->check(at_least(1))
       ->capture_default_str();

@@ -26,6 +26,11 @@ namespace tunableop::llm {
 
 struct EngineOptions {
   int64_t max_batch = 1;
+  // The batch sizes a continuous-batching decode step is padded to (decode_buckets()): powers
+  // of two up to this, then every multiple of it up to max_batch; 0: powers of two all the way.
+  // Each bucket costs start-up tuning and a CUDA graph; a padding row costs a position of
+  // attention, and GEMM work where the step is compute-bound (large batches, and the CPU).
+  int64_t decode_bucket_step = 0;
   // Static KV cache length per sequence (prompt after padding + new tokens must fit).
   // 0 -> the model's max_position_embeddings.
   int64_t max_seq = 0;

@@ -27,6 +27,9 @@ CheckedInt prefill_elems(const ModelConfig& c, CheckedInt batch, CheckedInt seq)
 Status check_engine_fits(const ModelConfig& c, const EngineOptions& o, size_t elem_bytes, bool host_memory) {
   if (o.max_seq < 1) return Status::invalid_argument(fmt::format("max_seq must be >= 1 (got {})", o.max_seq));
   if (o.max_batch < 1) return Status::invalid_argument(fmt::format("max_batch must be >= 1 (got {})", o.max_batch));
+  if (o.decode_bucket_step < 0)
+    return Status::invalid_argument(
+        fmt::format("decode_bucket_step must be >= 0 (0: powers of two; got {})", o.decode_bucket_step));
   if (o.pad_multiple < 1 || o.pad_multiple > o.max_seq) {
     return Status::invalid_argument(
         fmt::format("pad_multiple ({}) must be between 1 and max_seq ({})", o.pad_multiple, o.max_seq));

@@ -90,11 +90,15 @@ Status Model::decode_slots(const std::vector<int64_t>& slots, const std::vector<
 
 std::vector<int64_t> Model::decode_buckets() const {
   std::vector<int64_t> b;
-  // Powers of two: a padding row costs a decode step one position of attention and nothing in
-  // its (memory-bound) GEMMs, while every bucket costs start-up tuning and a graph.
-  for (int64_t n = 1; n < o_.max_batch; n *= 2) {
-    if (n < o_.max_batch) b.push_back(n);
-  }
+  // Powers of two by default: a padding row costs a decode step one position of attention and
+  // nothing in its GEMMs while they are memory-bound, and every bucket costs start-up tuning
+  // and a graph. Where the GEMMs turn compute-bound (large batches), decode_bucket_step bounds
+  // the padding to less than one step.
+  const int64_t step = o_.decode_bucket_step;
+  for (int64_t n = 1; n < o_.max_batch && (step <= 0 || n < step); n *= 2) b.push_back(n);
+  if (step > 0)
+    for (int64_t n = step; n < o_.max_batch; n += step)
+      if (b.empty() || n > b.back()) b.push_back(n);
   b.push_back(o_.max_batch);
   return b;
 }

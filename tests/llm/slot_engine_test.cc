@@ -6,6 +6,7 @@
 
 #include <map>
 #include <numeric>
+#include <tuple>
 
 #include "llm/engine.h"
 #include "llm/model_slots.h"
@@ -16,9 +17,10 @@ namespace tunableop::llm {
 namespace {
 
 std::unique_ptr<Engine> paged_engine(const ModelConfig& c, Context& ctx, int64_t max_batch, int64_t page,
-                                     int64_t pad = 8) {
+                                     int64_t pad = 8, int64_t bucket_step = 0) {
   auto w = std::make_shared<const ModelWeights>(make_random_weights(c, 7));
   EngineOptions o = testing::options(max_batch, 48, pad);
+  o.decode_bucket_step = bucket_step;
   o.kv_cache.kind = KvCacheKind::kPaged;
   o.kv_cache.page_size = page;
   auto e = make_cpu_engine(w, o, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
@@ -94,13 +96,14 @@ TEST(SlotLayout, Errors) {
   EXPECT_FALSE(layout_decode({{0, 0, 1, &tok, row}, {1, 0, 1, &tok, row}}, 1, 1, 4, 0).is_ok());  // bucket < n
 }
 
-class SlotEngine : public ::testing::TestWithParam<bool> {};  // Llama (false) or Gemma (true)
+// Llama (false) or Gemma (true); the decode bucket step (0: powers of two).
+class SlotEngine : public ::testing::TestWithParam<std::tuple<bool, int64_t>> {};
 
 // Three prompts of different lengths: one chunked over three passes, the others packed, slots out
 // of order, a sequence joining the decode steps late and one leaving early. Every sequence's
 // tokens equal its own prefill()+decode() run.
 TEST_P(SlotEngine, ContinuousBatchEqualsEachSequenceAlone) {
-  const ModelConfig c = GetParam() ? testing::small_gemma() : testing::small_llama();
+  const ModelConfig c = std::get<0>(GetParam()) ? testing::small_gemma() : testing::small_llama();
   Context ctx(Device::cpu(), Config::defaults_only());
   const std::vector<std::vector<int32_t>> prompts = {prompt_of(13, c.vocab_size, 0), prompt_of(3, c.vocab_size, 1),
                                                      prompt_of(7, c.vocab_size, 2)};
@@ -108,7 +111,8 @@ TEST_P(SlotEngine, ContinuousBatchEqualsEachSequenceAlone) {
   std::vector<std::vector<int32_t>> want;
   for (const auto& p : prompts) want.push_back(alone(c, ctx, p, steps));
 
-  auto e = paged_engine(c, ctx, 4, 4);
+  // Bucket step 3: three sequences decode at a bucket of 3, not 4 (buckets 1, 2, 3, 4).
+  auto e = paged_engine(c, ctx, 4, 4, 8, std::get<1>(GetParam()));
   ASSERT_TRUE(e);
   const int64_t slot[] = {2, 0, 3};
   std::vector<std::vector<int32_t>> got(3);
@@ -147,7 +151,30 @@ TEST_P(SlotEngine, ContinuousBatchEqualsEachSequenceAlone) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(got[size_t(i)], want[size_t(i)]) << "prompt " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SlotEngine, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(Models, SlotEngine, ::testing::Combine(::testing::Bool(), ::testing::Values(0, 3)));
+
+// decode_bucket_step: powers of two up to the step, then its multiples, then max_batch.
+TEST(SlotEngine, DecodeBucketStepBoundsThePadding) {
+  const ModelConfig c = testing::small_llama();
+  Context ctx(Device::cpu(), Config::defaults_only());
+  auto pow2 = paged_engine(c, ctx, 10, 4);
+  EXPECT_EQ(pow2->decode_buckets(), (std::vector<int64_t>{1, 2, 4, 8, 10}));
+  auto step3 = paged_engine(c, ctx, 10, 4, 8, 3);
+  EXPECT_EQ(step3->decode_buckets(), (std::vector<int64_t>{1, 2, 3, 6, 9, 10}));
+  EXPECT_EQ(step3->decode_bucket(4), 6);
+  EXPECT_EQ(step3->decode_bucket(7), 9);
+  EXPECT_EQ(step3->decode_bucket(10), 10);
+  auto step4 = paged_engine(c, ctx, 12, 4, 8, 4);
+  EXPECT_EQ(step4->decode_buckets(), (std::vector<int64_t>{1, 2, 4, 8, 12}));
+  EXPECT_EQ(paged_engine(c, ctx, 10, 4, 8, 64)->decode_buckets(), (std::vector<int64_t>{1, 2, 4, 8, 10}));
+  auto w = std::make_shared<const ModelWeights>(make_random_weights(c, 7));
+  EngineOptions o = testing::options(4, 48, 8);
+  o.decode_bucket_step = -1;
+  auto bad = make_cpu_engine(w, o, tunableop_linear(ctx), tunableop_gemm(ctx), tunableop_attention(ctx));
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("decode_bucket_step must be >= 0"), std::string::npos)
+      << bad.status().message();
+}
 
 // Released slots give their pages back and are reused; the pool never leaks.
 TEST(SlotEngine, ReleaseReturnsPagesAndSlotsAreReused) {

@@ -47,10 +47,17 @@ class ServeCommand : public ::testing::Test {
       std::filesystem::copy_file(llm::testing::tokenizer_fixture(), dir_ + "/tokenizer.model");
     std::ofstream(dir_ + "/generation_config.json") << R"({"bos_token_id": 1, "eos_token_id": 2})";
     // 8 running at most (the 24 concurrent requests queue), small prefill passes: a quick warm-up.
+    // Decode buckets 1, 2, 3, 6, 8 (--decode-bucket-step 3): steps padded to sizes that are not
+    // powers of two give the same ids.
     ASSERT_TRUE(server_.start(server_args())) << server_.error();
   }
   virtual std::vector<std::string> server_args() const {
-    return {"--model", dir_, "--device", "cpu", "--no-tune", "--max-running", "8", "--prefill-tokens", "128"};
+    return {"--model",   dir_,
+            "--device",  "cpu",
+            "--no-tune", "--max-running",
+            "8",         "--prefill-tokens",
+            "128",       "--decode-bucket-step",
+            "3"};
   }
 
   httplib::Client client() {
@@ -184,6 +191,7 @@ TEST_F(ServeCommand, GreedyIdsEqualLlmsAloneStreamedAnd24AtOnce) {
 
 TEST_F(ServeCommand, ReadyLineBadInputsAndDisconnect) {
   EXPECT_NE(server_.ready_line().find("http://127.0.0.1:"), std::string::npos) << server_.ready_line();
+  EXPECT_NE(server_.stderr_text().find("decode at batch 1,2,3,6,8 "), std::string::npos) << server_.stderr_text();
   auto c = client();
   EXPECT_EQ(c.Get("/health")->status, 200);
   auto models = json::parse(c.Get("/v1/models")->body);
@@ -288,6 +296,9 @@ TEST(ServeCommandArgs, BadArgumentsExitTwo) {
   CliRun tp = run_cli({"serve", "--tp", "0", "--port", "0"});
   EXPECT_EQ(tp.exit_code, 2);
   EXPECT_NE(tp.err.find("--tp"), std::string::npos) << tp.err;
+  CliRun step = run_cli({"serve", "--decode-bucket-step", "0", "--port", "0"});
+  EXPECT_EQ(step.exit_code, 2);
+  EXPECT_NE(step.err.find("--decode-bucket-step"), std::string::npos) << step.err;
 }
 
 }  // namespace
