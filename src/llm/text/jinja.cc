@@ -238,13 +238,14 @@ class Renderer {
     return v;
   }
 
-  // The work limit: what a render may cost, in the units of Value::weight() plus one per loop
-  // turn. A real chat template over a long conversation costs well under a million; without a
-  // limit two nested loops over range(65536) ran for hours (fuzz/chat_template_fuzzer).
   // A loop turn makes a scope, binds its targets and the loop variable's dict of 11 entries:
   // in time (12 us under ASan) as much as a value of a few hundred items, so it costs 256. A
   // render then stops within about 80k turns; a real template over 2,000 messages takes 6k.
   static constexpr uint64_t kLoopTurnWork = 256;
+
+  // The work limit (kMaxRenderWork): what a render may cost, in the units of Value::weight()
+  // and loop turns. A real chat template over a long conversation costs well under a million;
+  // without a limit two nested loops over range(65536) ran for hours (fuzz/chat_template_fuzzer).
   Status charge(uint64_t units, int line) {
     work_ = work_ + units < work_ ? UINT64_MAX : work_ + units;
     if (work_ <= kMaxRenderWork) return Status::ok();
