@@ -69,7 +69,7 @@ fuzz_targets=(results_file untuned_signature model_loader gemm_params chat_templ
 # Before a commit the walk is run here, and gemm_params on more seeds. Longer campaigns:
 # docs/hardening.md.
 declare -A fuzz_runs=([results_file]=90000 [untuned_signature]=200000 [model_loader]=110000 [gemm_params]=20000
-  [chat_template]=100000 [tokenizer_json]=150000 [openai_request]=400000 [model_text]=60000)
+  [chat_template]=60000 [tokenizer_json]=150000 [openai_request]=400000 [model_text]=60000)
 
 job_fuzz() {
   # libFuzzer is clang's. OpenMP stays GCC's libgomp as in the other builds: OpenBLAS, BLIS and
