@@ -44,12 +44,7 @@ const ServedModel& model() {
     special.set("bos_token", tunableop::llm::jinja::Value("<|begin_of_text|>"));
     auto t = tunableop::llm::make_chat_template(kLlama3Template, "tiny/chat_template.jinja", special);
     FUZZ_CHECK(t.is_ok(), "the template: %s", t.status().to_string().c_str());
-    auto shared = std::make_shared<const tunableop::llm::ChatTemplate>(std::move(*t));
-    s.chat_template = [shared](const std::vector<ChatMessage>& messages) -> tunableop::StatusOr<std::string> {
-      std::vector<tunableop::llm::ChatMessage> m;
-      for (const auto& x : messages) m.push_back({x.role, x.content});
-      return tunableop::llm::render_chat(*shared, m, true);
-    };
+    s.chat_template = rendering(std::make_shared<const tunableop::llm::ChatTemplate>(std::move(*t)));
     return s;
   }();
   return m;

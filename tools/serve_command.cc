@@ -105,14 +105,7 @@ StatusOr<serve::openai::ChatTemplate> chat_template_of(const llm::ModelSpec& spe
     if (t.status().code() == StatusCode::kNotFound) return serve::openai::ChatTemplate{};
     return t.status();
   }
-  auto shared = std::make_shared<const llm::ChatTemplate>(std::move(*t));
-  return serve::openai::ChatTemplate(
-      [shared](const std::vector<serve::openai::ChatMessage>& messages) -> StatusOr<std::string> {
-        std::vector<llm::ChatMessage> m;
-        m.reserve(messages.size());
-        for (const auto& x : messages) m.push_back({x.role, x.content});
-        return llm::render_chat(*shared, m, /*add_generation_prompt=*/true);
-      });
+  return serve::openai::rendering(std::make_shared<const llm::ChatTemplate>(std::move(*t)));
 }
 
 int run_serve(const ServeArgs& a) {

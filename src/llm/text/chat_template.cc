@@ -1,7 +1,6 @@
 #include "llm/text/chat_template.h"
 
 #include <filesystem>
-#include <utility>
 
 #include "llm/text/json_file.h"
 #include "llm/text/utf8.h"
@@ -43,9 +42,6 @@ StatusOr<jinja::Dict> special_tokens_of(const json& cfg, const std::string& file
 
 StatusOr<ChatTemplate> make_chat_template(const std::string& text, const std::string& source_name,
                                           jinja::Dict special_tokens) {
-  if (utf8::first_invalid(text) != std::string::npos) {
-    return Status::parse_error(source_name + ": the template is not valid UTF-8");
-  }
   auto compiled = jinja::Template::parse(text, source_name);
   if (!compiled.is_ok()) return compiled.status();
   return ChatTemplate{std::move(*compiled), source_name, std::move(special_tokens)};
@@ -97,15 +93,18 @@ StatusOr<ChatTemplate> load_chat_template(const std::string& dir, const std::str
 StatusOr<std::string> render_chat(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt) {
   jinja::List list;
+  // A conversation is text: bytes that are not UTF-8 (a terminal in Latin-1) are named here
+  // rather than rendered into a prompt the tokenizer would read differently.
+  auto check = [](size_t i, const char* field, const std::string& text) {
+    const size_t bad = utf8::first_invalid(text);
+    if (bad == std::string::npos) return Status::ok();
+    return Status::invalid_argument("message " + std::to_string(i + 1) + "'s " + field +
+                                    " is not valid UTF-8 (the byte at offset " + std::to_string(bad) + ")");
+  };
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    // A conversation is text: bytes that are not UTF-8 (a terminal in Latin-1) are named here
-    // rather than rendered into a prompt the tokenizer would read differently.
-    for (const auto& [field, text] :
-         {std::pair<const char*, const std::string*>{"role", &m.role}, {"content", &m.content}})
-      if (const size_t bad = utf8::first_invalid(*text); bad != std::string::npos)
-        return Status::invalid_argument("message " + std::to_string(i + 1) + "'s " + field +
-                                        " is not valid UTF-8 (the byte at offset " + std::to_string(bad) + ")");
+    TUNABLEOP_RETURN_IF_ERROR(check(i, "role", m.role));
+    TUNABLEOP_RETURN_IF_ERROR(check(i, "content", m.content));
     jinja::Dict d;
     d.items = {{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}};
     list.emplace_back(std::move(d));

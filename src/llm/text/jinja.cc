@@ -231,8 +231,7 @@ class Renderer {
     if (!v.is_ok()) return v;
     using K = Expr::Kind;
     const bool lookup = e.kind == K::kLiteral || e.kind == K::kName || e.kind == K::kAttr || e.kind == K::kIndex;
-    TUNABLEOP_RETURN_IF_ERROR(
-        charge(lookup ? 1 + (v->is_string() ? v->as_string().size() / 64 : 0) : v->weight(), e.line));
+    TUNABLEOP_RETURN_IF_ERROR(charge(!lookup || v->is_string() ? v->weight() : 1, e.line));
     if (!lookup && v->depth() > kMaxValueDepth)
       return err(e.line, "a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
     return v;
@@ -247,7 +246,7 @@ class Renderer {
   // and loop turns. A real chat template over a long conversation costs well under a million;
   // without a limit two nested loops over range(65536) ran for hours (fuzz/chat_template_fuzzer).
   Status charge(uint64_t units, int line) {
-    work_ = work_ + units < work_ ? UINT64_MAX : work_ + units;
+    work_ = saturating_add(work_, units);
     if (work_ <= kMaxRenderWork) return Status::ok();
     return Status::resource_exhausted(name_ + ":" + std::to_string(line) + ": the template passed its work limit (" +
                                       std::to_string(kMaxRenderWork) + " steps: loop turns and values made)");
@@ -622,7 +621,7 @@ StatusOr<Template> Template::parse(std::string_view source, const std::string& n
   // Python reads a template as UTF-8 text and fails on anything else; so do we, before the
   // string functions see it.
   if (const size_t bad = utf8::first_invalid(source); bad != std::string_view::npos)
-    return Status::invalid_argument(name + ": not valid UTF-8 (the byte at offset " + std::to_string(bad) + ")");
+    return Status::parse_error(name + ": not valid UTF-8 (the byte at offset " + std::to_string(bad) + ")");
   auto body = parse_template(source, name);
   if (!body.is_ok()) return body.status();
   Template t;

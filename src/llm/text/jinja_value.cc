@@ -31,12 +31,6 @@ void Dict::set(const std::string& key, Value v) {
   }
 }
 
-namespace {
-
-uint64_t saturating_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
-
-}  // namespace
-
 Value::Value(List l) : kind_(Kind::kList) {
   for (const Value& v : l) {
     depth_ = std::max(depth_, v.depth_ + 1);
@@ -50,7 +44,7 @@ Value::Value(Dict d) : kind_(Kind::kDict) {
   for (const auto& kv : d.items) {
     depth_ = std::max(depth_, kv.second.depth_ + 1);
     holds_namespace_ = holds_namespace_ || kv.second.holds_namespace_;
-    weight_ = saturating_add(weight_, saturating_add(1 + kv.first.size() / 64, kv.second.weight_));
+    weight_ = saturating_add(weight_, saturating_add(text_weight(kv.first.size()), kv.second.weight_));
   }
   dict_ = std::make_shared<Dict>(std::move(d));
 }
@@ -62,7 +56,7 @@ uint64_t Value::weight() const {
     for (const Value& v : *list_) w = saturating_add(w, v.weight());
   } else if (is_dict()) {
     for (const auto& kv : dict_->items)
-      w = saturating_add(w, saturating_add(1 + kv.first.size() / 64, kv.second.weight()));
+      w = saturating_add(w, saturating_add(text_weight(kv.first.size()), kv.second.weight()));
   }
   return w;
 }

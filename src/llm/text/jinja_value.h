@@ -41,10 +41,10 @@ class Value {
   Value(int64_t i) : kind_(Kind::kInt), int_(i) {}     // NOLINT
   Value(int i) : kind_(Kind::kInt), int_(i) {}         // NOLINT
   Value(double d) : kind_(Kind::kFloat), float_(d) {}  // NOLINT
-  Value(std::string s) : kind_(Kind::kString), text_(std::move(s)) { weight_ = 1 + text_.size() / 64; }  // NOLINT
-  Value(const char* s) : kind_(Kind::kString), text_(s) { weight_ = 1 + text_.size() / 64; }             // NOLINT
-  Value(List l);                                                                                         // NOLINT
-  Value(Dict d);                                                                                         // NOLINT
+  Value(std::string s) : kind_(Kind::kString), text_(std::move(s)) { weight_ = text_weight(text_.size()); }  // NOLINT
+  Value(const char* s) : kind_(Kind::kString), text_(s) { weight_ = text_weight(text_.size()); }             // NOLINT
+  Value(List l);                                                                                             // NOLINT
+  Value(Dict d);                                                                                             // NOLINT
   // A Python tuple: a list that prints as (a, b) and differs from a list in ==.
   static Value tuple(List l) {
     Value v(std::move(l));
@@ -69,6 +69,7 @@ class Value {
   // entry and scalar, one more per 64 bytes of text, shared parts counted each time they are
   // reached; saturating. The renderer charges it against its work limit.
   uint64_t weight() const;
+  static uint64_t text_weight(size_t bytes) { return 1 + bytes / 64; }  // a string's, or a dict key's
   // Whether a namespace is reachable from here. Namespaces are the one mutable value: one may
   // not hold another (so none can come to hold itself), and what holds one is weighed afresh.
   bool holds_namespace() const { return holds_namespace_; }
@@ -118,6 +119,9 @@ class Value {
 };
 
 constexpr uint32_t kMaxValueDepth = 200;
+
+// a + b, or UINT64_MAX when that overflows (weights and the renderer's work count).
+inline uint64_t saturating_add(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 
 // Python's repr of a float ("1.0", "0.1", "1e+20", "inf", "nan").
 std::string float_repr(double d);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "llm/text/chat_template.h"
 #include "llm/text/special_tokens.h"
 #include "llm/text/tokenizer.h"
 #include "tunableop/status.h"
@@ -22,6 +23,9 @@ struct ChatMessage {
 // The conversation as the prompt text the model was trained on, the assistant's turn opened
 // (add_generation_prompt). Errors name the message or construct at fault.
 using ChatTemplate = std::function<StatusOr<std::string>(const std::vector<ChatMessage>&)>;
+
+// `t` as the front end calls it: the messages rendered with the generation prompt opened.
+ChatTemplate rendering(std::shared_ptr<const llm::ChatTemplate> t);
 
 struct ServedModel {
   std::string name;                                 // what clients send as "model" (and /v1/models lists)

@@ -104,8 +104,9 @@ void OpenblasLibrary::set_num_threads(int n) {
 Status OpenblasLibrary::supports(const GemmParams& in) const {
   if (in.dtype != DType::kF32 && in.dtype != DType::kF64)
     return Status::unsupported(fmt::format("OpenBLAS: dtype {} (fp32 and fp64 only)", dtype_name(in.dtype)));
-  TUNABLEOP_RETURN_IF_ERROR(in.with_defaults().validate());
-  const GemmParams p = cpu_shared::with_unused_lds_tightened(in.with_defaults());
+  const GemmParams d = in.with_defaults();
+  TUNABLEOP_RETURN_IF_ERROR(d.validate());
+  const GemmParams p = cpu_shared::with_unused_lds_tightened(d);
   // The Debian build uses 32-bit BLAS integers (not ILP64).
   for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldc})
     if (v > INT_MAX) return Status::unsupported(fmt::format("OpenBLAS: dimension {} exceeds 32-bit BLAS int", v));
