@@ -27,7 +27,16 @@ class CliTpEngine final : public llm::Engine {
   Status decode(const std::vector<int32_t>& tokens, std::vector<int32_t>* next) override {
     return engine_->decode(tokens, next);
   }
+  // The device loop (--decode-loop device, the default on CUDA): without these the wrapper
+  // answered "not supported" and `llm --tp N` decoded with the host loop.
+  bool decode_ahead_supported() const override { return engine_->decode_ahead_supported(); }
+  Status decode_ahead(const std::vector<int32_t>* tokens) override { return engine_->decode_ahead(tokens); }
+  Status collect_ahead(std::vector<int32_t>* next) override { return engine_->collect_ahead(next); }
   Status last_logits(std::vector<float>* out) override { return engine_->last_logits(out); }
+  StatusOr<std::vector<llm::ProfileSpan>> profile_prefill(const std::vector<std::vector<int32_t>>& prompts,
+                                                          std::vector<int32_t>* next, double* host_ms) override {
+    return engine_->profile_prefill(prompts, next, host_ms);
+  }
   StatusOr<std::vector<llm::ProfileSpan>> profile_decode(const std::vector<int32_t>& tokens,
                                                          std::vector<int32_t>* next) override {
     return engine_->profile_decode(tokens, next);
@@ -65,6 +74,11 @@ class CliTpEngine final : public llm::Engine {
 
 }  // namespace
 
+std::unique_ptr<llm::Engine> keep_rank_contexts(std::vector<std::unique_ptr<Context>> ranks,
+                                                std::unique_ptr<llm::Engine> engine) {
+  return std::make_unique<CliTpEngine>(std::move(ranks), std::move(engine));
+}
+
 StatusOr<std::unique_ptr<llm::Engine>> make_cli_tp_engine(int tp, const llm::ModelSpec& spec, uint64_t seed,
                                                           int64_t layers, const llm::EngineOptions& options,
                                                           Context& ctx,
@@ -86,7 +100,7 @@ StatusOr<std::unique_ptr<llm::Engine>> make_cli_tp_engine(int tp, const llm::Mod
   }
   auto e = llm::make_cuda_tp_engine(spec, seed, layers, options, all);
   if (!e.is_ok()) return e.status();
-  return std::unique_ptr<llm::Engine>(new CliTpEngine(std::move(ranks), std::move(e.value())));
+  return keep_rank_contexts(std::move(ranks), std::move(e.value()));
 }
 
 void set_tunableop_mode(llm::Engine& engine, Context& ctx, bool tuned) {
