@@ -21,6 +21,7 @@
 #   MODELS_STEPS="build bench" bash ...               # the speed half (a warm machine keeps ./build-models)
 #   MODELS_BENCH="llama-3-8b qwen2.5-7b"              # the models of step 4 (default: all of them)
 #   MODELS_BUDGET=570                                 # seconds from the start
+#   MODELS_TARGETS=tunableop_cli                      # what step 2 builds (the bench needs only the CLI)
 # The whole speed half does not fit one 10-minute call on a cold results file; two do:
 #   MODELS_STEPS="build bench" MODELS_BENCH="llama-2-7b llama-3-8b qwen2.5-7b" bash scripts/gpu-models.sh
 #   MODELS_STEPS="build bench" MODELS_BENCH="gemma-2-9b gemma-2-9b-nocap mistral-7b" bash scripts/gpu-models.sh
@@ -68,8 +69,9 @@ if step build; then
     { tail -20 "$LOGS/configure.log"; echo "gpu-models: configure failed"; pack; exit 1; }
   secs=$(step_seconds 420)
   [ "$secs" = 0 ] && { echo "gpu-models: no time left to build"; pack; exit 1; }
-  timeout "$secs" ninja -C "$BUILD" -j 16 tunableop_cli test_llm test_llm_cuda test_llm_cuda_kernels \
-    test_cuda_attention >"$LOGS/build.log" 2>&1 ||
+  # shellcheck disable=SC2086
+  timeout "$secs" ninja -C "$BUILD" -j 16 ${MODELS_TARGETS:-tunableop_cli test_llm test_llm_cuda test_llm_cuda_kernels \
+    test_cuda_attention} >"$LOGS/build.log" 2>&1 ||
     { grep -E "error|FAILED" "$LOGS/build.log" | head -20; echo "gpu-models: build failed"; pack; exit 1; }
   stamp "built"
 fi

@@ -22,7 +22,9 @@
 # multi-process steps are skipped and the table says so. NCCL: scripts/nccl-env.sh. NVLink
 # multicast stays off (NCCL_NVLS_ENABLE=0; docs/parallel.md).
 #
-# Knobs: SCALE_BUILD=dir (default ./build-scale), SCALE_BUDGET_S, SCALE_SKIP_70B=1.
+# Knobs: SCALE_BUILD=dir (default ./build-scale), SCALE_BUDGET_S, SCALE_SKIP_70B=1, SCALE_TESTS=0 (skip
+# step 1), SCALE_70B_PROCESSES=1 (the 70B also as 4 processes), SCALE_PROFILE=1 (each kernel of a
+# TP=1 and a TP=4 decode step, --profile-decode), SCALE_MAIN=0 (skip steps 2 and 3).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,12 +66,14 @@ stamp "built"
 
 T="$BUILD/tests"
 bin="$BUILD/tools/tunableop"
-run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 30 260
-run_test tp_engine "$T/llm/test_llm_parallel_cuda" 30 240
-if [ -n "$MPIRUN" ]; then
-  run_test tp_processes "$T/tools/test_tools_tp_mpi_cuda" 60 200
-else
-  summary+=("tp_processes: skipped (no MPI: $mpi_how)")
+if [ "${SCALE_TESTS:-1}" = 1 ]; then
+  run_test all_reduce "$T/backends/cuda/all_reduce/test_cuda_all_reduce" 30 260
+  run_test tp_engine "$T/llm/test_llm_parallel_cuda" 30 240
+  if [ -n "$MPIRUN" ]; then
+    run_test tp_processes "$T/tools/test_tools_tp_mpi_cuda" 60 200
+  else
+    summary+=("tp_processes: skipped (no MPI: $mpi_how)")
+  fi
 fi
 
 [ -x "$bin" ] || { echo "gpu-scale: the CLI was not built"; tail -20 "$LOGS/build.log"; exit 1; }
@@ -95,6 +99,7 @@ llm() {  # name, cap, keep, np (0: one process), args...
   [ $rc = 0 ] || tail -3 "$LOGS/$name.err"
 }
 seven=(--model builtin:llama-2-7b --total-tokens 256 --tune --iterations 3 --warmup 1 --decode-loop device)
+if [ "${SCALE_MAIN:-1}" = 1 ]; then
 llm tp1 40 200 0 "${seven[@]}"
 llm tp2_threads 40 170 0 "${seven[@]}" --tp 2
 llm tp2_processes 40 150 2 "${seven[@]}" --tp 2
@@ -120,11 +125,19 @@ allreduce 4gpu_processes 25 60 4 --dtype bf16 --sizes 8K,64K,1M,16M
 allreduce 2gpu_threads 15 50 0 --gpus 0,1 --dtype bf16 --sizes 8K,64K,1M,16M
 allreduce 2gpu_processes 20 40 2 --dtype bf16 --sizes 8K,64K,1M,16M
 allreduce 4gpu_residual_threads 12 30 0 --gpus 0,1,2,3 --dtype fp32 --residual bf16 --sizes 16K,32K,1M
+fi
 
 if [ "${SCALE_SKIP_70B:-0}" != 1 ]; then
   seventy=(--model builtin:llama-2-70b --tp 4 --tune --decode-loop device)
   llm 70b_tp4 90 20 0 "${seventy[@]}" --total-tokens 256 --iterations 2 --warmup 1 --measure-bandwidth
   llm 70b_tp4_ttft2048 40 0 0 "${seventy[@]}" --prompt-len 2048 --max-new-tokens 1 --iterations 3 --warmup 1
+  [ "${SCALE_70B_PROCESSES:-0}" = 1 ] &&
+    llm 70b_tp4_processes 90 0 4 "${seventy[@]}" --total-tokens 256 --iterations 2 --warmup 1 --measure-bandwidth
+fi
+# Where a TP=4 step's time goes (each kernel of 16 eager decode steps, rank 0), against TP=1's.
+if [ "${SCALE_PROFILE:-0}" = 1 ]; then
+  llm tp1_profile 40 0 0 "${seven[@]}" --profile-decode 16
+  llm tp4_profile 40 0 4 "${seven[@]}" --tp 4 --profile-decode 16
 fi
 cp "$OUT"/scale_results_*.csv "$OUT"/allreduce_results*.csv "$LOGS/" 2>/dev/null
 
@@ -134,6 +147,15 @@ echo
 echo "== gpu-scale summary =="
 printf '%s\n' "${summary[@]}"
 echo
+for f in tp1_profile tp4_profile; do
+  [ -s "$LOGS/$f.json" ] || continue
+  echo "== $f: each kernel of 16 eager decode steps (rank 0) =="
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        j = json.loads(l); x = j.get("extras", {})
+        print(json.dumps(j.get("decode_profile") or x.get("decode_profile") or "no profile in the JSON")[:4000])' "$LOGS/$f.json"
+done
 for f in 4gpu_threads 4gpu_processes 2gpu_threads 2gpu_processes 4gpu_residual_threads; do
   echo "== all-reduce $f (us per call) =="
   grep -E "^all-reduce|8 KiB|16 KiB|32 KiB|chosen:" "$LOGS/allreduce_$f.txt" 2>/dev/null | head -24
@@ -166,14 +188,14 @@ for tp in ("tp2", "tp4"):
         print(f"{tp}: processes / threads {b[0]['tokens_per_s'] / a[0]['tokens_per_s']:.3f}x tokens/s; "
               f"ids {'the same' if k and a[1] == b[1] else 'DIFFERENT'} (target: same ids, within 3%)")
 print("targets: TP=2 >= 1.7x, TP=4 >= 2.8x TP=1")
-for n in ("70b_tp4", "70b_tp4_ttft2048"):
+for n in ("70b_tp4", "70b_tp4_processes", "70b_tp4_ttft2048"):
     j, _ = load(n)
     if not j:
         print(f"{n}: no result (logs/{n}.err)")
         continue
     x = j.get("extras", {})
-    if n == "70b_tp4":
-        print(f"Llama-2-70B TP=4 batch 1: {j.get('tokens_per_s', 0):.1f} tok/s, TPOT {j.get('tpot_ms', 0):.2f} ms, "
+    if n != "70b_tp4_ttft2048":
+        print(f"Llama-2-70B TP=4 batch 1 ({'processes' if 'processes' in n else 'one process'}, {j.get('decode_loop')} loop): {j.get('tokens_per_s', 0):.1f} tok/s, TPOT {j.get('tpot_ms', 0):.2f} ms, "
               f"decode {j.get('decode_weight_gbps', 0):.0f} GB/s = {100 * x.get('decode_fraction_of_copy', 0):.1f}% "
               f"of the 4 GPUs' copy ceiling {x.get('copy_gbps', 0):.0f} GB/s (target >= 80%)")
     else:
