@@ -3,7 +3,7 @@
 #   asan   ASan + UBSan build (gcc) running the whole CPU test suite
 #   tsan   TSan build (gcc) running the concurrency tests (results file, dispatch from many threads,
 #          the op framework's plans and slot table, the interposer serving from many threads, a
-#          program exiting while its threads are inside served calls)
+#          program exiting while its threads are inside served calls, the server's channel wake-ups)
 #   fuzz   the libFuzzer targets (clang, ASan + UBSan) on their committed seed corpora: a fixed
 #          random seed and a fixed number of runs per target (FUZZ_RUNS_SCALE scales them), capped at
 #          FUZZ_SECONDS (default 150) each; see "deterministic" below
@@ -51,8 +51,8 @@ job_tsan() {
   # The interposer's exit-time case too (issue 33): a C program that exits while 8 threads are
   # inside served GEMMs, run under the TSan-built preload library and engine.
   cmake --build build-tsan -j "$jobs" --target test_core test_core_results test_ops_gemm test_ops_framework \
-    test_interpose tunableop_preload tunableop_interpose interpose_exit_threads_program
-  ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R 'Concurren|Threads|^interpose\.exit_threads' \
+    test_interpose tunableop_preload tunableop_interpose interpose_exit_threads_program test_serve_threads
+  ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R 'Concurren|Threads|^Channel|^interpose\.exit_threads' \
     --timeout 1800
 }
 

@@ -17,13 +17,16 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 void Channel::push(int32_t token) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (finished_) return;
-    pending_.push_back(token);
-  }
-  cv_.notify_all();
+  append(token);
+  wake();
 }
+
+void Channel::append(int32_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!finished_) pending_.push_back(token);
+}
+
+void Channel::wake() { cv_.notify_all(); }
 
 void Channel::finish(FinishReason reason, Status error) {
   {

@@ -49,8 +49,13 @@ class Channel {
     FinishReason reason = FinishReason::kNone;
     Status error;  // kError: why (a device fault, a sequence that cannot fit)
   };
-  // Runtime side.
+  // Runtime side. push() appends and wakes the reader; append() only appends, and wake() wakes
+  // the reader later: the runtime's loop appends a step's tokens and hands the wake-ups (one
+  // futex call each, 256 of them after a full decode step) to a ChannelWaker thread, so that
+  // they do not hold up the next step (docs/serve.md, "The engine runtime").
   void push(int32_t token);
+  void append(int32_t token);
+  void wake();
   void finish(FinishReason reason, Status error = Status::ok());
   // Front-end side: waits until something is new or `timeout` passes; returns what is new
   // (empty and not finished on a timeout).

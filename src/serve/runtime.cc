@@ -1,8 +1,9 @@
 // The engine runtime: one thread owns the engine and the scheduler; submit() hands requests
 // over through an inbox. Each turn of the loop takes the inbox, lets the scheduler plan a step,
 // runs it (Engine::prefill_slots / decode_slots, sampling where the logits are), and hands the
-// tokens to the requests' channels. When there is nothing to run it tunes, one problem at a
-// time, what the requests met untuned (docs/serve.md, "Tuning policy").
+// tokens to the requests' channels (their readers woken by a ChannelWaker thread). When there
+// is nothing to run it tunes, one problem at a time, what the requests met untuned
+// (docs/serve.md, "Tuning policy").
 #include "serve/runtime.h"
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 
 #include "llm/sampling.h"
 #include "llm/tune_recorded.h"
+#include "serve/channel_waker.h"
 #include "serve/scheduler.h"
 
 namespace tunableop::serve {
@@ -233,7 +235,8 @@ class Runtime final : public Backend {
     }
     ++steps_;
     const Clock::time_point now = Clock::now();
-    std::vector<Outcome> outcomes = scheduler_.complete(plan, next, o_.eos_ids, now, freed);
+    std::vector<Outcome> outcomes = scheduler_.complete(plan, next, o_.eos_ids, now, freed, &to_wake_);
+    waker_.post(&to_wake_);  // the readers wake while the loop goes on to the next step
     std::lock_guard<std::mutex> lock(mu_);
     stats_.steps = steps_;  // with its timing, so that a copy of the stats counts both or neither
     if (plan.kind == StepPlan::Kind::kDecode) {
@@ -340,6 +343,8 @@ class Runtime final : public Backend {
   std::optional<Clock::time_point> last_call_end_;  // the last engine call's end, while busy
   std::deque<std::pair<std::string, std::string>> pending_;
   std::set<std::string> tried_;
+  std::vector<std::shared_ptr<Channel>> to_wake_;  // the loop's: channels a step appended to
+  ChannelWaker waker_;
 };
 
 }  // namespace

@@ -175,12 +175,18 @@ StepPlan Scheduler::plan(std::vector<int64_t>* cancelled_slots) {
 
 std::vector<Outcome> Scheduler::complete(const StepPlan& plan, const std::vector<int32_t>& next,
                                          const std::vector<int32_t>& eos_ids, Clock::time_point now,
-                                         std::vector<int64_t>* freed_slots) {
+                                         std::vector<int64_t>* freed_slots,
+                                         std::vector<std::shared_ptr<Channel>>* to_wake) {
   std::vector<Outcome> out;
   auto append = [&](Sequence* s, int32_t token) {
     Outcome o{s, true, FinishReason::kNone, nullptr};
     s->tokens.push_back(token);
-    if (s->channel) s->channel->push(token);
+    if (s->channel && to_wake) {
+      s->channel->append(token);
+      to_wake->push_back(s->channel);
+    } else if (s->channel) {
+      s->channel->push(token);
+    }
     if (!s->has_first_token) s->has_first_token = true, s->first_token_time = now;
     s->last_token_time = now;
     const GenerationRequest& r = s->request;

@@ -97,10 +97,14 @@ class Scheduler {
   // After the engine ran `plan`: `next[i]` is the token chosen for plan.decode[i] (decode) or
   // for plan.prefill[i] (prefill; used only where the chunk is the last). Appends tokens,
   // decides which sequences finished (EOS or stop id unless ignore_eos, max_tokens, the
-  // context), finishes their channels, frees their slots (returned in `freed_slots`).
+  // context), finishes their channels, frees their slots (returned in `freed_slots`). With
+  // `to_wake`, new tokens are appended to the channels without waking their readers, and the
+  // channels are listed there for the caller to wake (Channel::append / wake); finished
+  // channels are woken at once either way.
   std::vector<Outcome> complete(const StepPlan& plan, const std::vector<int32_t>& next,
                                 const std::vector<int32_t>& eos_ids, Clock::time_point now,
-                                std::vector<int64_t>* freed_slots);
+                                std::vector<int64_t>* freed_slots,
+                                std::vector<std::shared_ptr<Channel>>* to_wake = nullptr);
   // The step failed on the engine: every sequence in it finishes with the error.
   void fail(const StepPlan& plan, const Status& error, std::vector<int64_t>* freed_slots);
   // Every sequence, running or waiting, finishes with `reason` (drain past its grace, shutdown).

@@ -77,6 +77,38 @@ TEST(Scheduler, ChunksAPromptAndAlternatesWithDecode) {
   EXPECT_EQ(s.pages_used(), 0);
 }
 
+// With a wake list (the runtime's way), a step's tokens are in the channels and the channels
+// are listed for waking, once per appended token; a chunk that is not its prompt's last adds
+// nothing; a finished sequence's channel is finished at once.
+TEST(Scheduler, ListsTheChannelsToWakeWhenAsked) {
+  Scheduler s(small());
+  std::shared_ptr<Channel> a, b;
+  ASSERT_TRUE(s.admit(request(4, 1, &a)).is_ok());
+  ASSERT_TRUE(s.admit(request(20, 3, &b)).is_ok());  // 12 of its 20 tokens fit the pass beside a's 4
+  std::vector<int64_t> freed;
+  StepPlan p = s.plan(&freed);
+  ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);
+  ASSERT_EQ(p.prefill.size(), 2u);
+  ASSERT_FALSE(p.prefill[1].last());  // b's prompt does not fit the 16-token pass whole
+  std::vector<std::shared_ptr<Channel>> to_wake;
+  s.complete(p, {7, 9}, {}, Clock::now(), &freed, &to_wake);
+  ASSERT_EQ(to_wake.size(), 1u);
+  EXPECT_EQ(to_wake[0], a);
+  Channel::Update ua = a->take(std::chrono::milliseconds(0));
+  EXPECT_EQ(ua.tokens, std::vector<int32_t>{7});
+  EXPECT_TRUE(ua.finished);  // max_tokens 1: finished in the same step
+  EXPECT_EQ(ua.reason, FinishReason::kLength);
+  to_wake.clear();
+  p = s.plan(&freed);
+  ASSERT_EQ(p.kind, StepPlan::Kind::kPrefill);  // b's last chunk
+  s.complete(p, {8}, {}, Clock::now(), &freed, &to_wake);
+  ASSERT_EQ(to_wake.size(), 1u);
+  EXPECT_EQ(to_wake[0], b);
+  Channel::Update ub = b->take(std::chrono::milliseconds(0));
+  EXPECT_EQ(ub.tokens, std::vector<int32_t>{8});
+  EXPECT_FALSE(ub.finished);
+}
+
 TEST(Scheduler, PacksShortPromptsWithinTheBudgets) {
   Scheduler s(small(8));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.admit(request(5, 1)).is_ok());
