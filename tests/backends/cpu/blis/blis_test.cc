@@ -55,6 +55,8 @@ TEST_F(BlisTest, UnusedLeadingDimensionsAreHarmlessAtAnySize) {
 
 TEST_F(BlisTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front()); }
 
+TEST_F(BlisTest, AlphaZeroScalesCByBeta) { testing::expect_alpha_zero_scales_c_by_beta(candidates_); }
+
 TEST_F(BlisTest, UnsupportedDtypesAreANormalAnswer) {
   GemmParams p;
   p.m = p.n = p.k = 8;

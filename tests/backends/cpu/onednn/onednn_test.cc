@@ -66,6 +66,12 @@ TEST_F(OnednnTest, UnusedLeadingDimensionsAreHarmlessAtAnySize) {
 // oneDNN rejects K == 0 as an invalid argument; BLAS semantics (C = beta C) are kept.
 TEST_F(OnednnTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front(), 2); }
 
+// With alpha == 0 and beta == 0 oneDNN left NaN from C (the fuzzer, seed 4); C = beta C is kept.
+TEST_F(OnednnTest, AlphaZeroScalesCByBeta) {
+  testing::expect_alpha_zero_scales_c_by_beta(candidates_, DType::kF32);
+  if (lib_->has_bf16() && !HasFatalFailure()) testing::expect_alpha_zero_scales_c_by_beta(candidates_, DType::kBF16);
+}
+
 TEST_F(OnednnTest, OpenmpSettingIsRestoredAfterEveryCandidate) {
   if (lib_->cpu_runtime() != "omp") GTEST_SKIP() << "oneDNN runtime is " << lib_->cpu_runtime();
   GemmParams p;

@@ -55,6 +55,8 @@ TEST_F(OpenblasTest, UnusedLeadingDimensionsAreHarmlessAtAnySize) {
 
 TEST_F(OpenblasTest, KZeroScalesCByBeta) { testing::expect_k_zero_scales_c_by_beta(candidates_.front()); }
 
+TEST_F(OpenblasTest, AlphaZeroScalesCByBeta) { testing::expect_alpha_zero_scales_c_by_beta(candidates_); }
+
 TEST_F(OpenblasTest, UnsupportedDtypesAreANormalAnswer) {
   GemmParams p;
   p.m = p.n = p.k = 8;
