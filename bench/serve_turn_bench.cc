@@ -9,7 +9,6 @@
 // readers are asleep again when the next step's tokens come. Arg: running requests.
 #include <benchmark/benchmark.h>
 
-#include <atomic>
 #include <thread>
 
 #include "serve/channel_waker.h"

@@ -99,13 +99,6 @@ llm() {  # name, cap, keep, np (0: one process), args...
   [ $rc = 0 ] || tail -3 "$LOGS/$name.err"
 }
 seven=(--model builtin:llama-2-7b --total-tokens 256 --tune --iterations 3 --warmup 1 --decode-loop device)
-if [ "${SCALE_MAIN:-1}" = 1 ]; then
-llm tp1 40 200 0 "${seven[@]}"
-llm tp2_threads 40 170 0 "${seven[@]}" --tp 2
-llm tp2_processes 40 150 2 "${seven[@]}" --tp 2
-llm tp4_threads 40 120 0 "${seven[@]}" --tp 4
-llm tp4_processes 40 100 4 "${seven[@]}" --tp 4
-
 allreduce() {  # name, cap, keep, np (0: one process over --gpus), args...
   local name=$1 cap=$2 keep=$3 np=$4
   shift 4
@@ -120,11 +113,17 @@ allreduce() {  # name, cap, keep, np (0: one process over --gpus), args...
     --iterations 100 --rounds 7 --effort 2 --tune "$@" >"$LOGS/allreduce_$name.txt" 2>&1
   summary+=("allreduce $name: rc $?")
 }
-allreduce 4gpu_threads 20 80 0 --gpus 0,1,2,3 --dtype bf16 --sizes 8K,64K,1M,16M
-allreduce 4gpu_processes 25 60 4 --dtype bf16 --sizes 8K,64K,1M,16M
-allreduce 2gpu_threads 15 50 0 --gpus 0,1 --dtype bf16 --sizes 8K,64K,1M,16M
-allreduce 2gpu_processes 20 40 2 --dtype bf16 --sizes 8K,64K,1M,16M
-allreduce 4gpu_residual_threads 12 30 0 --gpus 0,1,2,3 --dtype fp32 --residual bf16 --sizes 16K,32K,1M
+if [ "${SCALE_MAIN:-1}" = 1 ]; then
+  llm tp1 40 200 0 "${seven[@]}"
+  llm tp2_threads 40 170 0 "${seven[@]}" --tp 2
+  llm tp2_processes 40 150 2 "${seven[@]}" --tp 2
+  llm tp4_threads 40 120 0 "${seven[@]}" --tp 4
+  llm tp4_processes 40 100 4 "${seven[@]}" --tp 4
+  allreduce 4gpu_threads 20 80 0 --gpus 0,1,2,3 --dtype bf16 --sizes 8K,64K,1M,16M
+  allreduce 4gpu_processes 25 60 4 --dtype bf16 --sizes 8K,64K,1M,16M
+  allreduce 2gpu_threads 15 50 0 --gpus 0,1 --dtype bf16 --sizes 8K,64K,1M,16M
+  allreduce 2gpu_processes 20 40 2 --dtype bf16 --sizes 8K,64K,1M,16M
+  allreduce 4gpu_residual_threads 12 30 0 --gpus 0,1,2,3 --dtype fp32 --residual bf16 --sizes 16K,32K,1M
 fi
 
 if [ "${SCALE_SKIP_70B:-0}" != 1 ]; then
@@ -153,8 +152,7 @@ for f in tp1_profile tp4_profile; do
   python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
-        j = json.loads(l); x = j.get("extras", {})
-        print(json.dumps(j.get("decode_profile") or x.get("decode_profile") or "no profile in the JSON")[:4000])' "$LOGS/$f.json"
+        print(json.dumps(json.loads(l).get("extras", {}).get("decode_profile", "no profile in the JSON"))[:4000])' "$LOGS/$f.json"
 done
 for f in 4gpu_threads 4gpu_processes 2gpu_threads 2gpu_processes 4gpu_residual_threads; do
   echo "== all-reduce $f (us per call) =="

@@ -17,18 +17,21 @@ namespace {
 
 using llm::DecodeLoop;
 
+// Two CPU ranks of a small Llama-3 (sharing one context, as `llm --device cpu --tp 2` does).
+StatusOr<std::unique_ptr<llm::Engine>> cpu_tp_engine(Context& ctx) {
+  auto weights = std::make_shared<const llm::ModelWeights>(llm::make_random_weights(llm::testing::small_llama3(), 1));
+  return llm::make_cpu_tp_engine(weights, llm::testing::options(2, 48, 8), {&ctx, &ctx});
+}
+
 struct Wrapped {
   std::unique_ptr<Context> ctx = std::make_unique<Context>(Device::cpu(), Config::defaults_only());
   std::unique_ptr<llm::Engine> engine;
 };
 
-// Two CPU ranks (sharing one context, as `llm --device cpu --tp 2` does), wrapped as the CLI
-// wraps its CUDA ranks.
+// The same, wrapped as the CLI wraps its CUDA ranks.
 Wrapped wrapped_tp_engine() {
   Wrapped w;
-  const llm::ModelConfig c = llm::testing::small_llama3();
-  auto weights = std::make_shared<const llm::ModelWeights>(llm::make_random_weights(c, 1));
-  auto tp = llm::make_cpu_tp_engine(weights, llm::testing::options(2, 48, 8), {w.ctx.get(), w.ctx.get()});
+  auto tp = cpu_tp_engine(*w.ctx);
   EXPECT_TRUE(tp.is_ok()) << tp.status().to_string();
   if (tp.is_ok()) w.engine = keep_rank_contexts({}, std::move(tp.value()));
   return w;
@@ -60,10 +63,8 @@ TEST(LlmTpWrapper, DecodesWithTheDeviceLoopAndTheHostLoopsTokens) {
 TEST(LlmTpWrapper, AnswersAsTheEngineInside) {
   Wrapped w = wrapped_tp_engine();
   ASSERT_TRUE(w.engine);
-  auto inner_ctx = std::make_unique<Context>(Device::cpu(), Config::defaults_only());
-  const llm::ModelConfig c = llm::testing::small_llama3();
-  auto weights = std::make_shared<const llm::ModelWeights>(llm::make_random_weights(c, 1));
-  auto inner = llm::make_cpu_tp_engine(weights, llm::testing::options(2, 48, 8), {inner_ctx.get(), inner_ctx.get()});
+  Context inner_ctx(Device::cpu(), Config::defaults_only());
+  auto inner = cpu_tp_engine(inner_ctx);
   ASSERT_TRUE(inner.is_ok());
   llm::Engine& a = *w.engine;
   llm::Engine& b = **inner;

@@ -231,7 +231,7 @@ class Renderer {
     if (!v.is_ok()) return v;
     using K = Expr::Kind;
     const bool lookup = e.kind == K::kLiteral || e.kind == K::kName || e.kind == K::kAttr || e.kind == K::kIndex;
-    TUNABLEOP_RETURN_IF_ERROR(charge(!lookup || v->is_string() ? v->weight() : 1, e.line));
+    TUNABLEOP_RETURN_IF_ERROR(charge((!lookup || v->is_string()) ? v->weight() : 1, e.line));
     if (!lookup && v->depth() > kMaxValueDepth)
       return err(e.line, "a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
     return v;
